@@ -1,0 +1,3 @@
+module github.com/hotpath-go/hotpath/deflatecache
+
+go 1.26

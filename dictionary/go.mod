@@ -1,0 +1,3 @@
+module github.com/hotpath-go/hotpath/dictionary
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/hotpath-go/hotpath/scheduler
+
+go 1.26
