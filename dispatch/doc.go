@@ -1,11 +1,37 @@
-// Package dispatch routes incoming packets: it decodes a packet's kind and
-// calls the typed handler for it, and it maps an RPC method name, read from
-// the wire as bytes, to its handler without allocating.
+// Package dispatch is the branch every incoming packet takes: it decodes the
+// packet's kind and calls the handler for that kind, and it routes an RPC
+// method name, read from the wire as bytes, to its handler.
 //
-// The shape of both branches (switch, table, map, sorted index) was chosen
-// by the benchmarks kept in this package, with a real handler call in the
-// loop; the README shows the figures.
+// # Packet kinds
+//
+// A hotpath.v1 packet starts with one byte, its Kind (KindCall = 1 through
+// KindCapabilities = 13). DecodeKind splits a packet into kind and body; a
+// Dispatcher built from Handlers calls the handler for the kind with a
+// per-connection value of the caller's type and the body. Kind 0 and every
+// value above 13 is an *UnknownKindError, a kind the Dispatcher has no
+// handler for is an *UnhandledKindError; neither panics.
+//
+// # Method routing
+//
+// A Router is built once from a list of Routes (a name and a handler of any
+// type H) and maps a name given as []byte to its handler. Lookups allocate
+// nothing and cost the same for every name, registered or not: the Router
+// is a perfect hash of the registered names. Names returns the names in
+// registration order, for introspection and for a preset compression
+// dictionary built from them.
+//
+// # Costs
+//
+// Both branches were chosen by the benchmarks kept in this package, with a
+// real handler call in the loop: BenchmarkKindShapes (switch, if/else chain,
+// function table, interface method per kind) and BenchmarkRouteShapes (map,
+// switch on the name, sorted table, perfect hash). The README has the
+// figures. A dispatch costs a bounds check and an indirect call; a lookup
+// costs one hash of the name, two table loads and one comparison. A Router
+// of 1000 methods holds 8.5 KiB of tables beside its routes and builds in
+// well under a millisecond.
 //
 // Pick dispatch for the control path of a protocol server. It has no
-// dependency beyond the standard library.
+// dependency beyond the standard library. Dispatchers and Routers are
+// immutable once built and safe for concurrent use.
 package dispatch
