@@ -1,0 +1,533 @@
+package wsframe
+
+import (
+	"fmt"
+	"io"
+	"math"
+)
+
+// Role says which end of a connection a Decoder reads for.
+type Role uint8
+
+const (
+	// Server decodes what a client sent: every frame must be masked.
+	Server Role = iota
+	// Client decodes what a server sent: no frame may be masked.
+	Client
+)
+
+// DefaultMaxMessageSize and DefaultMaxFragments are the limits of a zero
+// Config. A realtime server's messages are small; raise the limits for
+// bulk transfers (the Autobahn 9.x cases need 16 MiB and 65536 fragments).
+const (
+	DefaultMaxMessageSize = 1 << 20
+	DefaultMaxFragments   = 1024
+)
+
+// maxLimit keeps header size plus payload length within an int.
+const maxLimit = int64(math.MaxInt - MaxHeaderSize)
+
+// Config is what a Decoder needs to know about its connection. The zero
+// value decodes for a server, without extensions, with default limits.
+type Config struct {
+	Role Role
+
+	// Extensions holds the RSV bits that negotiated extensions define;
+	// any other RSV bit fails the connection (RFC 6455 §5.2). Set Rsv1
+	// when permessage-deflate (RFC 7692) was negotiated: RSV1 is then
+	// accepted on the first frame of a data message only, as RFC 7692 §6.1
+	// requires, and marks the message compressed.
+	Extensions Flags
+
+	// MaxFrameSize bounds the payload of one frame, MaxMessageSize the sum
+	// of the payloads of one message, MaxFragments the number of frames of
+	// one message. A frame header that would exceed a limit fails the
+	// connection with 1009 before any of its payload is buffered. Zero or
+	// negative means the default: DefaultMaxMessageSize, MaxMessageSize
+	// (one frame may carry a whole message), DefaultMaxFragments. For a
+	// compressed message the sizes count compressed bytes: bounding the
+	// inflated size is the inflater's job.
+	MaxFrameSize   int64
+	MaxMessageSize int64
+	MaxFragments   int
+}
+
+// Source is a queue of received bytes the Decoder reads from without
+// copying: a subset of segmentqueue.Queue, so a Decoder runs on one
+// directly. Peek returns the first n bytes (a slice of the queue when they
+// lie in one segment, else a copy in scratch[:n]); Next removes and returns
+// the first n bytes as one slice (copied only when they span segments);
+// Segments appends the segments covering the first n bytes to dst. Each
+// fails when fewer than n bytes are buffered.
+//
+// The Decoder unmasks payloads in place, in the memory the Source hands out.
+type Source interface {
+	Len() int
+	Peek(n int, scratch []byte) ([]byte, error)
+	Discard(n int) error
+	Next(n int) ([]byte, error)
+	Segments(n int, dst [][]byte) ([][]byte, error)
+}
+
+// Frame is one decoded frame: its payload is unmasked and, for text, checked
+// as far as RFC 6455 allows for a fragment.
+type Frame struct {
+	Header  Header
+	Payload []byte
+}
+
+// Message is one whole data message, or one control frame that arrived
+// before or between the fragments of a data message.
+type Message struct {
+	// Opcode is OpText or OpBinary for a data message, OpClose, OpPing or
+	// OpPong for a control frame.
+	Opcode Opcode
+	// Compressed reports that the first frame had RSV1 set: with
+	// permessage-deflate, the payload is to be inflated (and, for text,
+	// validated as UTF-8 after inflating: the decoder cannot).
+	Compressed bool
+	// CloseCode is the status of a close frame, validated: CloseNoStatus
+	// when its body was empty.
+	CloseCode CloseCode
+	// Payload is unmasked. For a message of one frame it aliases the
+	// input; for a fragmented message it is the assembly buffer. Either
+	// way it is valid until the next call on the Decoder.
+	Payload []byte
+}
+
+// CloseReason returns the reason of a close frame (valid UTF-8, at most
+// MaxCloseReason bytes), or nil.
+func (m Message) CloseReason() []byte {
+	if m.Opcode != OpClose || len(m.Payload) < 2 {
+		return nil
+	}
+	return m.Payload[2:]
+}
+
+// Decoder checks and decodes the frames of one connection, sans I/O: it is
+// given bytes, as a slice or a Source, and returns frames or whole
+// messages, or ErrNeedMore when the input ends inside a frame.
+//
+// It enforces RFC 6455 as a receiver must: reserved bits and opcodes,
+// masking direction, control frames of at most 125 bytes and never
+// fragmented, continuation rules, UTF-8 in text messages and close
+// reasons, valid close codes, and the limits of its Config. A violation is
+// a *ProtocolError carrying the close code to send; it is sticky: the
+// Decoder returns it from then on. After a close frame the Decoder returns
+// io.EOF: the peer sends nothing more that counts.
+//
+// Text is validated as the bytes arrive, even inside a frame whose end has
+// not arrived yet, so invalid UTF-8 fails the connection at the first
+// byte that makes it invalid.
+//
+// A Decoder is about 200 bytes and holds no buffer between messages: only
+// while a fragmented message is being assembled does it hold the assembly
+// buffer (the caller's, when one is given). It is not safe for concurrent
+// use.
+type Decoder struct {
+	cfg Config
+	err error
+
+	// The data message in progress.
+	msg       []byte // fragments assembled by the message API
+	msgLen    int64
+	fragments int
+	msgOp     Opcode
+	inMsg     bool
+	msgRsv1   bool
+
+	closed bool
+	utf8   UTF8Validator
+
+	// The frame whose end has not arrived: done bytes of its payload are
+	// unmasked and validated already.
+	done int64
+	need int
+
+	hdr  [MaxHeaderSize]byte // Peek scratch for a header split across segments
+	segs [4][]byte           // Segments scratch, cleared after every use
+}
+
+// NewDecoder returns a Decoder for a connection described by cfg.
+func NewDecoder(cfg Config) *Decoder {
+	return &Decoder{cfg: cfg}
+}
+
+// Reset makes d ready for a new connection described by cfg, so a Decoder
+// embedded in a connection struct needs no allocation of its own.
+func (d *Decoder) Reset(cfg Config) {
+	*d = Decoder{cfg: cfg}
+}
+
+// Need returns how many more bytes, at least, the last ErrNeedMore asked
+// for: the rest of a header, or the rest of a frame's payload.
+func (d *Decoder) Need() int { return d.need }
+
+func (d *Decoder) maxMessage() int64 {
+	if m := d.cfg.MaxMessageSize; m > 0 {
+		return min(m, maxLimit)
+	}
+	return DefaultMaxMessageSize
+}
+
+func (d *Decoder) maxFrame() int64 {
+	if m := d.cfg.MaxFrameSize; m > 0 {
+		return min(m, maxLimit)
+	}
+	return d.maxMessage()
+}
+
+func (d *Decoder) maxFragments() int {
+	if m := d.cfg.MaxFragments; m > 0 {
+		return m
+	}
+	return DefaultMaxFragments
+}
+
+// stopped returns the error a failed or closed Decoder keeps returning.
+func (d *Decoder) stopped() error {
+	if d.err != nil {
+		return d.err
+	}
+	return io.EOF
+}
+
+func (d *Decoder) fail(err error) error {
+	d.err = err
+	d.msg = nil
+	return err
+}
+
+// check applies every rule that the header alone decides. It changes no
+// state: a header is checked again on each call until its frame is whole.
+func (d *Decoder) check(h Header) error {
+	if rsv := h.Flags & rsvBits; rsv != 0 {
+		// RFC 6455 §5.2: "If a nonzero value is received and none of the
+		// negotiated extensions defines the meaning of such a nonzero value,
+		// the receiving endpoint MUST _Fail the WebSocket Connection_."
+		if rsv&^d.cfg.Extensions != 0 {
+			return ErrReservedBits
+		}
+		// RFC 7692 §6.1: "An endpoint MUST NOT set the "Per-Message
+		// Compressed" bit of control frames and non-first fragments of a
+		// data message. An endpoint receiving such a frame MUST _Fail the
+		// WebSocket Connection_."
+		if rsv&Rsv1 != 0 && (h.Opcode.IsControl() || h.Opcode == OpContinuation) {
+			return ErrReservedBits
+		}
+	}
+	if h.Opcode.IsReserved() {
+		return ErrReservedOpcode
+	}
+	// RFC 6455 §5.1: "The server MUST close the connection upon receiving a
+	// frame that is not masked." and "A client MUST close a connection if
+	// it detects a masked frame."
+	if h.Masked != (d.cfg.Role == Server) {
+		if h.Masked {
+			return ErrMaskedFrame
+		}
+		return ErrUnmaskedFrame
+	}
+	if h.Opcode.IsControl() {
+		// RFC 6455 §5.5: "All control frames MUST have a payload length of
+		// 125 bytes or less and MUST NOT be fragmented."
+		if h.Length > MaxControlPayload {
+			return ErrControlTooLong
+		}
+		if !h.Fin() {
+			return ErrFragmentedControl
+		}
+		return nil
+	}
+	msgLen, fragments := d.msgLen, d.fragments
+	if h.Opcode == OpContinuation {
+		if !d.inMsg {
+			return ErrUnexpectedContinuation
+		}
+	} else {
+		// RFC 6455 §5.4: "The fragments of one message MUST NOT be
+		// interleaved between the fragments of another message unless an
+		// extension has been negotiated that can interpret the
+		// interleaving."
+		if d.inMsg {
+			return ErrExpectedContinuation
+		}
+		msgLen, fragments = 0, 0
+	}
+	// RFC 6455 §10.4: "a malicious endpoint can try to exhaust its peer's
+	// memory or mount a denial-of-service attack by sending either a single
+	// big frame (e.g., of size 2**60) or by sending a long stream of small
+	// frames that are a part of a fragmented message."
+	if h.Length > d.maxFrame() {
+		return ErrFrameTooBig
+	}
+	if h.Length > d.maxMessage()-msgLen {
+		return ErrMessageTooBig
+	}
+	if fragments >= d.maxFragments() {
+		return ErrTooManyFragments
+	}
+	return nil
+}
+
+// isText reports whether the payload of a frame with header h is UTF-8 the
+// decoder validates: uncompressed text, or a continuation of it.
+func (d *Decoder) isText(h Header) bool {
+	switch h.Opcode {
+	case OpText:
+		return h.Flags&Rsv1 == 0
+	case OpContinuation:
+		return d.inMsg && d.msgOp == OpText && !d.msgRsv1
+	}
+	return false
+}
+
+// scan unmasks and validates q, the next bytes of the payload of a text
+// frame whose end has not arrived, so that invalid UTF-8 fails the
+// connection as soon as it is received.
+func (d *Decoder) scan(h Header, q []byte) error {
+	if h.Masked {
+		Mask(q, h.Key, int(d.done&3))
+	}
+	d.done += int64(len(q))
+	if !d.utf8.Valid(q) {
+		return ErrInvalidUTF8
+	}
+	return nil
+}
+
+// finish completes a frame whose whole payload p is present, p[:d.done]
+// being unmasked and validated already, and moves the message state on.
+func (d *Decoder) finish(h Header, p []byte) error {
+	text := d.isText(h)
+	rest := p[d.done:]
+	if h.Masked {
+		Mask(rest, h.Key, int(d.done&3))
+	}
+	d.done = 0
+	switch h.Opcode {
+	case OpClose:
+		if _, _, err := ParseClosePayload(p); err != nil {
+			return err
+		}
+		d.closed = true
+		d.msg = nil // a message cut short by the close is never delivered
+		return nil
+	case OpPing, OpPong:
+		return nil
+	case OpText, OpBinary:
+		d.inMsg, d.msgOp, d.msgRsv1 = true, h.Opcode, h.Flags&Rsv1 != 0
+		d.msgLen, d.fragments = 0, 0
+	}
+	d.msgLen += h.Length
+	d.fragments++
+	if text {
+		// RFC 6455 §5.6: "a particular text frame might include a partial
+		// UTF-8 sequence; however, the whole message MUST contain valid
+		// UTF-8."
+		if !d.utf8.Valid(rest) || (h.Fin() && !d.utf8.Complete()) {
+			return ErrInvalidUTF8
+		}
+	}
+	if h.Fin() {
+		d.inMsg = false
+		d.utf8.Reset()
+	}
+	return nil
+}
+
+// DecodeFrame decodes the frame at the start of b, unmasking its payload in
+// place. n is the number of bytes consumed: the caller drops them and
+// passes what follows on the next call. When b ends inside the frame it
+// returns ErrNeedMore with n = 0: call again with the same bytes and more
+// appended (unconsumed bytes may move, as in a compacted buffer, but must
+// not change). The payload aliases b.
+func (d *Decoder) DecodeFrame(b []byte) (f Frame, n int, err error) {
+	if d.err != nil || d.closed {
+		return Frame{}, 0, d.stopped()
+	}
+	h, hn, err := ParseHeader(b)
+	if err != nil {
+		if err == ErrShortHeader {
+			d.need = hn - len(b)
+			return Frame{}, 0, ErrNeedMore
+		}
+		return Frame{}, 0, d.fail(err)
+	}
+	if err := d.check(h); err != nil {
+		return Frame{}, 0, d.fail(err)
+	}
+	if got := int64(len(b) - hn); got < h.Length {
+		d.need = int(h.Length - got)
+		if d.isText(h) && got > d.done {
+			if err := d.scan(h, b[hn+int(d.done):]); err != nil {
+				return Frame{}, 0, d.fail(err)
+			}
+		}
+		return Frame{}, 0, ErrNeedMore
+	}
+	end := hn + int(h.Length)
+	p := b[hn:end:end]
+	if err := d.finish(h, p); err != nil {
+		return Frame{}, 0, d.fail(err)
+	}
+	return Frame{Header: h, Payload: p}, end, nil
+}
+
+// NextFrame decodes the frame at the front of src and removes it from src.
+// The payload is contiguous: a slice of src's memory when the frame lies in
+// one segment, a single copy otherwise. When src ends inside the frame it
+// returns ErrNeedMore and leaves src as it was (apart from unmasking in
+// place the payload bytes it validated early).
+func (d *Decoder) NextFrame(src Source) (Frame, error) {
+	if d.err != nil || d.closed {
+		return Frame{}, d.stopped()
+	}
+	avail := src.Len()
+	if avail < 2 {
+		d.need = 2 - avail
+		return Frame{}, ErrNeedMore
+	}
+	hb, err := src.Peek(min(avail, MaxHeaderSize), d.hdr[:])
+	if err != nil {
+		return Frame{}, fmt.Errorf("wsframe: peeking frame header: %w", err)
+	}
+	h, hn, err := ParseHeader(hb)
+	if err != nil {
+		if err == ErrShortHeader {
+			d.need = hn - avail
+			return Frame{}, ErrNeedMore
+		}
+		return Frame{}, d.fail(err)
+	}
+	if err := d.check(h); err != nil {
+		return Frame{}, d.fail(err)
+	}
+	if got := int64(avail - hn); got < h.Length {
+		d.need = int(h.Length - got)
+		if d.isText(h) && got > d.done {
+			if err := d.scanSegments(src, h, hn, avail); err != nil {
+				return Frame{}, err
+			}
+		}
+		return Frame{}, ErrNeedMore
+	}
+	if err := src.Discard(hn); err != nil {
+		return Frame{}, fmt.Errorf("wsframe: discarding frame header: %w", err)
+	}
+	var p []byte
+	if h.Length > 0 {
+		if p, err = src.Next(int(h.Length)); err != nil {
+			return Frame{}, fmt.Errorf("wsframe: taking frame payload: %w", err)
+		}
+	}
+	if err := d.finish(h, p); err != nil {
+		return Frame{}, d.fail(err)
+	}
+	return Frame{Header: h, Payload: p}, nil
+}
+
+// scanSegments validates, segment by segment and in place, the payload
+// bytes of an incomplete text frame that arrived since the last call.
+func (d *Decoder) scanSegments(src Source, h Header, hn, avail int) error {
+	segs, err := src.Segments(avail, d.segs[:0])
+	if err != nil {
+		return fmt.Errorf("wsframe: listing segments: %w", err)
+	}
+	skip := hn + int(d.done) // bytes at the front already handled
+	left := avail - skip
+	for _, s := range segs {
+		if left == 0 {
+			break
+		}
+		if skip >= len(s) {
+			skip -= len(s)
+			continue
+		}
+		s = s[skip:]
+		skip = 0
+		if len(s) > left {
+			s = s[:left]
+		}
+		left -= len(s)
+		if err = d.scan(h, s); err != nil {
+			err = d.fail(err)
+			break
+		}
+	}
+	clear(segs)
+	clear(d.segs[:])
+	return err
+}
+
+// collect turns a decoded frame into a Message, or appends it to the
+// fragmented message being assembled and reports ok = false.
+func (d *Decoder) collect(f Frame, buf *[]byte) (m Message, ok bool) {
+	h := f.Header
+	if h.Opcode.IsControl() {
+		m = Message{Opcode: h.Opcode, Payload: f.Payload}
+		if h.Opcode == OpClose {
+			m.CloseCode, _, _ = ParseClosePayload(f.Payload) // validated by finish
+		}
+		return m, true
+	}
+	if h.Opcode != OpContinuation {
+		if h.Fin() {
+			return Message{Opcode: h.Opcode, Compressed: h.Flags&Rsv1 != 0, Payload: f.Payload}, true
+		}
+		d.msg = nil
+		if buf != nil {
+			d.msg = (*buf)[:0]
+		}
+	}
+	d.msg = append(d.msg, f.Payload...)
+	if !h.Fin() {
+		return Message{}, false
+	}
+	m = Message{Opcode: d.msgOp, Compressed: d.msgRsv1, Payload: d.msg}
+	if buf != nil {
+		*buf = d.msg
+	}
+	d.msg = nil
+	return m, true
+}
+
+// DecodeMessage decodes from b the next whole data message, or the next
+// control frame, which may arrive between the fragments of a message (RFC
+// 6455 §5.4: "An endpoint MUST be capable of handling control frames in the
+// middle of a fragmented message"). n is the number of bytes consumed,
+// whatever err is: the caller always drops them, also on ErrNeedMore (the
+// fragments consumed so far are kept in the assembly buffer).
+//
+// A message of one frame is returned in place, aliasing b. The fragments of
+// a fragmented message are copied into (*buf)[:0], grown as needed and
+// stored back in *buf when the message is complete, so a caller that passes
+// the same buf every time allocates nothing once it is large enough; with a
+// nil buf the Decoder allocates the assembly buffer itself.
+func (d *Decoder) DecodeMessage(b []byte, buf *[]byte) (m Message, n int, err error) {
+	for {
+		f, fn, err := d.DecodeFrame(b[n:])
+		n += fn
+		if err != nil {
+			return Message{}, n, err
+		}
+		if m, ok := d.collect(f, buf); ok {
+			return m, n, nil
+		}
+	}
+}
+
+// NextMessage is DecodeMessage reading from a Source: the frames it
+// decodes are removed from src, and a message of one frame is returned
+// without a copy when it lies in one segment.
+func (d *Decoder) NextMessage(src Source, buf *[]byte) (Message, error) {
+	for {
+		f, err := d.NextFrame(src)
+		if err != nil {
+			return Message{}, err
+		}
+		if m, ok := d.collect(f, buf); ok {
+			return m, nil
+		}
+	}
+}
