@@ -80,11 +80,18 @@ func (d *Dispatcher[C]) Dispatch(c C, packet []byte) error {
 	if len(packet) == 0 {
 		return ErrEmptyPacket
 	}
-	k := packet[0]
+	return d.DispatchKind(c, Kind(packet[0]), packet[1:])
+}
+
+// DispatchKind calls the handler for kind k with c and body, for a caller
+// that has already split the kind from the body (to clear a flag bit it
+// keeps beside the kind, or to inflate the body first). Its errors are
+// those of Dispatch.
+func (d *Dispatcher[C]) DispatchKind(c C, k Kind, body []byte) error {
 	if int(k) < len(d.table) {
-		return d.table[k](c, packet[1:])
+		return d.table[k](c, body)
 	}
-	return &UnknownKindError{Kind: Kind(k)}
+	return &UnknownKindError{Kind: k}
 }
 
 // UnhandledKindError reports a packet of a valid kind that the Dispatcher

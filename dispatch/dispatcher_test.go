@@ -124,3 +124,21 @@ func BenchmarkDispatch(b *testing.B) {
 		})
 	}
 }
+
+// TestDispatchKindMatchesDispatch checks that dispatching a split kind and
+// body does what dispatching the whole packet does, for every kind byte.
+func TestDispatchKindMatchesDispatch(t *testing.T) {
+	d := NewDispatcher(recordingHandlers())
+	body := []byte("b")
+	for k := range 256 {
+		var c1, c2 conn
+		err1 := d.Dispatch(&c1, append([]byte{byte(k)}, body...))
+		err2 := d.DispatchKind(&c2, Kind(k), body)
+		if (err1 == nil) != (err2 == nil) || (err1 != nil && err1.Error() != err2.Error()) {
+			t.Fatalf("kind %d: Dispatch %v, DispatchKind %v", k, err1, err2)
+		}
+		if len(c1.kinds) != len(c2.kinds) || (len(c1.kinds) == 1 && c1.kinds[0] != c2.kinds[0]) {
+			t.Fatalf("kind %d: handlers saw %v and %v", k, c1.kinds, c2.kinds)
+		}
+	}
+}

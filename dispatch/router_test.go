@@ -198,3 +198,34 @@ func TestRouterLookupAllocatesNothing(t *testing.T) {
 		t.Fatalf("Lookup allocates %v times", allocs)
 	}
 }
+
+// BenchmarkRouterLookup measures the Router's own API, Lookup returning the
+// handler, which is then called, over a mix of all registered names.
+func BenchmarkRouterLookup(b *testing.B) {
+	for _, n := range methodCounts {
+		names := methodNames(n)
+		routes := make([]Route[func(*sink, []byte) error], n)
+		for i, name := range names {
+			routes[i] = Route[func(*sink, []byte) error]{Name: name, Handler: routeHandler}
+		}
+		r, err := NewRouter(routes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seq := mixedNames(names)
+		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
+			var s sink
+			b.ReportAllocs()
+			for i := range b.N {
+				name := seq[i%len(seq)]
+				h, err := r.Lookup(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h(&s, name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

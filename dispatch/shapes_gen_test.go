@@ -2,8 +2,6 @@
 
 package dispatch
 
-import "testing"
-
 // Kind shapes at 9 kinds.
 
 //go:noinline
@@ -185,46 +183,53 @@ func kindInterface9(h kindMethods9, s *sink, k Kind, body []byte) error {
 	return &UnknownKindError{Kind: k}
 }
 
-// benchKindShapes9 runs each shape at 9 kinds over the kinds in seq.
-func benchKindShapes9(b *testing.B, seq *kindSeq, body []byte) {
-	var s sink
+// kindShapes9 returns the shapes at 9 kinds, each dispatching the
+// kinds of seq in turn to a handler that writes to s.
+func kindShapes9(s *sink, seq *kindSeq, body []byte) []shape {
 	t := &kindFuncs9
 	var impl kindMethods9 = kindImpl9{}
-	b.Run("switch-direct", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindSwitchDirect9(&s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+	return []shape{
+		{"switch-direct", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindSwitchDirect9(s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("switch-func", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindSwitchFunc9(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"switch-func", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindSwitchFunc9(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("if-chain", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindIfChain9(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"if-chain", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindIfChain9(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("table", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindTableCall(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"table", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindTableCall(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("interface", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindInterface9(impl, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"interface", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindInterface9(impl, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
+			return nil
+		}},
+	}
 }
 
 // Kind shapes at 13 kinds.
@@ -472,46 +477,53 @@ func kindInterface13(h kindMethods13, s *sink, k Kind, body []byte) error {
 	return &UnknownKindError{Kind: k}
 }
 
-// benchKindShapes13 runs each shape at 13 kinds over the kinds in seq.
-func benchKindShapes13(b *testing.B, seq *kindSeq, body []byte) {
-	var s sink
+// kindShapes13 returns the shapes at 13 kinds, each dispatching the
+// kinds of seq in turn to a handler that writes to s.
+func kindShapes13(s *sink, seq *kindSeq, body []byte) []shape {
 	t := &kindFuncs13
 	var impl kindMethods13 = kindImpl13{}
-	b.Run("switch-direct", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindSwitchDirect13(&s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+	return []shape{
+		{"switch-direct", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindSwitchDirect13(s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("switch-func", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindSwitchFunc13(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"switch-func", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindSwitchFunc13(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("if-chain", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindIfChain13(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"if-chain", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindIfChain13(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("table", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindTableCall(t, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"table", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindTableCall(t, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	b.Run("interface", func(b *testing.B) {
-		for i := range b.N {
-			if err := kindInterface13(impl, &s, seq[i%len(seq)], body); err != nil {
-				b.Fatal(err)
+			return nil
+		}},
+		{"interface", func(from, n int) error {
+			for i := from; i < from+n; i++ {
+				if err := kindInterface13(impl, s, seq[i%len(seq)], body); err != nil {
+					return err
+				}
 			}
-		}
-	})
+			return nil
+		}},
+	}
 }
 
 // routeSwitch10 is a switch on the name over the first 10 method names.

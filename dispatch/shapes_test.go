@@ -51,7 +51,9 @@ func mixedSeq(n int) *kindSeq {
 
 // BenchmarkKindShapes is the benchmark that chose the dispatcher's shape:
 // each shape calls a real (not inlined) handler for the kind of the packet,
-// at the first kind, the last kind and a mix of all kinds.
+// at the first kind, the last kind and an unpredictable mix of all kinds,
+// with the enum at 9 and at 13 kinds. The shapes run interleaved; see
+// measureShapes.
 func BenchmarkKindShapes(b *testing.B) {
 	body := make([]byte, 32)
 	for _, n := range kindCounts {
@@ -64,12 +66,13 @@ func BenchmarkKindShapes(b *testing.B) {
 			{"mixed", mixedSeq(n)},
 		}
 		for _, pos := range positions {
-			b.Run("kinds="+itoa(n)+"/"+pos.name, func(b *testing.B) {
+			b.Run(fmt.Sprintf("kinds=%d/%s", n, pos.name), func(b *testing.B) {
+				var s sink
 				switch n {
 				case 9:
-					benchKindShapes9(b, pos.seq, body)
+					measureShapes(b, kindShapes9(&s, pos.seq, body))
 				case 13:
-					benchKindShapes13(b, pos.seq, body)
+					measureShapes(b, kindShapes13(&s, pos.seq, body))
 				}
 			})
 		}
@@ -167,7 +170,8 @@ func mixedNames(names []string) nameSeq {
 // map, a switch on the name (generated), a sorted table and the perfect
 // hash, each finding the route for a name given as bytes and calling its
 // handler, at 10, 100 and 1000 methods, for the first and the last
-// registered name, a name that is not registered, and a mix of all names.
+// registered name, a name that is not registered, and an unpredictable mix
+// of all names. The shapes run interleaved; see measureShapes.
 func BenchmarkRouteShapes(b *testing.B) {
 	for _, n := range methodCounts {
 		names := methodNames(n)
@@ -193,14 +197,11 @@ func BenchmarkRouteShapes(b *testing.B) {
 		case 1000:
 			switchIndex = routeSwitch1000
 		}
-		shapes := []struct {
-			name  string
-			index func([]byte) int
-		}{
-			{"map", func(name []byte) int { return mapIndex(m, name) }},
-			{"switch", switchIndex},
-			{"sorted", func(name []byte) int { return sortedIndex(sorted, name) }},
-			{"perfect-hash", func(name []byte) int { return perfectIndex(router, name) }},
+		index := map[string]func([]byte) int{
+			"map":          func(name []byte) int { return mapIndex(m, name) },
+			"switch":       switchIndex,
+			"sorted":       func(name []byte) int { return sortedIndex(sorted, name) },
+			"perfect-hash": func(name []byte) int { return perfectIndex(router, name) },
 		}
 		positions := []struct {
 			name string
@@ -212,23 +213,27 @@ func BenchmarkRouteShapes(b *testing.B) {
 			{"mixed", mixedNames(names)},
 		}
 		for _, pos := range positions {
-			for _, shape := range shapes {
-				b.Run(fmt.Sprintf("methods=%d/%s/%s", n, pos.name, shape.name), func(b *testing.B) {
-					var s sink
-					seq := pos.seq
-					index := shape.index
-					for i := range b.N {
-						name := seq[i%len(seq)]
-						if j := index(name); j >= 0 {
-							if err := handlers[j](&s, name); err != nil {
-								b.Fatal(err)
+			b.Run(fmt.Sprintf("methods=%d/%s", n, pos.name), func(b *testing.B) {
+				var s sink
+				var shapes []shape
+				for _, name := range []string{"map", "switch", "sorted", "perfect-hash"} {
+					lookup := index[name]
+					shapes = append(shapes, shape{name, func(from, count int) error {
+						for i := from; i < from+count; i++ {
+							name := pos.seq[i%len(pos.seq)]
+							if j := lookup(name); j >= 0 {
+								if err := handlers[j](&s, name); err != nil {
+									return err
+								}
+							} else if pos.name != "miss" {
+								return fmt.Errorf("%s not found", name)
 							}
-						} else if pos.name != "miss" {
-							b.Fatalf("%s not found", name)
 						}
-					}
-				})
-			}
+						return nil
+					}})
+				}
+				measureShapes(b, shapes)
+			})
 		}
 	}
 }
