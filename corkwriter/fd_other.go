@@ -1,0 +1,11 @@
+//go:build !unix
+
+package corkwriter
+
+import "io"
+
+type sysScratch struct{}
+
+func (*sysScratch) clearScratch() {}
+
+func newSender(w io.Writer) sender { return newPlainSender(w) }

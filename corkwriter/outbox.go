@@ -1,0 +1,392 @@
+package corkwriter
+
+import (
+	"errors"
+	"io"
+	"sync"
+)
+
+// Status reports what happened to one frame handed to an Outbox.
+type Status uint8
+
+const (
+	// Sent: the frame was written to the connection before the call
+	// returned.
+	Sent Status = iota + 1
+	// Queued: the frame was accepted and will be written in order, by the
+	// write in progress or at the end of the owner's turn.
+	Queued
+	// Dropped: the frame was refused because the outbox is over its byte
+	// limit and the policy is DropOnBackpressure. The connection stays.
+	Dropped
+	// Closed: the frame was refused because the outbox is closed: by Close,
+	// by a write error, or by this very frame exceeding the limit under
+	// CloseOnBackpressure. Err says which.
+	Closed
+)
+
+func (s Status) String() string {
+	switch s {
+	case Sent:
+		return "sent"
+	case Queued:
+		return "queued"
+	case Dropped:
+		return "dropped"
+	case Closed:
+		return "closed"
+	}
+	return "invalid status"
+}
+
+// Policy says what an Outbox does with a frame that would take it over its
+// byte limit.
+type Policy uint8
+
+const (
+	// DropOnBackpressure refuses the frame (status Dropped) and keeps the
+	// connection: right for frames a slow reader can afford to miss.
+	DropOnBackpressure Policy = iota
+	// CloseOnBackpressure closes the outbox (status Closed, Err returns
+	// ErrBackpressure, OnError is called): right when every frame matters
+	// and a reader that cannot keep up must go.
+	CloseOnBackpressure
+)
+
+// ErrClosed is the error of an Outbox after Close.
+var ErrClosed = errors.New("corkwriter: outbox closed")
+
+// ErrBackpressure is the error of an Outbox that closed because a frame
+// would have taken it over MaxQueued under CloseOnBackpressure.
+var ErrBackpressure = errors.New("corkwriter: outbox over its byte limit")
+
+// DefaultMaxQueued is the default byte limit of an Outbox.
+const DefaultMaxQueued = 1 << 20
+
+// OutboxOptions configures an Outbox. A nil *OutboxOptions gives the
+// defaults.
+type OutboxOptions struct {
+	// MaxQueued bounds the bytes accepted but not yet written, copied and
+	// shared alike. A frame that would go past it is handled by Overflow,
+	// except into an empty outbox, which always takes one frame so that a
+	// frame larger than the limit is not refused forever. Zero means
+	// DefaultMaxQueued.
+	MaxQueued int
+	// Overflow is the policy for a frame over the limit.
+	Overflow Policy
+	// OnError is called once when the outbox closes itself, after a write
+	// error or under CloseOnBackpressure, with the cause. It is not called
+	// for Close. It runs on the goroutine that hit the failure (maybe a
+	// broadcaster), without locks held, and must not block: closing the
+	// connection is the usual answer.
+	OnError func(err error)
+}
+
+// OutboxStats counts what an Outbox did since it was made.
+type OutboxStats struct {
+	Accepted   uint64 // frames accepted: Sent or Queued
+	Dropped    uint64 // frames refused with Dropped
+	Copied     uint64 // bytes copied into pooled chunks
+	Referenced uint64 // bytes queued by reference
+	Syscalls   uint64 // write system calls
+	Written    uint64 // bytes the connection accepted
+	Handoffs   uint64 // times a flusher goroutine was started
+}
+
+// An Outbox is the send queue of one connection: any goroutine may queue
+// frames (answers, broadcasts, pings), and everything queued while a write
+// is in progress leaves in the next writev, so frames coalesce under load.
+//
+// There is no dedicated goroutine. A frame queued into an idle outbox is
+// written at once by the goroutine that queued it, without waiting: if the
+// socket cannot take it all, or more frames arrived meanwhile, a short-lived
+// goroutine takes over and exits when the outbox is empty. So an idle
+// connection costs no goroutine, no timer and no buffer, a broadcaster is
+// never blocked by a slow reader, and a busy connection still has a single
+// writer. On a connection without a file descriptor, where a write cannot be
+// tried without blocking, the flusher goroutine always does the writing.
+//
+// Cork and Uncork delimit the owner's turn as for a Writer: frames queued
+// during it, by anyone, leave together at the outermost Uncork, which writes
+// on the owner's goroutine and may wait for the socket.
+type Outbox struct {
+	mu       sync.Mutex
+	q        *batch // accepted, not yet taken by the flusher; nil when empty
+	queued   int    // bytes in q and in flight
+	flushing bool   // a goroutine owns w and is writing
+	corks    int
+	err      error
+	stats    OutboxStats
+
+	w        Writer // used only by the goroutine that set flushing
+	inline   bool   // producers may try a write on their own goroutine
+	limit    int
+	overflow Policy
+	onError  func(error)
+}
+
+// NewOutbox returns an Outbox that writes to w, with the raw writev path
+// when w exposes a file descriptor, as NewWriter.
+func NewOutbox(w io.Writer, opts *OutboxOptions) *Outbox {
+	return newOutbox(newSender(w), opts)
+}
+
+func newOutbox(out sender, opts *OutboxOptions) *Outbox {
+	o := &Outbox{limit: DefaultMaxQueued}
+	o.w = Writer{out: out, threshold: DefaultFlushThreshold}
+	o.inline = out.canTry() && out.canWait()
+	if opts != nil {
+		if opts.MaxQueued > 0 {
+			o.limit = opts.MaxQueued
+		}
+		o.overflow = opts.Overflow
+		o.onError = opts.OnError
+	}
+	return o
+}
+
+// Send queues a copy of p. The caller may reuse p when Send returns.
+func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false) }
+
+// SendShared queues p by reference, without copying: p must never be
+// modified afterwards (a prepared broadcast frame, a constant ping). Frames
+// shorter than 256 bytes are copied, as by Writer.WriteShared.
+func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true) }
+
+func (o *Outbox) enqueue(p []byte, shared bool) Status {
+	o.mu.Lock()
+	if o.err != nil {
+		o.mu.Unlock()
+		return Closed
+	}
+	if len(p) == 0 {
+		o.mu.Unlock()
+		return Sent
+	}
+	if o.queued > 0 && o.queued+len(p) > o.limit {
+		if o.overflow == DropOnBackpressure {
+			o.stats.Dropped++
+			o.mu.Unlock()
+			return Dropped
+		}
+		first := o.failLocked(ErrBackpressure)
+		o.mu.Unlock()
+		o.notify(first, ErrBackpressure)
+		return Closed
+	}
+	if o.q == nil {
+		o.q = getBatch()
+	}
+	copied := true
+	if shared {
+		copied = o.q.appendShared(p)
+	} else {
+		o.q.appendCopy(p)
+	}
+	if copied {
+		o.stats.Copied += uint64(len(p))
+	} else {
+		o.stats.Referenced += uint64(len(p))
+	}
+	o.queued += len(p)
+	o.stats.Accepted++
+	if o.flushing || o.corks > 0 {
+		o.mu.Unlock()
+		return Queued
+	}
+	o.flushing = true
+	if !o.inline {
+		o.stats.Handoffs++
+		o.mu.Unlock()
+		go o.drain()
+		return Queued
+	}
+	o.takeLocked()
+	o.mu.Unlock()
+	st, _ := o.round(false)
+	return st
+}
+
+// takeLocked moves the queue into the flusher's writer.
+func (o *Outbox) takeLocked() {
+	if o.q == nil {
+		return
+	}
+	if o.w.b == nil {
+		o.w.b = o.q
+	} else {
+		o.w.b.moveFrom(o.q)
+	}
+	o.q = nil
+}
+
+// round writes what the flusher holds, once, and then either gives up the
+// flusher role (nothing left) or hands it to a drain goroutine. It reports
+// Sent when everything it held left, including the caller's own frame.
+func (o *Outbox) round(wait bool) (Status, error) {
+	err := o.write(wait)
+	if err != nil {
+		return Closed, err
+	}
+	left := o.w.Buffered() > 0
+	if !left && (o.q == nil || o.corks > 0) {
+		o.flushing = false
+		o.mu.Unlock()
+		return Sent, nil
+	}
+	o.stats.Handoffs++
+	o.mu.Unlock()
+	go o.drain()
+	if left {
+		return Queued, nil
+	}
+	return Sent, nil
+}
+
+// write flushes the flusher's writer and accounts for it. It returns with
+// o.mu held, unless it returns an error: then the outbox is closed, the
+// flusher role given up and the lock released.
+func (o *Outbox) write(wait bool) error {
+	before := o.w.stats.Written
+	err := o.w.flush(wait)
+	if err == ErrWouldBlock {
+		err = nil
+	}
+	o.mu.Lock()
+	o.queued -= int(o.w.stats.Written - before)
+	o.stats.Syscalls = o.w.stats.Syscalls
+	o.stats.Written = o.w.stats.Written
+	if err == nil && o.err != nil {
+		err = o.err // closed while we were writing
+	}
+	if err == nil {
+		return nil
+	}
+	first := o.failLocked(err)
+	o.w.Discard()
+	o.queued = 0
+	o.flushing = false
+	o.mu.Unlock()
+	o.notify(first, err)
+	return err
+}
+
+// drain is the flusher goroutine: it writes, waiting for the socket when
+// needed, until the outbox is empty, and then exits.
+func (o *Outbox) drain() {
+	o.mu.Lock()
+	for {
+		if o.err != nil {
+			o.w.Discard()
+			o.queued = 0
+			o.flushing = false
+			o.mu.Unlock()
+			return
+		}
+		if o.corks == 0 {
+			o.takeLocked()
+		}
+		if o.w.Buffered() == 0 {
+			o.flushing = false
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		if o.write(true) != nil {
+			return
+		}
+	}
+}
+
+// failLocked closes the outbox with err unless it is closed already, and
+// releases everything queued. It reports whether err is the first error.
+func (o *Outbox) failLocked(err error) bool {
+	if o.err != nil {
+		return false
+	}
+	o.err = err
+	if o.q != nil {
+		o.queued -= o.q.n
+		o.q.release()
+		o.q = nil
+	}
+	return true
+}
+
+func (o *Outbox) notify(first bool, err error) {
+	if first && o.onError != nil {
+		o.onError(err)
+	}
+}
+
+// Cork starts the owner's turn: frames queued from now on, by any
+// goroutine, wait for the matching Uncork. Turns nest. Only the goroutine
+// that owns the connection should cork it, and it must uncork promptly:
+// while corked, nothing is written.
+func (o *Outbox) Cork() {
+	o.mu.Lock()
+	o.corks++
+	o.mu.Unlock()
+}
+
+// Uncork ends a turn. The outermost Uncork writes everything queued in one
+// writev on the calling goroutine, waiting for the socket if it must, unless
+// a flusher is already at work (it takes the frames next). Frames that
+// arrive during the write are left to a flusher goroutine, so a steady
+// stream of broadcasts cannot hold the owner here. Uncork returns the
+// outbox's error if it is closed.
+func (o *Outbox) Uncork() error {
+	o.mu.Lock()
+	if o.corks > 0 {
+		o.corks--
+	}
+	if o.err != nil {
+		err := o.err
+		o.mu.Unlock()
+		return err
+	}
+	if o.corks > 0 || o.flushing || o.q == nil {
+		o.mu.Unlock()
+		return nil
+	}
+	o.flushing = true
+	o.takeLocked()
+	o.mu.Unlock()
+	_, err := o.round(true)
+	return err
+}
+
+// Close closes the outbox: later sends return Closed at once, and queued
+// frames are dropped and their buffers released. A write in progress is not
+// interrupted; its flusher releases what it holds when the write returns,
+// which for a peer that does not read is when the connection is closed or
+// its write deadline passes. Close does not close the connection and does
+// not call OnError. It returns nil.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	o.failLocked(ErrClosed)
+	o.mu.Unlock()
+	return nil
+}
+
+// Err returns why the outbox is closed (ErrClosed, ErrBackpressure or a
+// write error), or nil while it is open.
+func (o *Outbox) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// Queued returns the number of bytes accepted and not yet written.
+func (o *Outbox) Queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.queued
+}
+
+// Stats returns the outbox's counters.
+func (o *Outbox) Stats() OutboxStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stats
+}
