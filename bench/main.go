@@ -31,6 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "print one JSON object per row and metric on stdout instead of tables")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	render := fs.String("render", "", "rebuild the .md, the .svg charts and the README section from a saved .json, without running")
+	serve := fs.String("serve", "", "internal: serve LIB's echo server on 127.0.0.1 (the server process of the idle scenario)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -45,6 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
+	case *serve != "":
+		if err := serveChild(*serve, os.Stdin, stdout); err != nil {
+			return fail(err)
+		}
+		return 0
 	case *list:
 		for _, s := range mustSelect("") {
 			fmt.Fprintf(stdout, "%-12s %d. %s\n", s.Name, s.Number, s.Title)

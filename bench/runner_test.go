@@ -125,14 +125,14 @@ func TestSelectScenarios(t *testing.T) {
 			t.Errorf("scenario %s is incomplete", s.Name)
 		}
 	}
-	for _, want := range []string{"framewrite"} {
+	for _, want := range []string{"framewrite", "echo", "idle"} {
 		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
 			t.Errorf("scenario %s not registered: %v", want, names)
 		}
 	}
-	one, _ := selectScenarios("^framewrite$")
-	if len(one) != 1 || one[0].Name != "framewrite" {
-		t.Errorf("-only ^framewrite$ selected %v", one)
+	one, _ := selectScenarios("^echo$")
+	if len(one) != 1 || one[0].Name != "echo" {
+		t.Errorf("-only ^echo$ selected %v", one)
 	}
 	if _, err := selectScenarios("("); err == nil {
 		t.Error("a bad pattern was accepted")

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestClientFrameRoundTrip(t *testing.T) {
+	// RFC 6455 §5.2: 7-bit, 16-bit and 64-bit payload lengths.
+	for _, size := range []int{0, 125, 126, 0xffff, 0x10000} {
+		payload := bytes.Repeat([]byte{'x'}, size)
+		key := [4]byte{1, 2, 3, 4}
+		frame := appendClientFrame(nil, 0x2, payload, key)
+		// RFC 6455 §5.3: masked payload byte i is payload[i] XOR key[i % 4].
+		if size > 0 && frame[len(frame)-size] != 'x'^1 {
+			t.Errorf("size %d: first payload byte not masked", size)
+		}
+		c := &wsClient{br: bufio.NewReader(bytes.NewReader(frame))}
+		op, n, err := c.readMessage()
+		if err != nil || op != 0x2 || n != size {
+			t.Errorf("size %d: readMessage = %d, %d, %v", size, op, n, err)
+		}
+	}
+}
+
+func TestReadMessageFollowsFragmentsAndSkipsControl(t *testing.T) {
+	// RFC 6455 §5.4: a fragmented message is a first frame with FIN clear,
+	// continuation frames, and a final one with FIN set; control frames may
+	// be injected in between.
+	stream := []byte{
+		0x02, 3, 'a', 'b', 'c', // binary, not final
+		0x89, 1, 'p', // ping in the middle
+		0x00, 2, 'd', 'e', // continuation
+		0x80, 1, 'f', // final continuation
+	}
+	c := &wsClient{br: bufio.NewReader(bytes.NewReader(stream))}
+	op, n, err := c.readMessage()
+	if err != nil || op != 0x2 || n != 6 {
+		t.Errorf("readMessage = %d, %d, %v; want 2, 6, nil", op, n, err)
+	}
+	closing := &wsClient{br: bufio.NewReader(bytes.NewReader([]byte{0x88, 2, 0x03, 0xf1}))}
+	if _, _, err := closing.readMessage(); err != (closeError{1009}) {
+		t.Errorf("close frame: err = %v, want close 1009", err)
+	}
+	huge := &wsClient{br: bufio.NewReader(bytes.NewReader([]byte{0x82, 127, 0, 0, 0, 1, 0, 0, 0, 0}))}
+	if _, _, err := huge.readMessage(); err != errMessageTooLarge {
+		t.Errorf("4 GiB length: err = %v, want errMessageTooLarge", err)
+	}
+}
+
+// TestEchoServersEcho drives every echo server with the shared client: a
+// message of each scenario size, serially and with a window.
+func TestEchoServersEcho(t *testing.T) {
+	for _, srv := range echoServers {
+		t.Run(srv.Library, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop, err := srv.Serve(ln)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := dialWS(ctx, ln.Addr().String(), dialOptions{Handshake: srv.Handshake})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.closeNow()
+			for _, size := range echoSizes {
+				frame := appendClientFrame(nil, 0x2, make([]byte, size), newMaskKey())
+				for _, window := range []int{1, 4} {
+					var h latencyHist
+					res, err := c.echoLoad(frame, size, window, 5*time.Millisecond, 50, &h)
+					if err != nil {
+						t.Fatalf("%d B, window %d: %v", size, window, err)
+					}
+					if res.msgs == 0 || res.wrong != 0 || res.total < res.msgs || h.n != uint64(res.msgs) {
+						t.Errorf("%d B, window %d: %+v, %d latencies", size, window, res, h.n)
+					}
+				}
+			}
+		})
+	}
+}
