@@ -197,6 +197,9 @@ func (e *encoder) appendDeflate(dst, src []byte, dict *dictIndex) []byte {
 func (e *encoder) find(src []byte, i int, base int32, dict *dictIndex) (bestLen, bestDist int) {
 	cv := load32(src, i)
 	h := hash4(cv, msgHashBits)
+	// What a match may cover: maxMatch bytes at most, which also keeps
+	// matchLen from scanning a long run to its end every time.
+	ahead := src[i+minMatch : min(len(src), i+maxMatch)]
 	b := &e.table[h]
 	for _, cand := range b {
 		if cand <= base {
@@ -207,7 +210,7 @@ func (e *encoder) find(src []byte, i int, base int32, dict *dictIndex) (bestLen,
 			break
 		}
 		if load32(src, c) == cv {
-			if l := minMatch + matchLen(src[c+minMatch:], src[i+minMatch:]); l > bestLen {
+			if l := minMatch + matchLen(src[c+minMatch:], ahead); l > bestLen {
 				bestLen, bestDist = l, i-c
 			}
 		}
@@ -229,7 +232,7 @@ func (e *encoder) find(src []byte, i int, base int32, dict *dictIndex) (bestLen,
 			break // the remaining ways are older, farther
 		}
 		if load32(dd, p) == cv {
-			l := minMatch + matchLen(dd[p+minMatch:], src[i+minMatch:])
+			l := minMatch + matchLen(dd[p+minMatch:], ahead)
 			if l > bestLen {
 				bestLen, bestDist = l, dist
 			}

@@ -16,7 +16,10 @@ const MaxSampleBytes = 1 << 20
 // result does not depend on map iteration order.
 const (
 	gramLen = 6
-	segLen  = 48
+	segLen  = 64
+	// minSegment: shorter segments are mostly one number or word that
+	// happened to repeat, and cost more room than they save.
+	minSegment = 10
 )
 
 type segment struct {
@@ -152,6 +155,9 @@ func learn(samples [][]byte, budget int) []segment {
 			score[g] = 0
 		}
 		text := string(w[lo : hi+gramLen])
+		if len(text) < minSegment {
+			continue
+		}
 		out = append(out, segment{text: text, weight: int(weight)})
 		size += len(text)
 	}

@@ -1,0 +1,174 @@
+package dictionary
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/klauspost/compress/flate"
+)
+
+// The benchmark messages of the issue, from the test router.
+var benchMessages = []struct {
+	name string
+	msg  []byte
+}{
+	{"event108", eventMessage()},
+	{"call84", callMessage()},
+	{"answer1k", historyAnswer()},
+	{"answer27k", membersAnswer()},
+}
+
+// oneShot compresses a message with a pooled klauspost/compress Writer
+// (Reset, Write, Close), the usual way to deflate one message; with dict,
+// Reset re-reads the dictionary every time.
+type oneShot struct {
+	w   *flate.Writer
+	buf bytes.Buffer
+}
+
+func newOneShot(tb testing.TB, level int, dict []byte) *oneShot {
+	o := &oneShot{}
+	var err error
+	if dict != nil {
+		o.w, err = flate.NewWriterDict(&o.buf, level, dict)
+	} else {
+		o.w, err = flate.NewWriter(&o.buf, level)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return o
+}
+
+func (o *oneShot) compress(m []byte) int {
+	o.buf.Reset()
+	o.w.Reset(&o.buf)
+	o.w.Write(m)
+	o.w.Close()
+	return o.buf.Len()
+}
+
+// klauspostBest is the smallest raw deflate of m without a dictionary over
+// klauspost/compress's levels 1 to 9.
+func klauspostBest(tb testing.TB, m []byte) int {
+	best := len(m)
+	for level := 1; level <= 9; level++ {
+		best = min(best, newOneShot(tb, level, nil).compress(m))
+	}
+	return best
+}
+
+func reportPerMessage(b *testing.B, size int) {
+	b.ReportMetric(float64(size), "out-B")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkCompress: compressed size (out-B; a message that does not
+// shrink counts as sent raw) and rate of every codec on every message,
+// beside klauspost/compress one-shot deflate as the baseline.
+func BenchmarkCompress(b *testing.B) {
+	router, err := Build(testSource(), BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	learned, err := Build(testSource(), BuildOptions{Samples: routerSamples(7, 1000)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type variant struct {
+		name string
+		run  func(m, dst []byte) int
+	}
+	var variants []variant
+	for _, level := range []int{1, 5} {
+		o := newOneShot(b, level, nil)
+		variants = append(variants, variant{"klauspost-L" + string(rune('0'+level)), func(m, _ []byte) int { return o.compress(m) }})
+	}
+	var sbuf bytes.Buffer
+	variants = append(variants, variant{"klauspost-stateless", func(m, _ []byte) int {
+		sbuf.Reset()
+		flate.StatelessDeflate(&sbuf, m, true, nil)
+		return sbuf.Len()
+	}})
+	od := newOneShot(b, 1, router.data)
+	variants = append(variants, variant{"klauspost-L1-router", func(m, _ []byte) int { return od.compress(m) }})
+	for _, d := range []struct {
+		name string
+		dict *Dictionary
+	}{{"nodict", nil}, {"router", router}, {"learned", learned}} {
+		df := NewDeflate(d.dict, CodecOptions{Threshold: 1})
+		z, err := NewZstd(d.dict, CodecOptions{Threshold: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer z.Close()
+		for _, c := range []struct {
+			name  string
+			codec Codec
+		}{{"deflate-" + d.name, df}, {"zstd-" + d.name, z}} {
+			variants = append(variants, variant{c.name, func(m, dst []byte) int {
+				out, ok := c.codec.AppendCompress(dst, m)
+				if !ok {
+					return len(m)
+				}
+				return len(out)
+			}})
+		}
+	}
+	for _, bm := range benchMessages {
+		for _, v := range variants {
+			b.Run(bm.name+"/"+v.name, func(b *testing.B) {
+				dst := make([]byte, 0, 2*len(bm.msg)+64)
+				size := min(v.run(bm.msg, dst), len(bm.msg))
+				b.SetBytes(int64(len(bm.msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					v.run(bm.msg, dst)
+				}
+				reportPerMessage(b, size)
+			})
+		}
+	}
+}
+
+// BenchmarkDecompress: the rate of decoding each message with the router's
+// dictionary, beside klauspost/compress inflating one-shot deflate without
+// one.
+func BenchmarkDecompress(b *testing.B) {
+	router, err := Build(testSource(), BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	z, err := NewZstd(router, CodecOptions{Threshold: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer z.Close()
+	codecs := []struct {
+		name  string
+		codec Codec
+	}{
+		{"deflate-nodict", NewDeflate(nil, CodecOptions{Threshold: 1})},
+		{"deflate-router", NewDeflate(router, CodecOptions{Threshold: 1})},
+		{"zstd-router", z},
+	}
+	for _, bm := range benchMessages {
+		for _, c := range codecs {
+			comp, ok := c.codec.AppendCompress(nil, bm.msg)
+			if !ok {
+				continue
+			}
+			b.Run(bm.name+"/"+c.name, func(b *testing.B) {
+				dst := make([]byte, 0, len(bm.msg))
+				b.SetBytes(int64(len(bm.msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.codec.AppendDecompress(dst, comp); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportPerMessage(b, len(comp))
+			})
+		}
+	}
+}
