@@ -49,23 +49,6 @@ func runModel(t testing.TB, seed uint64, blocking, partial bool, failures, thres
 	m.finish()
 }
 
-// pattern is the source of written bytes: its period is a prime that no
-// chunk or write size divides, so a byte sent twice, skipped or reordered
-// shows as a mismatch.
-const patternPeriod = 65521
-
-var pattern = func() []byte {
-	p := make([]byte, patternPeriod+maxOpSize)
-	x := uint32(1)
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		p[i] = byte(x >> 24)
-	}
-	return p
-}()
-
 // payload returns the next n bytes of the stream, as a slice of pattern: it
 // is never modified, so it may be passed to WriteShared.
 func (m *modelRun) payload(n int) []byte {
@@ -155,20 +138,6 @@ func (m *modelRun) finish() {
 		m.t.Fatal("a drained writer holds a batch")
 	}
 }
-
-func mismatch(a, b []byte) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
-// maxOpSize is the largest write of a model run: past the default flush
-// threshold and several chunks long.
-const maxOpSize = 1<<16 + 1<<14
 
 // decodeOps turns fuzzer bytes into writer operations, three bytes each: the
 // kind, then a size. Sizes are mostly under 1 KiB, like a turn's answers;

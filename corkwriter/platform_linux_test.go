@@ -1,0 +1,3 @@
+package corkwriter
+
+const isLinux = true

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package corkwriter
+
+const isLinux = false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package corkwriter
+
+const raceEnabled = false
