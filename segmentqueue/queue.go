@@ -187,6 +187,16 @@ func (q *Queue) admit(n, segs int) error {
 // whether or not the bytes straddle, so a too-small scratch shows up on the
 // first call. It returns ErrNeedMore when fewer than n bytes are buffered.
 func (q *Queue) Peek(n int, scratch []byte) ([]byte, error) {
+	if n > 0 && n <= cap(scratch) && q.count > 0 {
+		if first := q.ring[q.head].buf; n <= len(first) {
+			return first[:n:n], nil
+		}
+	}
+	return q.peekSlow(n, scratch)
+}
+
+// peekSlow is Peek for bytes that straddle segments, and for every error.
+func (q *Queue) peekSlow(n int, scratch []byte) ([]byte, error) {
 	switch {
 	case n < 0:
 		return nil, ErrNegativeCount
@@ -196,9 +206,6 @@ func (q *Queue) Peek(n int, scratch []byte) ([]byte, error) {
 		return nil, ErrNeedMore
 	case n == 0:
 		return scratch[:0:0], nil
-	}
-	if first := q.at(0).buf; len(first) >= n {
-		return first[:n:n], nil
 	}
 	out := scratch[:n:n]
 	for i, done := 0, 0; done < n; i++ {
@@ -231,6 +238,19 @@ func (q *Queue) Segments(n int, dst [][]byte) ([][]byte, error) {
 // Discard removes the first n bytes. It returns ErrNeedMore, and removes
 // nothing, when fewer than n bytes are buffered.
 func (q *Queue) Discard(n int) error {
+	if q.lent == nil && q.count > 0 {
+		if first := &q.ring[q.head]; n >= 0 && n < len(first.buf) {
+			first.buf = first.buf[n:]
+			q.length -= n
+			return nil
+		}
+	}
+	return q.discardSlow(n)
+}
+
+// discardSlow is Discard when a loan ends, the first segment empties, or
+// the call fails.
+func (q *Queue) discardSlow(n int) error {
 	q.endLoan()
 	switch {
 	case n < 0:
@@ -250,6 +270,20 @@ func (q *Queue) Discard(n int) error {
 // the Queue documentation). Next returns ErrNeedMore, and removes nothing,
 // when fewer than n bytes are buffered.
 func (q *Queue) Next(n int) ([]byte, error) {
+	if q.lent == nil && q.count > 0 {
+		if first := &q.ring[q.head]; n > 0 && n < len(first.buf) {
+			out := first.buf[:n:n]
+			first.buf = first.buf[n:]
+			q.length -= n
+			return out, nil
+		}
+	}
+	return q.nextSlow(n)
+}
+
+// nextSlow is Next when a loan ends, the first segment empties or cannot
+// hold the bytes, or the call fails.
+func (q *Queue) nextSlow(n int) ([]byte, error) {
 	q.endLoan()
 	switch {
 	case n < 0:
@@ -342,9 +376,13 @@ func (q *Queue) consume(n int, dst []byte) {
 // endLoan pools the memory behind the slice the last Next returned.
 func (q *Queue) endLoan() {
 	if q.lent != nil {
-		putBuffer(q.lent)
-		q.lent = nil
+		q.returnLoan()
 	}
+}
+
+func (q *Queue) returnLoan() {
+	putBuffer(q.lent)
+	q.lent = nil
 }
 
 // at returns the i-th buffered segment.
@@ -352,16 +390,22 @@ func (q *Queue) at(i int) *segment {
 	return &q.ring[(q.head+i)&(len(q.ring)-1)]
 }
 
-// pushBack appends s, doubling the ring when it is full.
+// pushBack appends s, growing the ring when it is full.
 func (q *Queue) pushBack(s segment) {
-	switch {
-	case q.ring == nil:
-		q.ring = q.inline[:]
-	case q.count == len(q.ring):
-		q.regrow(make([]segment, 2*len(q.ring)))
+	if q.count == len(q.ring) {
+		q.grow()
 	}
 	q.ring[(q.head+q.count)&(len(q.ring)-1)] = s
 	q.count++
+}
+
+// grow gives a queue without a ring the inline one, and doubles a full ring.
+func (q *Queue) grow() {
+	if q.ring == nil {
+		q.ring = q.inline[:]
+		return
+	}
+	q.regrow(make([]segment, 2*len(q.ring)))
 }
 
 // popFront removes the first segment and returns its chunk, if any, for the
