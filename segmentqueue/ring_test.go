@@ -13,7 +13,7 @@ import (
 // The front capacity is lost, so append reallocates every few pops.
 type resliceSegments struct{ segs []segment }
 
-func (r *resliceSegments) push(s segment)     { r.segs = append(r.segs, s) }
+func (r *resliceSegments) push(s segment)    { r.segs = append(r.segs, s) }
 func (r *resliceSegments) at(i int) *segment { return &r.segs[i] }
 func (r *resliceSegments) pop() {
 	r.segs[0] = segment{}

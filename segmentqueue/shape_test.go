@@ -37,9 +37,10 @@ func shapeRatio(segSize, n, reps, attempts int, limit float64, reassemble func(s
 
 // TestReassemblyIsLinear checks the complexity shape, not a time: pushing
 // 16× the segments and bytes and taking them back as one message costs
-// less than 32× the time (measured: 15-16× alone, 12-20× under -race). Segments are 16 bytes so
-// that the per-segment work dominates and both sizes stay in cache; that is
-// where a quadratic step (rescanning the ring, copying it on every push)
+// less than 32× the time (measured: 15-16×, and 12-20× under -race).
+// Segments are 16 bytes so that the per-segment work dominates and both
+// sizes stay in cache, even with the race detector's shadow memory; that
+// is where a quadratic step (rescanning the ring, copying it on every push)
 // would show.
 func TestReassemblyIsLinear(t *testing.T) {
 	const segSize, n, limit = 16, 256, 32
