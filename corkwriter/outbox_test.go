@@ -1,0 +1,356 @@
+package corkwriter
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"weak"
+)
+
+// waitFor polls cond until it holds or a generous deadline passes. It is a
+// liveness check, not a timing assertion: the deadline only stops a hung
+// test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitGoroutines waits for the goroutine count to fall back to n.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("goroutines to return to %d", n), func() bool {
+		return runtime.NumGoroutine() <= n
+	})
+}
+
+// frame is the test protocol: producer id, sequence number, payload length,
+// payload taken from pattern at an offset derived from the sequence.
+func appendFrame(dst []byte, id byte, seq uint32, n int) []byte {
+	dst = append(dst, id)
+	dst = binary.BigEndian.AppendUint32(dst, seq)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(n))
+	off := int(seq*131+uint32(id)) % patternPeriod
+	return append(dst, pattern[off:off+n]...)
+}
+
+// readFrames parses frames from r until EOF and reports, per producer id,
+// the sequence numbers seen, failing on a corrupt payload.
+func readFrames(r io.Reader) <-chan map[byte][]uint32 {
+	ch := make(chan map[byte][]uint32, 1)
+	go func() {
+		seen := map[byte][]uint32{}
+		hdr := make([]byte, 7)
+		var buf []byte
+		for {
+			if _, err := io.ReadFull(r, hdr); err != nil {
+				ch <- seen
+				return
+			}
+			id, seq, n := hdr[0], binary.BigEndian.Uint32(hdr[1:]), int(binary.BigEndian.Uint16(hdr[5:]))
+			buf = append(append(buf[:0], hdr...), make([]byte, n)...)
+			if _, err := io.ReadFull(r, buf[7:]); err != nil {
+				ch <- seen
+				return
+			}
+			if string(appendFrame(nil, id, seq, n)) != string(buf) {
+				seen[0xff] = append(seen[0xff], seq) // corrupt: reported below
+			}
+			seen[id] = append(seen[id], seq)
+		}
+	}()
+	return ch
+}
+
+// TestOutboxManyProducers: producers on many goroutines, the owner's corked
+// turns and a broadcaster of one shared frame all write through one Outbox
+// on loopback TCP. Every accepted frame arrives once, intact, and each
+// producer's frames arrive in the order it sent them. Run it with -race.
+func TestOutboxManyProducers(t *testing.T) {
+	for _, conn := range []string{"tcp", "pipe"} {
+		t.Run(conn, func(t *testing.T) {
+			base := runtime.NumGoroutine()
+			var c, peer net.Conn
+			if conn == "tcp" {
+				c, peer = tcpPair(t)
+			} else {
+				c, peer = net.Pipe()
+			}
+			got := readFrames(peer)
+			o := NewOutbox(c, &OutboxOptions{MaxQueued: 64 << 20})
+			const producers, perProducer = 6, 1500
+			var wg sync.WaitGroup
+			var accepted [producers + 2]atomic.Int64
+			for id := range producers {
+				wg.Go(func() {
+					var scratch []byte
+					for seq := range uint32(perProducer) {
+						scratch = appendFrame(scratch[:0], byte(id), seq, int(seq*37)%900)
+						if st := o.Send(scratch); st != Sent && st != Queued {
+							t.Errorf("producer %d: status %v", id, st)
+							return
+						}
+						accepted[id].Add(1)
+					}
+				})
+			}
+			// The owner: corked turns of several answers each.
+			wg.Go(func() {
+				var scratch []byte
+				for seq := uint32(0); seq < perProducer; {
+					o.Cork()
+					for range 5 {
+						scratch = appendFrame(scratch[:0], producers, seq, 64)
+						o.Send(scratch)
+						seq++
+					}
+					if err := o.Uncork(); err != nil {
+						t.Errorf("Uncork: %v", err)
+						return
+					}
+				}
+			})
+			// A broadcaster: shared, immutable frames, never copied.
+			wg.Go(func() {
+				for seq := range uint32(300) {
+					o.SendShared(appendFrame(nil, producers+1, seq, 2000))
+				}
+			})
+			wg.Wait()
+			waitFor(t, "the outbox to drain", func() bool { return o.Queued() == 0 })
+			st := o.Stats()
+			c.Close()
+			seen := <-got
+			if len(seen[0xff]) > 0 {
+				t.Fatalf("%d corrupt frames", len(seen[0xff]))
+			}
+			want := map[byte]int{producers: perProducer, producers + 1: 300}
+			for id := range producers {
+				want[byte(id)] = perProducer
+			}
+			for id, n := range want {
+				seqs := seen[id]
+				if len(seqs) != n {
+					t.Fatalf("producer %d: %d frames arrived, want %d", id, len(seqs), n)
+				}
+				for i, s := range seqs {
+					if s != uint32(i) {
+						t.Fatalf("producer %d: frame %d has sequence %d", id, i, s)
+					}
+				}
+			}
+			if st.Referenced != 300*2007 || st.Dropped != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			t.Logf("%s: %d frames in %d write calls, %d flusher goroutines started",
+				conn, st.Accepted, st.Syscalls, st.Handoffs)
+			o.mu.Lock()
+			idle := o.q == nil && o.w.b == nil && !o.flushing
+			o.mu.Unlock()
+			if !idle {
+				t.Fatal("a drained outbox still holds a batch or a flusher")
+			}
+			o.Close()
+			waitGoroutines(t, base)
+		})
+	}
+}
+
+// TestOutboxSentWhenIdle: a frame into an idle outbox is written on the
+// caller's goroutine before Send returns, in one system call, and leaves
+// nothing behind.
+func TestOutboxSentWhenIdle(t *testing.T) {
+	if !isLinux {
+		t.Skip("the inline write needs the raw writev path")
+	}
+	c, peer := tcpPair(t)
+	got := readFrames(peer)
+	o := NewOutbox(c, nil)
+	for seq := range uint32(10) {
+		if st := o.Send(appendFrame(nil, 1, seq, 100)); st != Sent {
+			t.Fatalf("frame %d: %v, want sent", seq, st)
+		}
+	}
+	if st := o.Stats(); st.Syscalls != 10 || st.Handoffs != 0 || st.Written != 10*107 {
+		t.Fatalf("stats %+v", st)
+	}
+	if o.q != nil || o.w.b != nil {
+		t.Fatal("an idle outbox holds a batch")
+	}
+	c.Close()
+	if n := len((<-got)[1]); n != 10 {
+		t.Fatalf("%d frames arrived", n)
+	}
+}
+
+// fillUntil sends frames of n bytes to o until one is not accepted, and
+// returns that status and how many were.
+func fillUntil(o *Outbox, frame []byte) (Status, int) {
+	for i := 0; ; i++ {
+		if st := o.SendShared(frame); st != Sent && st != Queued {
+			return st, i
+		}
+		if i > 1<<16 {
+			return 0, i
+		}
+	}
+}
+
+// TestOutboxDropOnBackpressure: with a peer that does not read, sends are
+// accepted up to the byte limit, then dropped without blocking the sender;
+// once the peer reads, every accepted frame arrives, in order.
+func TestOutboxDropOnBackpressure(t *testing.T) {
+	c, peer := tcpPair(t)
+	const limit = 256 << 10
+	o := NewOutbox(c, &OutboxOptions{MaxQueued: limit})
+	frame := make([]byte, 16<<10)
+	st, accepted := fillUntil(o, frame)
+	if st != Dropped {
+		t.Fatalf("status %v after %d frames, want dropped", st, accepted)
+	}
+	if q := o.Queued(); q > limit || q+len(frame) <= limit {
+		t.Fatalf("dropped with %d bytes queued, limit %d", q, limit)
+	}
+	if o.Err() != nil {
+		t.Fatalf("Err = %v: dropping must not close", o.Err())
+	}
+	// The peer starts reading: everything accepted arrives.
+	want := int64(accepted * len(frame))
+	n, err := io.CopyN(io.Discard, peer, want)
+	if err != nil || n != want {
+		t.Fatalf("peer read %d of %d: %v", n, want, err)
+	}
+	waitFor(t, "the outbox to drain", func() bool { return o.Queued() == 0 })
+	if s := o.Stats(); s.Dropped != 1 || s.Accepted != uint64(accepted) {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestOutboxCloseOnBackpressure: under CloseOnBackpressure the frame over
+// the limit closes the outbox, OnError hears ErrBackpressure once, every
+// later send reports Closed, and the flusher goroutine ends when OnError
+// closes the connection.
+func TestOutboxCloseOnBackpressure(t *testing.T) {
+	base := runtime.NumGoroutine()
+	c, _ := tcpPair(t)
+	var calls atomic.Int32
+	var cause atomic.Value
+	o := NewOutbox(c, &OutboxOptions{
+		MaxQueued: 128 << 10,
+		Overflow:  CloseOnBackpressure,
+		OnError: func(err error) {
+			calls.Add(1)
+			cause.Store(err)
+			c.Close()
+		},
+	})
+	st, _ := fillUntil(o, make([]byte, 16<<10))
+	if st != Closed {
+		t.Fatalf("status %v, want closed", st)
+	}
+	if !errors.Is(o.Err(), ErrBackpressure) || cause.Load() != ErrBackpressure {
+		t.Fatalf("Err = %v, OnError got %v", o.Err(), cause.Load())
+	}
+	for range 3 {
+		if st := o.Send([]byte("late")); st != Closed {
+			t.Fatalf("send after close: %v", st)
+		}
+	}
+	waitFor(t, "the flusher to release its frames", func() bool { return o.Queued() == 0 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnError called %d times", n)
+	}
+	waitGoroutines(t, base)
+}
+
+// TestOutboxCloseReleasesReferences: Close drops what is queued, later sends
+// report Closed at once, and the outbox no longer keeps a shared frame
+// alive.
+func TestOutboxCloseReleasesReferences(t *testing.T) {
+	c, _ := tcpPair(t)
+	o := NewOutbox(c, nil)
+	o.Cork()
+	frame := new([4096]byte)
+	alive := weak.Make(frame)
+	if st := o.SendShared(frame[:]); st != Queued {
+		t.Fatalf("corked send: %v", st)
+	}
+	o.Send([]byte("copied"))
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := o.SendShared(frame[:]); st != Closed {
+		t.Fatalf("send after Close: %v", st)
+	}
+	if o.Queued() != 0 || !errors.Is(o.Uncork(), ErrClosed) {
+		t.Fatalf("after Close: %d queued, Uncork %v", o.Queued(), o.Uncork())
+	}
+	frame = nil
+	waitFor(t, "the shared frame to be collected", func() bool {
+		runtime.GC()
+		return alive.Value() == nil
+	})
+}
+
+// TestOutboxWriteErrorCallsOnError: when the peer goes away the write error
+// closes the outbox and reaches OnError once.
+func TestOutboxWriteErrorCallsOnError(t *testing.T) {
+	c, peer := tcpPair(t)
+	errs := make(chan error, 4)
+	o := NewOutbox(c, &OutboxOptions{OnError: func(err error) { errs <- err }})
+	peer.Close()
+	frame := make([]byte, 32<<10)
+	waitFor(t, "a write error", func() bool {
+		return o.SendShared(frame) == Closed
+	})
+	err := <-errs
+	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("OnError got %T %v, want EPIPE or ECONNRESET", err, err)
+	}
+	if o.Err() != err {
+		t.Fatalf("Err = %v, OnError got %v", o.Err(), err)
+	}
+	if len(errs) != 0 {
+		t.Fatal("OnError called more than once")
+	}
+}
+
+// TestOutboxNoGoroutineLeak: a flusher blocked on a peer that never reads
+// ends when the outbox is closed and the connection with it.
+func TestOutboxNoGoroutineLeak(t *testing.T) {
+	base := runtime.NumGoroutine()
+	c, peer := tcpPair(t)
+	o := NewOutbox(c, &OutboxOptions{MaxQueued: 8 << 20})
+	if st, _ := fillUntil(o, make([]byte, 64<<10)); st != Dropped {
+		t.Fatalf("status %v", st)
+	}
+	if o.Stats().Handoffs == 0 {
+		t.Fatal("no flusher goroutine was started for a full socket")
+	}
+	o.Close()
+	c.Close()
+	peer.Close()
+	waitGoroutines(t, base)
+	waitFor(t, "the flusher to release its frames", func() bool { return o.Queued() == 0 })
+}
+
+func TestStatusString(t *testing.T) {
+	for st, s := range map[Status]string{Sent: "sent", Queued: "queued", Dropped: "dropped", Closed: "closed", 0: "invalid status"} {
+		if st.String() != s {
+			t.Errorf("%d: %q", st, st.String())
+		}
+	}
+}
