@@ -87,7 +87,7 @@ func TestMaskSplitAndAligned(t *testing.T) {
 	}
 	key := [4]byte{1, 2, 4, 8}
 	for align := 0; align < 8; align++ {
-		for _, n := range []int{0, 1, 3, 7, 8, 9, 31, 32, 33, 64, 100, 1024} {
+		for _, n := range []int{0, 1, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 127, 128, 1024, 1029} {
 			want := append([]byte(nil), base[:n]...)
 			for i := range want {
 				want[i] ^= key[i%4]
@@ -102,6 +102,12 @@ func TestMaskSplitAndAligned(t *testing.T) {
 			}
 			if !bytes.Equal(buf, want) {
 				t.Fatalf("align %d n %d: split masking differs", align, n)
+			}
+			copy(buf, base)
+			k64, _ := maskKey(key, 0, n)
+			maskWords(buf, k64)
+			if !bytes.Equal(buf, want) {
+				t.Fatalf("align %d n %d: portable word loop differs", align, n)
 			}
 		}
 	}

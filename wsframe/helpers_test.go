@@ -67,10 +67,12 @@ func wantCode(t *testing.T, err error, want *ProtocolError) {
 
 // fakeQueue implements Source over separately allocated segments, with the
 // semantics promised by segmentqueue.Queue: Peek and Next copy only when
-// the bytes span segments, Segments returns whole segments (the last one
-// may extend past n). It counts the copies it makes.
+// the bytes span segments, Next's copy lives in memory lent until the next
+// removing call, Segments returns whole segments (the last one may extend
+// past n, which the real queue trims). It counts the copies it makes.
 type fakeQueue struct {
 	segs   [][]byte
+	loan   []byte // what Next returns when it copies: valid until the next removal
 	copies int
 }
 
@@ -99,6 +101,14 @@ func newFakeQueue(data []byte, cuts ...int) *fakeQueue {
 func (q *fakeQueue) Push(b []byte) {
 	if len(b) > 0 {
 		q.segs = append(q.segs, append([]byte(nil), b...))
+	}
+}
+
+// PushShared appends b itself as a new segment, as a read loop hands over
+// the buffer it read into.
+func (q *fakeQueue) PushShared(b []byte) {
+	if len(b) > 0 {
+		q.segs = append(q.segs, b)
 	}
 }
 
@@ -145,7 +155,7 @@ func (q *fakeQueue) Discard(n int) error {
 			return nil
 		}
 		n -= len(q.segs[0])
-		q.segs = q.segs[1:]
+		q.segs = q.segs[:copy(q.segs, q.segs[1:])] // keep the array for reuse
 	}
 	return nil
 }
@@ -159,7 +169,10 @@ func (q *fakeQueue) Next(n int) ([]byte, error) {
 		return out, q.Discard(n)
 	}
 	q.copies++
-	out := make([]byte, n)
+	if cap(q.loan) < n {
+		q.loan = make([]byte, n)
+	}
+	out := q.loan[:n:n]
 	q.copyOut(out)
 	return out, q.Discard(n)
 }

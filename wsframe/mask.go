@@ -15,19 +15,31 @@ import (
 // in pieces is unmasked piece by piece: pass the returned offset to the next
 // call.
 //
-// Mask works a machine word at a time, 32 bytes per loop iteration, on any
-// length and alignment.
+// Mask works on 8-byte words, 32 bytes per loop iteration, on any length
+// and alignment; on amd64 the bulk of a payload of 64 bytes or more goes 16
+// bytes per instruction (SSE2, part of every amd64 CPU), which measured 1.6×
+// faster than the word loop on 64 KiB (see the README). Build with the
+// purego tag to use the word loop everywhere.
 func Mask(b []byte, key [4]byte, offset int) int {
-	next := (offset + len(b)) & 3
-	if len(b) == 0 {
-		return next
-	}
-	// Rotate the key so that its first byte lines up with b[0].
+	k64, next := maskKey(key, offset, len(b))
+	maskWords(maskBulk(b, k64), k64)
+	return next
+}
+
+// maskKey returns the key rotated so that its first byte lines up with the
+// payload byte at offset, repeated to fill a word, and the offset that
+// follows n bytes.
+func maskKey(key [4]byte, offset, n int) (k64 uint64, next int) {
 	k := binary.LittleEndian.Uint32(key[:])
 	if s := uint(offset&3) * 8; s != 0 {
 		k = k>>s | k<<(32-s)
 	}
-	k64 := uint64(k) | uint64(k)<<32
+	return uint64(k) | uint64(k)<<32, (offset + n) & 3
+}
+
+// maskWords masks b with the word-sized key k64 whose low byte lines up
+// with b[0].
+func maskWords(b []byte, k64 uint64) {
 	for len(b) >= 32 {
 		w := b[:32:32]
 		binary.LittleEndian.PutUint64(w[0:8], binary.LittleEndian.Uint64(w[0:8])^k64)
@@ -40,13 +52,12 @@ func Mask(b []byte, key [4]byte, offset int) int {
 		binary.LittleEndian.PutUint64(b[:8], binary.LittleEndian.Uint64(b[:8])^k64)
 		b = b[8:]
 	}
-	// Fewer than 8 bytes remain; every consumed block was a multiple of 4
-	// long, so the key is still aligned with b[0].
+	// Every block consumed was a multiple of 4 bytes long, so the key is
+	// still aligned with b[0].
 	for i := range b {
-		b[i] ^= byte(k)
-		k = k>>8 | k<<24
+		b[i] ^= byte(k64)
+		k64 = k64>>8 | k64<<56
 	}
-	return next
 }
 
 // NewMaskKey returns a fresh masking key from crypto/rand. RFC 6455 §5.3:

@@ -42,20 +42,20 @@ func (v *UTF8Validator) Valid(p []byte) bool {
 			v.lo, v.hi = 0x80, 0xBF
 		}
 	}
-	i, ok := validPrefix(p)
+	tail, ok := validPrefix(p)
 	if !ok {
 		v.failed = true
 		return false
 	}
-	if i == len(p) {
+	if len(tail) == 0 {
 		return true
 	}
-	// p[i:] is the start of a sequence cut off by the end of p; the bytes
-	// present are already checked.
-	x := leadInfo[p[i]]
-	v.need = x&7 - uint8(len(p)-i)
+	// tail starts a sequence cut off by the end of p; the bytes present
+	// are checked already.
+	x := leadInfo[tail[0]]
+	v.need = x&7 - uint8(len(tail))
 	v.lo, v.hi = 0x80, 0xBF
-	if len(p)-i == 1 {
+	if len(tail) == 1 {
 		r := acceptRanges[x>>4]
 		v.lo, v.hi = r.lo, r.hi
 	}
@@ -72,8 +72,8 @@ func (v *UTF8Validator) Reset() { *v = UTF8Validator{} }
 // ValidUTF8 reports whether p is entirely valid UTF-8. It is the one-shot
 // form of UTF8Validator, for a payload that is already whole.
 func ValidUTF8(p []byte) bool {
-	i, ok := validPrefix(p)
-	return ok && i == len(p)
+	tail, ok := validPrefix(p)
+	return ok && len(tail) == 0
 }
 
 // leadInfo describes each possible first byte of a sequence: the low 3 bits
@@ -100,10 +100,12 @@ var leadInfo = [256]uint8{
 	0x34, 4, 4, 4, 0x44, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // 0xF0, 0xF1-0xF3, 0xF4, 0xF5-0xFF
 }
 
+type acceptRange struct{ lo, hi uint8 }
+
 // acceptRanges bounds the second byte of a sequence, by leadInfo>>4:
 // RFC 3629 §4 excludes overlong forms (E0 80-9F, F0 80-8F), the UTF-16
 // surrogates (ED A0-BF) and code points above U+10FFFF (F4 90-BF).
-var acceptRanges = [5]struct{ lo, hi uint8 }{
+var acceptRanges = [5]acceptRange{
 	{0x80, 0xBF},
 	{0xA0, 0xBF}, // after E0
 	{0x80, 0x9F}, // after ED
@@ -111,63 +113,78 @@ var acceptRanges = [5]struct{ lo, hi uint8 }{
 	{0x80, 0x8F}, // after F4
 }
 
-// validPrefix scans p and returns ok=false at the first byte that makes p
-// invalid UTF-8 whatever follows it. Otherwise i is len(p), or the index of
-// a sequence whose remaining bytes lie beyond the end of p (the bytes of it
-// that p holds are checked).
-func validPrefix(p []byte) (i int, ok bool) {
-	n := len(p)
-	for i < n {
-		// ASCII runs go 8 bytes at a time; a run is re-entered after every
-		// multi-byte sequence, which keeps mostly-ASCII text (JSON) fast.
-		for n-i >= 8 && binary.LittleEndian.Uint64(p[i:])&0x8080808080808080 == 0 {
-			i += 8
-		}
-		if i >= n {
-			break
-		}
-		c := p[i]
+// validPrefix scans p and returns ok=false as soon as a byte makes p
+// invalid UTF-8 whatever follows it. Otherwise tail is empty, or the start
+// of a sequence whose remaining bytes lie beyond the end of p (the bytes of
+// it that p holds are checked).
+//
+// It reslices p rather than indexing it, skips ASCII 8, 16, then 32 bytes
+// at a time, and re-enters that fast path after every multi-byte sequence,
+// which keeps mostly-ASCII text (JSON) at memory speed.
+func validPrefix(p []byte) (tail []byte, ok bool) {
+	p = p[:len(p):len(p)] // lets the compiler drop capacity arithmetic
+	for len(p) > 0 {
+		c := p[0]
 		if c < 0x80 {
-			i++
+			p = p[1:]
+			// Strict > keeps every reslice below in bounds.
+			if len(p) > 8 && word(p)&ascii == 0 {
+				p = p[8:]
+				if len(p) > 16 && (word(p)|word(p[8:]))&ascii == 0 {
+					p = p[16:]
+					for len(p) > 32 && (word(p)|word(p[8:])|word(p[16:])|word(p[24:]))&ascii == 0 {
+						p = p[32:]
+					}
+				}
+			}
 			continue
 		}
 		x := leadInfo[c]
-		size := int(x & 7)
-		if size == 0 {
-			return i, false
-		}
 		r := acceptRanges[x>>4]
-		if n-i < size {
-			// The sequence is cut by the end of p: check what is there.
-			if n-i >= 2 {
-				if c1 := p[i+1]; c1 < r.lo || c1 > r.hi {
-					return i, false
-				}
+		switch x & 7 {
+		case 2:
+			if len(p) < 2 {
+				return p, true
 			}
-			if n-i >= 3 {
-				if c2 := p[i+2]; c2 < 0x80 || c2 > 0xBF {
-					return i, false
-				}
+			if p[1] < r.lo || r.hi < p[1] {
+				return nil, false
 			}
-			return i, true
-		}
-		if c1 := p[i+1]; c1 < r.lo || c1 > r.hi {
-			return i, false
-		}
-		switch size {
+			p = p[2:]
 		case 3:
-			if c2 := p[i+2]; c2 < 0x80 || c2 > 0xBF {
-				return i, false
+			if len(p) < 3 {
+				return p, partialValid(p, r)
 			}
+			if p[1] < r.lo || r.hi < p[1] || p[2] < 0x80 || 0xBF < p[2] {
+				return nil, false
+			}
+			p = p[3:]
 		case 4:
-			if c2 := p[i+2]; c2 < 0x80 || c2 > 0xBF {
-				return i, false
+			if len(p) < 4 {
+				return p, partialValid(p, r)
 			}
-			if c3 := p[i+3]; c3 < 0x80 || c3 > 0xBF {
-				return i, false
+			if p[1] < r.lo || r.hi < p[1] || p[2] < 0x80 || 0xBF < p[2] || p[3] < 0x80 || 0xBF < p[3] {
+				return nil, false
 			}
+			p = p[4:]
+		default:
+			return nil, false
 		}
-		i += size
 	}
-	return n, true
+	return nil, true
 }
+
+// partialValid checks the bytes present of a sequence cut by the end of the
+// input: seq holds the lead and fewer bytes than the lead announces.
+func partialValid(seq []byte, r acceptRange) bool {
+	if len(seq) >= 2 && (seq[1] < r.lo || r.hi < seq[1]) {
+		return false
+	}
+	if len(seq) >= 3 && (seq[2] < 0x80 || 0xBF < seq[2]) {
+		return false
+	}
+	return true
+}
+
+const ascii = 0x8080808080808080
+
+func word(p []byte) uint64 { return binary.LittleEndian.Uint64(p) }
