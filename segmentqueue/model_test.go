@@ -18,10 +18,19 @@ type chooser interface {
 }
 
 // fuzzChooser reads its choices from fuzzer bytes, two at a time, and stops
-// when they run out.
-type fuzzChooser struct{ data []byte }
+// when they run out or after maxFuzzOps operations, so that one input
+// stays fast however long the fuzzer makes it.
+type fuzzChooser struct {
+	data []byte
+	ops  int
+}
 
-func (c *fuzzChooser) more() bool { return len(c.data) > 0 }
+const maxFuzzOps = 300
+
+func (c *fuzzChooser) more() bool {
+	c.ops++
+	return len(c.data) > 0 && c.ops <= maxFuzzOps
+}
 
 func (c *fuzzChooser) intn(n int) int {
 	var v int
@@ -85,7 +94,14 @@ func size(c chooser, limit int) int {
 	return c.intn(limit + 1)
 }
 
+// maxHeld bounds the slices checked after each operation, so a long
+// sequence of peeks costs linear time to check.
+const maxHeld = 16
+
 func (r *modelRun) hold(b []byte) {
+	if len(r.held) == maxHeld {
+		r.held, r.heldWas = r.held[1:], r.heldWas[1:]
+	}
 	r.held = append(r.held, b)
 	r.heldWas = append(r.heldWas, bytes.Clone(b))
 }
