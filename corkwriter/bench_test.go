@@ -1,0 +1,448 @@
+package corkwriter
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchConn returns the writing end of a loopback TCP connection whose
+// other end a goroutine drains, as a peer reading promptly would.
+func benchConn(b testing.TB) net.Conn {
+	b.Helper()
+	c, peer := tcpPair(b)
+	go func() {
+		buf := make([]byte, 256<<10)
+		for {
+			if _, err := peer.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// BenchmarkTurn64x64 sends turns of 64 writes of 64 bytes, the answers to
+// 64 pipelined calls: through a Writer (one writev per turn), as 64 direct
+// conn.Write calls, and through a bufio.Writer flushed once per turn.
+func BenchmarkTurn64x64(b *testing.B) {
+	msg := make([]byte, 64)
+	b.Run("impl=corkwriter", func(b *testing.B) {
+		c := benchConn(b)
+		w := NewWriter(c, nil)
+		b.SetBytes(64 * 64)
+		for b.Loop() {
+			w.Cork()
+			for range 64 {
+				w.Write(msg)
+			}
+			if err := w.Uncork(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(w.Stats().Syscalls)/float64(b.N), "syscalls/op")
+	})
+	b.Run("impl=write", func(b *testing.B) {
+		c := benchConn(b)
+		b.SetBytes(64 * 64)
+		for b.Loop() {
+			for range 64 {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(64, "syscalls/op")
+	})
+	b.Run("impl=bufio", func(b *testing.B) {
+		c := benchConn(b)
+		bw := bufio.NewWriter(c)
+		b.SetBytes(64 * 64)
+		for b.Loop() {
+			for range 64 {
+				bw.Write(msg)
+			}
+			if err := bw.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(1, "syscalls/op")
+	})
+}
+
+// BenchmarkBroadcast200x16KiB sends the same 16 KiB frame to 200
+// connections per op, one turn each: by reference with WriteShared, through
+// a bufio.Writer large enough to hold a turn (it copies the frame), and as
+// one direct conn.Write (the floor: no copy, no gathering). copiedB/op
+// counts the bytes copied in user space.
+func BenchmarkBroadcast200x16KiB(b *testing.B) {
+	const conns = 200
+	frame := make([]byte, 16<<10)
+	for i := range frame {
+		frame[i] = byte(i)
+	}
+	open := func(b *testing.B) []net.Conn {
+		cs := make([]net.Conn, conns)
+		for i := range cs {
+			cs[i] = benchConn(b)
+		}
+		return cs
+	}
+	b.Run("impl=corkwriter", func(b *testing.B) {
+		cs := open(b)
+		ws := make([]*Writer, conns)
+		for i, c := range cs {
+			ws[i] = NewWriter(c, nil)
+		}
+		b.SetBytes(conns * int64(len(frame)))
+		for b.Loop() {
+			for _, w := range ws {
+				w.Cork()
+				w.WriteShared(frame)
+				if err := w.Uncork(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		var copied uint64
+		for _, w := range ws {
+			copied += w.Stats().Copied
+		}
+		b.ReportMetric(float64(copied)/float64(b.N), "copiedB/op")
+	})
+	b.Run("impl=bufio", func(b *testing.B) {
+		cs := open(b)
+		bws := make([]*bufio.Writer, conns)
+		for i, c := range cs {
+			bws[i] = bufio.NewWriterSize(c, 64<<10)
+		}
+		b.SetBytes(conns * int64(len(frame)))
+		copied := 0
+		for b.Loop() {
+			for _, bw := range bws {
+				bw.Write(frame)
+				copied += bw.Buffered()
+				if err := bw.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(copied)/float64(b.N), "copiedB/op")
+	})
+	// The Outbox, and the alternative design with a flusher goroutine per
+	// connection: the broadcaster queues the frame for every member, then
+	// waits until every outbox has written it.
+	b.Run("impl=outbox", func(b *testing.B) {
+		cs := open(b)
+		os := make([]*Outbox, conns)
+		for i, c := range cs {
+			os[i] = NewOutbox(c, nil)
+		}
+		b.SetBytes(conns * int64(len(frame)))
+		for b.Loop() {
+			for _, o := range os {
+				if st := o.SendShared(frame); st != Sent && st != Queued {
+					b.Fatal(st)
+				}
+			}
+			for _, o := range os {
+				outboxSender{o}.drain()
+			}
+		}
+		var st OutboxStats
+		for _, o := range os {
+			s := o.Stats()
+			st.Copied += s.Copied
+			st.Handoffs += s.Handoffs
+			o.Close()
+		}
+		b.ReportMetric(float64(st.Copied)/float64(b.N), "copiedB/op")
+		b.ReportMetric(float64(st.Handoffs)/float64(b.N), "goroutines/op")
+	})
+	b.Run("impl=outbox-goroutine", func(b *testing.B) {
+		cs := open(b)
+		gs := make([]*goroutineSender, conns)
+		for i, c := range cs {
+			gs[i] = newGoroutineSender(c)
+		}
+		b.SetBytes(conns * int64(len(frame)))
+		for b.Loop() {
+			for _, g := range gs {
+				g.send(frame, true)
+			}
+			for _, g := range gs {
+				g.drain()
+			}
+		}
+		for _, g := range gs {
+			g.close()
+		}
+		b.ReportMetric(0, "copiedB/op")
+	})
+	b.Run("impl=write", func(b *testing.B) {
+		cs := open(b)
+		b.SetBytes(conns * int64(len(frame)))
+		for b.Loop() {
+			for _, c := range cs {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(0, "copiedB/op")
+	})
+}
+
+// frameSender is what the producer benchmark drives: an Outbox, or one of
+// the designs it was measured against.
+type frameSender interface {
+	Send(p []byte) Status
+	// drain waits until everything sent has been written and returns the
+	// number of write system calls made.
+	drain() uint64
+}
+
+type outboxSender struct{ *Outbox }
+
+func (o outboxSender) drain() uint64 {
+	for o.Queued() > 0 {
+		runtime.Gosched()
+	}
+	return o.Stats().Syscalls
+}
+
+// mutexSender is the simple alternative: every producer takes a mutex and
+// writes its frame with its own system call.
+type mutexSender struct {
+	mu    sync.Mutex
+	c     net.Conn
+	calls uint64
+}
+
+func (m *mutexSender) Send(p []byte) Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if _, err := m.c.Write(p); err != nil {
+		return Closed
+	}
+	return Sent
+}
+
+func (m *mutexSender) drain() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls
+}
+
+// goroutineSender is the other Outbox design: a flusher goroutine per
+// connection, parked on a channel while idle, woken by each send, that
+// drains everything queued into one writev.
+type goroutineSender struct {
+	mu     sync.Mutex
+	q      *batch
+	queued int
+	wake   chan struct{}
+	w      *Writer
+	calls  uint64
+}
+
+func newGoroutineSender(c net.Conn) *goroutineSender {
+	g := &goroutineSender{wake: make(chan struct{}, 1), w: NewWriter(c, nil)}
+	go g.loop()
+	return g
+}
+
+func (g *goroutineSender) Send(p []byte) Status { return g.send(p, false) }
+
+func (g *goroutineSender) send(p []byte, shared bool) Status {
+	g.mu.Lock()
+	if g.q == nil {
+		g.q = getBatch()
+	}
+	if shared {
+		g.q.appendShared(p)
+	} else {
+		g.q.appendCopy(p)
+	}
+	g.queued += len(p)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	return Queued
+}
+
+func (g *goroutineSender) loop() {
+	for range g.wake {
+		for {
+			g.mu.Lock()
+			q := g.q
+			g.q = nil
+			g.mu.Unlock()
+			if q == nil {
+				break
+			}
+			g.w.b = q
+			n := q.n
+			if err := g.w.Flush(); err != nil {
+				return
+			}
+			g.mu.Lock()
+			g.queued -= n
+			g.calls = g.w.Stats().Syscalls
+			g.mu.Unlock()
+		}
+	}
+}
+
+func (g *goroutineSender) drain() uint64 {
+	for {
+		g.mu.Lock()
+		q, calls := g.queued, g.calls
+		g.mu.Unlock()
+		if q == 0 {
+			return calls
+		}
+		runtime.Gosched()
+	}
+}
+
+func (g *goroutineSender) close() { close(g.wake) }
+
+// work burns CPU for n loop iterations (a few ns each) between two sends of
+// a producer, standing in for the work that produces a frame.
+func work(n int) {
+	x := uint64(n)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	workSink.Store(x)
+}
+
+var workSink atomic.Uint64
+
+// epoch is the base of the send timestamps the producers put in frames.
+var epoch = time.Now()
+
+// latencyReader drains a connection of 64-byte frames whose first 8 bytes
+// are the send time, and records the delay until each was read.
+type latencyReader struct {
+	done   chan struct{}
+	want   int
+	delays []time.Duration
+}
+
+func readLatency(r net.Conn, frames int) *latencyReader {
+	lr := &latencyReader{done: make(chan struct{}), want: frames, delays: make([]time.Duration, 0, frames)}
+	go func() {
+		defer close(lr.done)
+		buf := make([]byte, 256<<10)
+		have := 0
+		for len(lr.delays) < lr.want {
+			n, err := r.Read(buf[have:])
+			if err != nil {
+				return
+			}
+			have += n
+			now := time.Since(epoch)
+			off := 0
+			for ; have-off >= 64; off += 64 {
+				sent := time.Duration(binary.LittleEndian.Uint64(buf[off:]))
+				lr.delays = append(lr.delays, now-sent)
+			}
+			have = copy(buf, buf[off:have])
+		}
+	}()
+	return lr
+}
+
+// quantile returns the q-th quantile of the recorded delays.
+func (lr *latencyReader) quantile(q float64) time.Duration {
+	if len(lr.delays) == 0 {
+		return 0
+	}
+	d := slices.Clone(lr.delays)
+	slices.Sort(d)
+	return d[int(q*float64(len(d)-1))]
+}
+
+// BenchmarkOutbox4Producers: 4 goroutines send b.N frames of 64 bytes in
+// all to one connection, each doing gap loop iterations of work between two
+// sends, so load rises as gap falls. It compares the Outbox with a
+// mutex-guarded conn.Write per frame, and with the alternative Outbox design
+// that has a flusher goroutine per connection. frames/writev shows the
+// coalescing; p50-µs and p99-µs are the delay from Send to the peer's read.
+func BenchmarkOutbox4Producers(b *testing.B) {
+	impls := []struct {
+		name string
+		make func(c net.Conn) (frameSender, func())
+	}{
+		{"outbox", func(c net.Conn) (frameSender, func()) {
+			o := NewOutbox(c, &OutboxOptions{MaxQueued: 1 << 30})
+			return outboxSender{o}, func() { o.Close() }
+		}},
+		{"mutex", func(c net.Conn) (frameSender, func()) {
+			return &mutexSender{c: c}, func() {}
+		}},
+		{"goroutine", func(c net.Conn) (frameSender, func()) {
+			g := newGoroutineSender(c)
+			return g, g.close
+		}},
+	}
+	for _, gap := range []int{20000, 2000, 200, 0} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("gap=%d/impl=%s", gap, impl.name), func(b *testing.B) {
+				c, peer := tcpPair(b)
+				lr := readLatency(peer, b.N)
+				s, closeSender := impl.make(c)
+				defer closeSender()
+				runProducers(b, s, gap)
+				<-lr.done
+				b.ReportMetric(float64(lr.quantile(0.5).Nanoseconds())/1e3, "p50-µs")
+				b.ReportMetric(float64(lr.quantile(0.99).Nanoseconds())/1e3, "p99-µs")
+			})
+		}
+	}
+}
+
+// runProducers has 4 goroutines send b.N timestamped frames of 64 bytes in
+// all, each separated by gap iterations of work, then waits for the sender
+// to drain. It reports frames per write system call.
+func runProducers(b *testing.B, s frameSender, gap int) {
+	const producers = 4
+	b.SetBytes(64)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for p := range producers {
+		n := b.N / producers
+		if p < b.N%producers {
+			n++
+		}
+		wg.Go(func() {
+			msg := make([]byte, 64)
+			for range n {
+				if gap > 0 {
+					work(gap)
+				}
+				binary.LittleEndian.PutUint64(msg, uint64(time.Since(epoch)))
+				if st := s.Send(msg); st == Dropped || st == Closed {
+					b.Errorf("send: %v", st)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls := s.drain()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/float64(max(calls, 1)), "frames/writev")
+}
