@@ -102,12 +102,12 @@ func markdownTable(s ScenarioResult) string {
 				}
 				cells = append(cells, cell)
 			}
-			med := r.Summary(hm.Key).Median
+			own := r.Samples[hm.Key]
 			if withLimit {
-				cells = append(cells, ratioCell(r, r.Role == Limit, hasLimit, med, limit.Summary(hm.Key).Median, hm.Better))
+				cells = append(cells, ratioCell(r, r.Role == Limit, hasLimit, own, limit.Samples[hm.Key], hm.Better))
 			}
 			if withOurs {
-				cells = append(cells, ratioCell(r, r.Role == Ours, hasOurs, ours.Summary(hm.Key).Median, med, hm.Better))
+				cells = append(cells, ratioCell(r, r.Role == Ours, hasOurs, ours.Samples[hm.Key], own, hm.Better))
 			}
 			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 		}
@@ -115,16 +115,16 @@ func markdownTable(s ScenarioResult) string {
 	return b.String()
 }
 
-// ratioCell prints advantage(a, b): "—" on the reference row itself or
-// when there is no valid reference, "invalid" on an invalid row.
-func ratioCell(r RowResult, isRef, hasRef bool, a, b float64, dir Better) string {
+// ratioCell prints pairedAdvantage(a, b): "—" on the reference row itself
+// or when there is no valid reference, "invalid" on an invalid row.
+func ratioCell(r RowResult, isRef, hasRef bool, a, b []float64, dir Better) string {
 	switch {
 	case !r.Valid():
 		return "invalid"
 	case isRef || !hasRef:
 		return "—"
 	}
-	if x, ok := advantage(a, b, dir); ok {
+	if x, ok := pairedAdvantage(a, b, dir); ok {
 		return formatRatio(x)
 	}
 	return "—"
@@ -148,7 +148,7 @@ func ratioLegend(s ScenarioResult) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("Ratios use the median %s (%s). %s.", hm.Unit, word, strings.Join(parts, "; "))
+	return fmt.Sprintf("Ratios compare %s (%s), trial by trial within a round, and show the median of those ratios. %s.", hm.Unit, word, strings.Join(parts, "; "))
 }
 
 // footer is the line under every table: machine, toolchain, load, method

@@ -49,6 +49,8 @@ func renderSVG(s ScenarioResult) string {
 	fmt.Fprintf(&b, `<text x="10" y="37" fill="#495057">median %s, %s; whiskers: min–max of %d trials</text>`+"\n",
 		esc(hm.Unit), direction, s.Env.Count)
 
+	drawLegend(&b, s)
+
 	y := svgMarginTop
 	for _, c := range s.Cases {
 		fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`+"\n", y+16, esc(c.Label))
@@ -99,6 +101,19 @@ func drawRow(b *strings.Builder, r RowResult, hm Metric, scale float64, y int) {
 	fmt.Fprintf(b, `<path d="M%.1f %.1fH%.1fM%.1f %.1fV%.1fM%.1f %.1fV%.1f" stroke="#212529" fill="none"/>`+"\n",
 		x0, mid, x1, x0, mid-4, mid+4, x1, mid-4, mid+4)
 	fmt.Fprintf(b, `<text x="%.1f" y="%d">%s %s</text>`+"\n", max(x1, float64(svgLabelW)+w)+6, y+svgBarH-2, formatValue(sum.Median), esc(hm.Unit))
+}
+
+// drawLegend names the colours of the roles present, top right.
+func drawLegend(b *strings.Builder, s ScenarioResult) {
+	x := svgWidth - 10
+	for _, role := range []Role{Limit, Peer, Ours} {
+		if !s.hasRole(role) {
+			continue
+		}
+		name := map[Role]string{Ours: "hotpath", Peer: "peer", Limit: "limit"}[role]
+		x -= 8 + 7*len(name) + 16
+		fmt.Fprintf(b, `<rect x="%d" y="10" width="10" height="10" fill="%s"/><text x="%d" y="19">%s</text>`+"\n", x, roleColor[role], x+14, name)
+	}
 }
 
 func esc(s string) string { return svgEscaper.Replace(s) }

@@ -47,15 +47,16 @@ func TestMarkdownTable(t *testing.T) {
 		"![Frame write](chart.svg)",
 		"| case | library | ns/op | allocs/op | of limit | hotpath × |",
 		"|---|---|---:|---:|---:|---:|",
-		// Ours: median 45 of {40, 45, 50}; limit 15 → 15/45 of the limit.
+		// Ours: median 45 of {50, 40, 45}; per round against the limit's
+		// 15: 0.30, 0.375, 0.33 → median 0.33.
 		"| 200 B | **hotpath** | 45 [40, 50] | 0 | 0.33× | — |",
-		// hotpath is 90/45 = 2× better than gorilla.
+		// hotpath per round against gorilla's 90: 1.8, 2.25, 2 → 2.
 		"|  | gorilla/websocket | 90 | 1 | 0.17× | 2.00× |",
 		"|  | lxzan/gws | ~~60~~ | ~~2~~ | invalid | invalid |",
 		"|  | copy (limit) | 15 | 0 | — | 0.33× |",
 		"| 64 KiB | **hotpath** | 4,500 [4,000, 5,000] |",
 		"- **invalid** — 200 B, lxzan/gws: lost 3 messages (1 of 3 trials)",
-		"Ratios use the median ns/op (lower is better).",
+		"Ratios compare ns/op (lower is better), trial by trial within a round, and show the median of those ratios.",
 		"go1.26.8 · AMD EPYC <test> · 2 cores · GOMAXPROCS 2 · 2026-12-02 13:00 UTC · load average 1.50 → 1.70",
 		"`go run ./bench -only framewrite`",
 	} {

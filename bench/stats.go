@@ -46,6 +46,30 @@ func advantage(a, b float64, dir Better) (float64, bool) {
 	return a / b, true
 }
 
+// pairedAdvantage compares two rows of one case on one metric. Rows of a
+// case run their trials back to back, round by round, so trial i of a and
+// trial i of b saw the same machine: the median of the per-round ratios
+// cancels most of what a busy machine does to both, where the ratio of
+// the two medians would not. Rows with unequal trial counts (one stopped
+// early) fall back to the ratio of their medians.
+func pairedAdvantage(a, b []float64, dir Better) (float64, bool) {
+	if len(a) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	if len(a) != len(b) {
+		return advantage(summarize(a).Median, summarize(b).Median, dir)
+	}
+	ratios := make([]float64, 0, len(a))
+	for i := range a {
+		x, ok := advantage(a[i], b[i], dir)
+		if !ok {
+			return advantage(summarize(a).Median, summarize(b).Median, dir)
+		}
+		ratios = append(ratios, x)
+	}
+	return summarize(ratios).Median, true
+}
+
 // formatValue prints a measurement with three significant digits, which is
 // more than a shared machine can resolve: 0.0123, 4.56, 789, 12,300, 4.56M.
 func formatValue(v float64) string {

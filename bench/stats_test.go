@@ -167,3 +167,26 @@ func TestMeasureLoopCountsAllocations(t *testing.T) {
 		t.Errorf("BytesPerOp = %v, want at least 64", r.BytesPerOp)
 	}
 }
+
+func TestPairedAdvantage(t *testing.T) {
+	// Round 2 ran on a busy machine: both rows slowed down by 3×. Paired,
+	// the ratio stays 2; the ratio of medians would say 1.5.
+	ours := []float64{200, 70, 210}
+	peer := []float64{100, 35, 140}
+	got, ok := pairedAdvantage(ours, peer, HigherIsBetter)
+	if !ok || got != 2 {
+		t.Errorf("pairedAdvantage = %v, %v; want 2 (median of 2, 2, 1.5)", got, ok)
+	}
+	// Unequal counts: the ratio of the medians.
+	got, ok = pairedAdvantage([]float64{10, 20, 30}, []float64{10}, HigherIsBetter)
+	if !ok || got != 2 {
+		t.Errorf("unequal counts: %v, %v; want 2", got, ok)
+	}
+	if _, ok := pairedAdvantage(nil, peer, HigherIsBetter); ok {
+		t.Error("no trials, yet a ratio")
+	}
+	got, ok = pairedAdvantage([]float64{50, 60}, []float64{100, 120}, LowerIsBetter)
+	if !ok || got != 2 {
+		t.Errorf("lower is better: %v, %v; want 2", got, ok)
+	}
+}
