@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 )
@@ -321,7 +320,6 @@ func runCase(ctx context.Context, s *Scenario, c Case, opts runOptions) (CaseRes
 		}
 		cr.Rows = append(cr.Rows, st.result)
 	}
-	runtime.GC()
 	return cr, nil
 }
 
