@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 const readSize = 16 << 10 // one read of a large message
@@ -125,6 +126,45 @@ func BenchmarkReassemble(b *testing.B) {
 				sinkByte ^= msg[len(msg)-1]
 			}
 			reportPerByte(b, size)
+		})
+	}
+}
+
+// BenchmarkQueueVsCopy interleaves the queue reassembly and the single copy
+// of BenchmarkReassemble within every iteration, so both see the same load
+// from other processes, and reports the queue's speed as a fraction of the
+// copy's (speed-vs-copy; the target is 0.7 or more) beside the per-byte cost
+// of each.
+func BenchmarkQueueVsCopy(b *testing.B) {
+	for _, size := range []int{1 << 20, 16 << 20, 256 << 20} {
+		if size > 16<<20 && testing.Short() {
+			continue
+		}
+		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
+			segs := makeSegments(size, readSize)
+			src, dst := bytes.Repeat([]byte{1}, size), make([]byte, size)
+			copy(dst, src)
+			q := New(Limits{MaxBytes: size, MaxSegments: len(segs)})
+			if err := reassembleQueue(q, segs, size); err != nil {
+				b.Fatal(err)
+			}
+			var tCopy, tQueue time.Duration
+			b.SetBytes(2 * int64(size))
+			for b.Loop() {
+				start := time.Now()
+				copy(dst, src)
+				mid := time.Now()
+				if err := reassembleQueue(q, segs, size); err != nil {
+					b.Fatal(err)
+				}
+				tCopy += mid.Sub(start)
+				tQueue += time.Since(mid)
+			}
+			bytes := float64(b.N) * float64(size)
+			b.ReportMetric(float64(tCopy)/float64(tQueue), "speed-vs-copy")
+			b.ReportMetric(float64(tQueue.Nanoseconds())/bytes, "queue-ns/B")
+			b.ReportMetric(float64(tCopy.Nanoseconds())/bytes, "copy-ns/B")
+			q.Reset()
 		})
 	}
 }

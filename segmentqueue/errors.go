@@ -16,6 +16,10 @@ var (
 	// Discard, Next or Segments.
 	ErrNegativeCount = errors.New("segmentqueue: negative count")
 
+	// ErrInvalidRead reports an io.Reader, passed to Fill, that returned a
+	// count outside [0, len(p)]. Nothing it claimed to read was buffered.
+	ErrInvalidRead = errors.New("segmentqueue: reader returned an invalid count")
+
 	// ErrLimit matches every *LimitError with errors.Is.
 	ErrLimit = errors.New("segmentqueue: limit exceeded")
 )

@@ -125,7 +125,7 @@ func (r *modelRun) checkHeld() {
 func (r *modelRun) step(c chooser) {
 	t, q := r.t, r.q
 	t.Helper()
-	switch op := c.intn(20); {
+	switch op := c.intn(22); {
 	case op < 4: // Push
 		seg := r.fill(make([]byte, size(c, 70000)))
 		before := q.Len()
@@ -239,6 +239,34 @@ func (r *modelRun) step(c chooser) {
 		n, err := q.Read(p)
 		if n != wantN || err != wantErr || !bytes.Equal(p[:n], want[:wantN]) {
 			t.Fatalf("Read(%d bytes) = %d, %v, %x; want %d, %v, %x", len(p), n, err, p[:n], wantN, wantErr, want[:wantN])
+		}
+	case op < 21: // Fill
+		rd := &chunkReader{data: r.fill(make([]byte, size(c, 70000)))}
+		switch c.intn(8) {
+		case 0:
+			rd.err = io.EOF
+		case 1:
+			rd.invalid = true
+		}
+		before := q.Len()
+		n, err := q.Fill(rd)
+		switch {
+		case before == q.limits.maxBytes() || errors.Is(err, ErrLimit):
+			if !r.checkLimit(err, 1, before) || rd.calls != 0 {
+				t.Fatalf("Fill refused by a limit called Read %d times", rd.calls)
+			}
+			return
+		case rd.invalid:
+			if n != 0 || err != ErrInvalidRead {
+				t.Fatalf("Fill from a reader claiming too much = %d, %v", n, err)
+			}
+		case n != rd.gave || err != rd.err:
+			t.Fatalf("Fill = %d, %v; the reader gave %d, %v", n, err, rd.gave, rd.err)
+		case n > r.q.limits.maxBytes()-before:
+			t.Fatalf("Fill read %d bytes into a queue with room for %d", n, r.q.limits.maxBytes()-before)
+		}
+		if !rd.invalid {
+			r.model.Write(rd.data[:rd.gave])
 		}
 	default:
 		r.invalidate()
@@ -359,4 +387,23 @@ func inlineEmpty(q *Queue) bool {
 		}
 	}
 	return true
+}
+
+// chunkReader serves data in one Read, as much as fits, with err; when
+// invalid it claims one byte more than it was given room for.
+type chunkReader struct {
+	data    []byte
+	err     error
+	invalid bool
+	calls   int
+	gave    int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	r.calls++
+	if r.invalid {
+		return len(p) + 1, nil
+	}
+	r.gave = copy(p, r.data)
+	return r.gave, r.err
 }

@@ -19,6 +19,11 @@ const (
 	// not pin one huge block until its last byte is consumed.
 	minChunk = 512
 	maxChunk = 64 << 10
+
+	// Fill reads into a new chunk of at least minFill bytes, the read
+	// buffer size of most Go WebSocket libraries, so that a read is not cut
+	// short by a nearly full chunk.
+	minFill = 4 << 10
 )
 
 // buffer is a block of pooled memory. class is its pool index (log2 of its

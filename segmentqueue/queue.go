@@ -155,6 +155,54 @@ func (q *Queue) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Fill reads once from r straight into pooled memory at the end of the
+// queue and returns what r.Read returned, the bytes already buffered. A
+// server that blocks in Read per connection uses it instead of reading into
+// a buffer of its own and copying with Write: bytes reach the queue with the
+// kernel's copy only. The read goes into the free space of the last pooled
+// chunk when at least minFill bytes are free there, else into a new chunk
+// (4 KiB at first, doubling along a stream up to 64 KiB), and never past
+// MaxBytes. Fill returns a *LimitError without reading when the queue is at
+// MaxBytes, or at MaxSegments and a new chunk is needed.
+//
+// While r.Read blocks, the chunk it reads into is held: an event-loop
+// server that reads many connections into one shared buffer should Write
+// instead, so that idle connections hold nothing.
+func (q *Queue) Fill(r io.Reader) (int, error) {
+	room := q.limits.maxBytes() - q.length
+	if room <= 0 {
+		return 0, &LimitError{Limit: LimitBytes, Max: q.limits.maxBytes(), Buffered: q.length, Adding: 1}
+	}
+	if free, _ := q.tailRoom(); free >= minFill {
+		tail := q.at(q.count - 1)
+		end := len(tail.buf)
+		n, err := r.Read(tail.buf[end : end+min(free, room)])
+		if n < 0 || n > min(free, room) {
+			return 0, ErrInvalidRead
+		}
+		tail.buf = tail.buf[:end+n]
+		q.length += n
+		return n, err
+	}
+	if err := q.admit(1, 1); err != nil {
+		return 0, err
+	}
+	_, prev := q.tailRoom()
+	c := getBuffer(chunkSize(minFill, prev))
+	p := c.b[:min(len(c.b), room)]
+	n, err := r.Read(p)
+	if n <= 0 || n > len(p) {
+		putBuffer(c)
+		if n != 0 {
+			return 0, ErrInvalidRead
+		}
+		return 0, err
+	}
+	q.pushBack(segment{buf: c.b[:n], chunk: c})
+	q.length += n
+	return n, err
+}
+
 // tailRoom returns the free bytes after the last segment, when it is a
 // pooled chunk, and that chunk's size.
 func (q *Queue) tailRoom() (free, size int) {

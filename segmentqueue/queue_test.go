@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"testing/iotest"
 	"unsafe"
 )
 
@@ -256,5 +257,37 @@ func TestReadIsAnIOReader(t *testing.T) {
 	}
 	if n, err := q.Read(nil); n != 0 || err != nil {
 		t.Fatalf("Read(nil) on empty queue = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestFillReadsIntoChunks reads a stream the way a goroutine-per-connection
+// server does, one Fill per read, and checks the bytes, the chunk growth
+// and the limit.
+func TestFillReadsIntoChunks(t *testing.T) {
+	want := make([]byte, 1<<20)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	q := New(Limits{MaxBytes: len(want)})
+	src := iotest.HalfReader(bytes.NewReader(want))
+	for reads := 1; q.Len() < len(want); reads++ {
+		if n, err := q.Fill(src); err != nil || n == 0 {
+			t.Fatalf("Fill %d = %d, %v after %d bytes", reads, n, err, q.Len())
+		}
+	}
+	if q.count > 20 {
+		t.Fatalf("1 MiB took %d chunks; they should double to 64 KiB", q.count)
+	}
+	_, err := q.Fill(bytes.NewReader([]byte{1}))
+	if !errors.Is(err, ErrLimit) {
+		t.Fatalf("Fill into a full queue: %v", err)
+	}
+	got, _ := q.Next(q.Len())
+	if !bytes.Equal(got, want) {
+		t.Fatal("Fill corrupted the stream")
+	}
+	q.Release()
+	if n, err := q.Fill(bytes.NewReader(nil)); n != 0 || err != io.EOF || q.count != 0 {
+		t.Fatalf("an empty read kept a chunk: %d, %v, %d segments", n, err, q.count)
 	}
 }

@@ -1,6 +1,7 @@
 package segmentqueue
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -9,20 +10,27 @@ import (
 // shapeRatio returns how much longer reassemble takes on 16× the segments
 // (and bytes) than on n segments of segSize bytes. Each side is the fastest
 // of reps interleaved runs, so a burst of load from other processes cannot
-// inflate one side only. While the ratio is not below limit it measures
+// inflate one side only; with collect set, each run starts after a GC so
+// that one side's garbage is not collected during the other. While the ratio is not below limit it measures
 // again, up to attempts times, and returns the smallest: a linear
 // reassembly measures about 16 on an idle machine, a quadratic one hundreds,
 // so a retry cannot turn the second into a pass.
-func shapeRatio(segSize, n, reps, attempts int, limit float64, reassemble func(segs [][]byte, size int)) (best float64) {
+func shapeRatio(segSize, n, reps, attempts int, collect bool, limit float64, reassemble func(segs [][]byte, size int)) (best float64) {
 	small := makeSegments(segSize*n, segSize)
 	big := makeSegments(16*segSize*n, segSize)
 	best = 1e9
 	for range attempts {
 		var tSmall, tBig time.Duration = 1 << 62, 1 << 62
 		for range reps {
+			if collect {
+				runtime.GC()
+			}
 			start := time.Now()
 			reassemble(small, segSize*n)
 			tSmall = min(tSmall, time.Since(start))
+			if collect {
+				runtime.GC()
+			}
 			start = time.Now()
 			reassemble(big, 16*segSize*n)
 			tBig = min(tBig, time.Since(start))
@@ -45,7 +53,7 @@ func shapeRatio(segSize, n, reps, attempts int, limit float64, reassemble func(s
 func TestReassemblyIsLinear(t *testing.T) {
 	const segSize, n, limit = 16, 256, 32
 	q := New(Limits{MaxSegments: 16 * n})
-	ratio := shapeRatio(segSize, n, 25, 5, limit, func(segs [][]byte, size int) {
+	ratio := shapeRatio(segSize, n, 25, 5, false, limit, func(segs [][]byte, size int) {
 		if err := reassembleQueue(q, segs, size); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +70,7 @@ func TestReassemblyIsLinear(t *testing.T) {
 // far above the limit (measured: several hundred times).
 func TestShapeCheckCatchesQuadratic(t *testing.T) {
 	const segSize, n, limit = 16, 64, 32
-	ratio := shapeRatio(segSize, n, 5, 1, limit, func(segs [][]byte, size int) {
+	ratio := shapeRatio(segSize, n, 5, 1, true, limit, func(segs [][]byte, size int) {
 		var msg []byte
 		for _, s := range segs {
 			msg = slices.Concat(msg, s)
