@@ -40,7 +40,7 @@ func TestIdleOutboxCost(t *testing.T) {
 		r()
 	}
 	goroutine, rel := measure(func(c net.Conn) func() {
-		g := newGoroutineSender(c)
+		g := newGoroutineSender(c, DefaultMaxQueued)
 		g.send(frame, true)
 		g.drain()
 		return g.close
