@@ -57,6 +57,13 @@ func TestReadMessageFollowsFragmentsAndSkipsControl(t *testing.T) {
 func TestEchoServersEcho(t *testing.T) {
 	for _, srv := range echoServers {
 		t.Run(srv.Library, func(t *testing.T) {
+			if raceEnabled && srv.Mode == "epoll" {
+				// nbio's engine reads a connection's address on a poller
+				// goroutine while its accept goroutine writes it, without
+				// synchronisation; the detector reports that race in
+				// nbio, not here. Without -race this row is checked.
+				t.Skip("lesismal/nbio's epoll engine races under the race detector")
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
