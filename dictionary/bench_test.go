@@ -3,6 +3,7 @@ package dictionary
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/flate"
 )
@@ -170,5 +171,78 @@ func BenchmarkDecompress(b *testing.B) {
 				reportPerMessage(b, len(comp))
 			})
 		}
+	}
+}
+
+// BenchmarkSameLoad runs the contenders in alternating batches inside one
+// benchmark, so that each meets the same load on a shared machine, and
+// reports each one's messages per CPU-second (the process's CPU time spent
+// in its batches) and the ratios the README quotes: deflate with the
+// router's dictionary against klauspost/compress one-shot deflate without
+// one (a pooled Writer at level 1, and StatelessDeflate) and against this
+// package's encoder without one. wall-router/L1 is the same ratio in wall
+// time, noisier.
+func BenchmarkSameLoad(b *testing.B) {
+	router, err := Build(testSource(), BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	withDict := NewDeflate(router, CodecOptions{Threshold: 1})
+	noDict := NewDeflate(nil, CodecOptions{Threshold: 1})
+	z, err := NewZstd(router, CodecOptions{Threshold: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer z.Close()
+	l1 := newOneShot(b, 1, nil)
+	var sbuf bytes.Buffer
+	dst := make([]byte, 0, 64<<10)
+	const (
+		l1Index = iota
+		statelessIndex
+		noDictIndex
+		routerIndex
+		zstdIndex
+	)
+	contenders := []struct {
+		name string
+		run  func(m []byte)
+	}{
+		l1Index: {"klauspost-L1", func(m []byte) { l1.compress(m) }},
+		statelessIndex: {"klauspost-stateless", func(m []byte) {
+			sbuf.Reset()
+			flate.StatelessDeflate(&sbuf, m, true, nil)
+		}},
+		noDictIndex: {"deflate-nodict", func(m []byte) { noDict.AppendCompress(dst, m) }},
+		routerIndex: {"deflate-router", func(m []byte) { withDict.AppendCompress(dst, m) }},
+		zstdIndex:   {"zstd-router", func(m []byte) { z.AppendCompress(dst, m) }},
+	}
+	for _, bm := range benchMessages {
+		b.Run(bm.name, func(b *testing.B) {
+			batch := max(1, (64<<10)/len(bm.msg))
+			cpu := make([]time.Duration, len(contenders))
+			wall := make([]time.Duration, len(contenders))
+			for b.Loop() {
+				for k, c := range contenders {
+					startCPU, start := cpuTime(), time.Now()
+					for range batch {
+						c.run(bm.msg)
+					}
+					cpu[k] += cpuTime() - startCPU
+					wall[k] += time.Since(start)
+				}
+			}
+			rate := make([]float64, len(contenders))
+			for k, c := range contenders {
+				rate[k] = float64(b.N*batch) / cpu[k].Seconds()
+				b.ReportMetric(rate[k], c.name+"-msgs/cpu-s")
+			}
+			b.ReportMetric(rate[routerIndex]/rate[l1Index], "router/L1")
+			b.ReportMetric(rate[routerIndex]/rate[statelessIndex], "router/stateless")
+			b.ReportMetric(rate[routerIndex]/rate[noDictIndex], "router/nodict")
+			b.ReportMetric(rate[zstdIndex]/rate[l1Index], "zstd/L1")
+			b.ReportMetric(float64(wall[l1Index])/float64(wall[routerIndex]), "wall-router/L1")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }

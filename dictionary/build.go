@@ -15,8 +15,9 @@ type Entry struct {
 	Text string
 	// Weight is how often Text occurs, on any scale consistent within one
 	// Source, e.g. how many of 1000 typical messages contain it. Zero means
-	// unknown: measured from BuildOptions.Samples when there are samples,
-	// else placed with the least frequent.
+	// unknown: placed with the least frequent, or, when BuildOptions has
+	// Samples, measured as the number of samples that contain Text (give
+	// explicit weights on that scale then).
 	Weight int
 }
 

@@ -24,7 +24,7 @@ const (
 	// blockTokens bounds one block's tokens (and an encoder's memory).
 	blockTokens = 1 << 14
 	// lazyBelow: a match this long is taken without looking further.
-	lazyBelow = 32
+	lazyBelow = 16
 	// fixedOnlyTokens: blocks with fewer tokens use the fixed code without
 	// pricing a dynamic one; a dynamic header costs 40 bytes and more, which
 	// a block this small never wins back (measured on the test router).
