@@ -21,7 +21,8 @@ import (
 )
 
 // A frameWriter is one library's fastest idiomatic way to send one binary
-// message from a server: one final frame, unmasked, written to conn.
+// message from a server, unmasked, to conn: one final frame, or fragments
+// where the library splits large messages (nbio does, at 32 KiB).
 // hotpath's row is one more entry in frameWriters with Role Ours,
 // declared from its own file's init.
 type frameWriter struct {
