@@ -5,9 +5,10 @@
 // Appending every read to a growing buffer copies the early bytes again on
 // every growth, and re-concatenating the message with each read (the naive
 // pattern) is quadratic: it turns "fine at 1 MiB" into "a stall at 100 MiB".
-// A [Queue] takes ownership of each read instead ([Queue.Push]), or copies
-// it once into pooled chunks when the caller reuses its read buffer
-// ([Queue.Write]). A parser then peeks and discards across segment
+// A [Queue] takes ownership of each read instead ([Queue.Push]), copies it
+// once into pooled chunks when the caller reuses its read buffer
+// ([Queue.Write]), or reads from an io.Reader straight into pooled chunks
+// ([Queue.Fill]). A parser then peeks and discards across segment
 // boundaries ([Queue.Peek], [Queue.Discard]) and takes a whole message with
 // [Queue.Next]: no copy when the message sits in one segment, exactly one
 // copy otherwise. [Queue.Segments] exposes the bytes as [][]byte for
@@ -23,9 +24,9 @@
 // # Lifetimes
 //
 // Push hands the segment to the queue until its bytes are consumed; Write
-// copies. Slices returned by Peek, Next and Segments stay valid, and may be
+// copies; Fill reads into memory the queue owns. Slices returned by Peek, Next and Segments stay valid, and may be
 // modified in place, until the next call to Discard, Next, Read, Release or
-// Reset. Adding bytes (Push, Write) never invalidates them. Next lends the
+// Reset. Adding bytes (Push, Write, Fill) never invalidates them. Next lends the
 // pooled memory behind its result rather than copying it out or handing it
 // to the garbage collector, which is what makes it allocation-free; the
 // loan ends at the caller's next removing call, so a caller that keeps a
@@ -40,8 +41,8 @@
 // segments: a server calls Release when a connection goes idle and pays
 // nothing per idle connection for buffering. While a message is partly
 // buffered, the queue holds the segments it arrived in: pushed segments
-// as they are, written bytes in chunks of 512 B to 64 KiB that double along
-// a stream of small writes.
+// as they are, written bytes in chunks of 512 B to 64 KiB (4 KiB to 64 KiB
+// for Fill) that double along a stream.
 //
 // # Limits
 //

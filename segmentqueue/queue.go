@@ -4,10 +4,9 @@ import "io"
 
 // Default limits, used when a Limits field is zero or negative.
 const (
-	// DefaultMaxBytes bounds what one queue may buffer. 64 MiB holds four
-	// 16 MiB messages, the largest default message size among the common Go
-	// WebSocket libraries; a server with a smaller message limit should set
-	// its own.
+	// DefaultMaxBytes bounds what one queue may buffer: room for a few
+	// messages of 16 MiB, the message limit lxzan/gws applies by default. A
+	// server with a smaller message limit should set its own.
 	DefaultMaxBytes = 64 << 20
 
 	// DefaultMaxSegments bounds how many segments one queue may hold: 64 MiB
@@ -58,15 +57,16 @@ type segment struct {
 //
 // # Ownership and validity
 //
-// Push hands a segment to the queue: the caller must not modify it until all
-// of its bytes have been consumed (by Discard, Next or Read); after that the
-// queue keeps no reference to it. Write copies, so the caller may reuse p at
-// once.
+// Push hands a segment to the queue: the caller must not modify it, except
+// through slices the queue hands back, until all of its bytes have been
+// consumed (by Discard, Next or Read); after that the queue keeps no
+// reference to it. Write copies, so the caller may reuse p at once; Fill
+// reads into memory the queue owns.
 //
 // Slices returned by Peek, Next and Segments belong to the queue. The caller
 // may read them and modify them in place (unmask a payload, for instance)
 // until its next call to Discard, Next, Read, Release or Reset; after that
-// the memory behind them may be recycled. Push, Write, Len, Peek and
+// the memory behind them may be recycled. Push, Write, Fill, Len, Peek and
 // Segments never invalidate a slice handed out earlier. To keep bytes
 // longer, copy them, or Read them into a buffer of your own.
 //
@@ -124,6 +124,8 @@ func (q *Queue) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	// Bytes first, so that a p far past MaxBytes is refused before its
+	// chunks are counted.
 	if err := q.admit(len(p), 0); err != nil {
 		return 0, err
 	}
@@ -160,9 +162,8 @@ func (q *Queue) Write(p []byte) (int, error) {
 // server that blocks in Read per connection uses it instead of reading into
 // a buffer of its own and copying with Write: bytes reach the queue with the
 // kernel's copy only. The read goes into the free space of the last pooled
-// chunk when at least minFill bytes are free there, else into a new chunk
-// (4 KiB at first, doubling along a stream up to 64 KiB), and never past
-// MaxBytes. Fill returns a *LimitError without reading when the queue is at
+// chunk when at least 4 KiB are free there, else into a new chunk (4 KiB at
+// first, doubling along a stream up to 64 KiB), and never past MaxBytes. Fill returns a *LimitError without reading when the queue is at
 // MaxBytes, or at MaxSegments and a new chunk is needed.
 //
 // While r.Read blocks, the chunk it reads into is held: an event-loop
@@ -377,8 +378,8 @@ func (q *Queue) Read(p []byte) (int, error) {
 
 // Release ends the loan of the slice the last Next returned, so pooled
 // memory behind it goes back to its pool now rather than at the next call,
-// and drops a segment ring that has grown beyond the inline one when the
-// queue is nearly empty. Buffered bytes are kept. A server calls it when a
+// and drops a segment ring that has grown beyond the inline one when at
+// most four segments remain. Buffered bytes are kept. A server calls it when a
 // connection goes idle (after handling a read, before waiting for the next)
 // so that the idle connection holds only the bytes still buffered.
 func (q *Queue) Release() {
