@@ -119,10 +119,17 @@ func (h *harness) advanceFrom(x uint64) time.Duration {
 	}
 }
 
-func (h *harness) arm(x uint64) {
+// arm arms a deadline chosen by x, through Arm or, with after, through
+// ArmAfter with the same deadline as a duration from now.
+func (h *harness) arm(x uint64, after bool) {
 	d := h.deadlineFrom(x)
 	v := len(h.handles)
-	hd := h.s.Arm(d, v)
+	var hd Handle
+	if !after {
+		hd = h.s.Arm(d, v)
+	} else {
+		hd = h.s.ArmAfter(d.Sub(h.clock.Now()), v)
+	}
 	if hd == 0 {
 		h.t.Fatalf("Arm returned the zero Handle")
 	}
@@ -153,14 +160,20 @@ func (h *harness) cancel(x uint64) {
 	delete(h.pending, v)
 }
 
-func (h *harness) reset(x, y uint64) {
+func (h *harness) reset(x, y uint64, after bool) {
 	v, ok := h.pick(x)
 	if !ok {
 		return
 	}
 	d := h.deadlineFrom(y)
 	_, want := h.pending[v]
-	if got := h.s.Reset(h.handles[v], d); got != want {
+	var got bool
+	if !after {
+		got = h.s.Reset(h.handles[v], d)
+	} else {
+		got = h.s.ResetAfter(h.handles[v], d.Sub(h.clock.Now()))
+	}
+	if got != want {
 		h.t.Fatalf("Reset(value %d) = %v, model says pending = %v", v, got, want)
 	}
 	if want {
@@ -231,11 +244,11 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) step(op byte, x, y uint64) {
 	switch op % 8 {
 	case 0, 1, 2:
-		h.arm(x)
+		h.arm(x, op%8 == 2)
 	case 3:
 		h.cancel(x)
 	case 4, 5:
-		h.reset(x, y)
+		h.reset(x, y, op%8 == 5)
 	default:
 		h.advance(h.advanceFrom(x))
 	}

@@ -69,6 +69,7 @@ type Scheduler[T any] struct {
 	clock       Clock
 	origin      time.Time // time of tick 0
 	granularity time.Duration
+	system      bool // clock is the system clock
 
 	mu        sync.Mutex
 	w         wheel[T]
@@ -100,6 +101,7 @@ func New[T any](fire func(batch []T), opts ...Option) *Scheduler[T] {
 		granularity: cfg.granularity,
 		timerTick:   noTick,
 	}
+	_, s.system = s.clock.(systemClock)
 	s.origin = s.clock.Now()
 	s.w.init()
 	s.timer = s.clock.AfterFunc(math.MaxInt64, s.fire)
@@ -123,7 +125,16 @@ func (s *Scheduler[T]) Now() time.Time { return s.clock.Now() }
 // Arm returns the zero Handle, and v never fires, after Stop, or when
 // 2^32-1 deadlines are already pending.
 func (s *Scheduler[T]) Arm(deadline time.Time, v T) Handle {
-	tick := s.fireTick(deadline)
+	return s.arm(s.fireTick(deadline.Sub(s.origin)), v)
+}
+
+// ArmAfter is Arm with the deadline d from now. On the system clock it
+// reads only the monotonic clock, which is cheaper than time.Now.
+func (s *Scheduler[T]) ArmAfter(d time.Duration, v T) Handle {
+	return s.arm(s.fireTick(addSaturating(s.elapsed(), d)), v)
+}
+
+func (s *Scheduler[T]) arm(tick uint64, v T) Handle {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -162,8 +173,17 @@ func (s *Scheduler[T]) Cancel(h Handle) bool {
 // push an idle deadline out is the intended use: within one bucket it only
 // rewrites a number.
 func (s *Scheduler[T]) Reset(h Handle, deadline time.Time) bool {
+	return s.reset(h, s.fireTick(deadline.Sub(s.origin)))
+}
+
+// ResetAfter is Reset with the deadline d from now, read as in ArmAfter:
+// s.ResetAfter(h, idleTimeout) on every read.
+func (s *Scheduler[T]) ResetAfter(h Handle, d time.Duration) bool {
+	return s.reset(h, s.fireTick(addSaturating(s.elapsed(), d)))
+}
+
+func (s *Scheduler[T]) reset(h Handle, tick uint64) bool {
 	i, gen := h.parts()
-	tick := s.fireTick(deadline)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || s.w.lookup(i, gen) == nil {
@@ -200,11 +220,34 @@ func (s *Scheduler[T]) Stop() {
 	s.batch = nil
 }
 
-// fireTick returns the tick at whose start a deadline may fire: the first
-// grid line at or after it. Firing at the start of the bucket the deadline
-// falls in would be early for any deadline past that bucket's start.
-func (s *Scheduler[T]) fireTick(deadline time.Time) uint64 {
-	off := deadline.Sub(s.origin)
+// elapsed returns the time since tick 0. time.Since reads only the
+// monotonic clock when origin has a monotonic reading, as the system
+// clock's times do.
+func (s *Scheduler[T]) elapsed() time.Duration {
+	if s.system {
+		return time.Since(s.origin)
+	}
+	return s.clock.Now().Sub(s.origin)
+}
+
+// addSaturating returns a+b clamped to the range of time.Duration, as
+// time.Time.Sub clamps, so that a huge d never wraps into the past.
+func addSaturating(a, b time.Duration) time.Duration {
+	sum := a + b
+	switch {
+	case b > 0 && sum < a:
+		return math.MaxInt64
+	case b < 0 && sum > a:
+		return math.MinInt64
+	}
+	return sum
+}
+
+// fireTick returns the tick at whose start a deadline off after tick 0 may
+// fire: the first grid line at or after it. Firing at the start of the
+// bucket the deadline falls in would be early for any deadline past that
+// bucket's start.
+func (s *Scheduler[T]) fireTick(off time.Duration) uint64 {
 	if off <= 0 {
 		return 0
 	}
@@ -213,7 +256,7 @@ func (s *Scheduler[T]) fireTick(deadline time.Time) uint64 {
 
 // nowTick returns the last tick whose start has passed.
 func (s *Scheduler[T]) nowTick() uint64 {
-	off := s.clock.Now().Sub(s.origin)
+	off := s.elapsed()
 	if off <= 0 {
 		return 0
 	}
@@ -234,7 +277,7 @@ func (s *Scheduler[T]) armTimer(tick uint64) {
 	s.timerTick = tick
 	d := time.Duration(math.MaxInt64)
 	if tick <= uint64(math.MaxInt64/s.granularity) {
-		d = time.Duration(tick)*s.granularity - s.clock.Now().Sub(s.origin)
+		d = time.Duration(tick)*s.granularity - s.elapsed()
 	}
 	s.timer.Reset(d)
 }
