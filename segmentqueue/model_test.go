@@ -125,7 +125,7 @@ func (r *modelRun) checkHeld() {
 func (r *modelRun) step(c chooser) {
 	t, q := r.t, r.q
 	t.Helper()
-	switch op := c.intn(22); {
+	switch op := c.intn(23); {
 	case op < 4: // Push
 		seg := r.fill(make([]byte, size(c, 70000)))
 		before := q.Len()
@@ -267,6 +267,25 @@ func (r *modelRun) step(c chooser) {
 		}
 		if !rd.invalid {
 			r.model.Write(rd.data[:rd.gave])
+		}
+	case op < 22: // Reserve
+		r.invalidate()
+		n := size(c, r.model.Len()+70000)
+		err := q.Reserve(n)
+		if n > q.limits.maxBytes() {
+			var le *LimitError
+			if !errors.As(err, &le) || le.Limit != LimitBytes {
+				t.Fatalf("Reserve(%d) past MaxBytes %d: %v", n, q.limits.maxBytes(), err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Reserve(%d): %v", n, err)
+		}
+		if n > r.model.Len() && r.model.Len() > 0 {
+			if segs, _ := q.Segments(r.model.Len(), nil); len(segs) != 1 {
+				t.Fatalf("Reserve(%d) left %d bytes in %d segments", n, r.model.Len(), len(segs))
+			}
 		}
 	default:
 		r.invalidate()

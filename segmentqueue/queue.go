@@ -65,8 +65,9 @@ type segment struct {
 //
 // Slices returned by Peek, Next and Segments belong to the queue. The caller
 // may read them and modify them in place (unmask a payload, for instance)
-// until its next call to Discard, Next, Read, Release or Reset; after that
-// the memory behind them may be recycled. Push, Write, Fill, Len, Peek and
+// until its next call to Discard, Next, Read, Release or Reset (or a
+// Reserve that moves bytes); after that the memory behind them may be
+// recycled. Push, Write, Fill, Len, Peek and
 // Segments never invalidate a slice handed out earlier. To keep bytes
 // longer, copy them, or Read them into a buffer of your own.
 //
@@ -88,6 +89,11 @@ type Queue struct {
 	// lent is pooled memory behind the slice the last Next returned, kept
 	// out of its pool until the caller's next removing call.
 	lent *buffer
+
+	// want is the byte count the last Reserve asked to hold contiguously
+	// from the first byte; Fill sizes and places its reads by it. It is a
+	// hint: a stale one costs at most a larger chunk.
+	want int
 
 	inline [inlineSegments]segment
 }
@@ -174,7 +180,12 @@ func (q *Queue) Fill(r io.Reader) (int, error) {
 	if room <= 0 {
 		return 0, &LimitError{Limit: LimitBytes, Max: q.limits.maxBytes(), Buffered: q.length, Adding: 1}
 	}
-	if free, _ := q.tailRoom(); free >= minFill {
+	need := q.want - q.length // bytes a Reserve still waits for
+	if need <= 0 {
+		q.want, need = 0, 0
+	}
+	free, prev := q.tailRoom()
+	if free >= minFill || (need > 0 && free >= need) {
 		tail := q.at(q.count - 1)
 		end := len(tail.buf)
 		n, err := r.Read(tail.buf[end : end+min(free, room)])
@@ -188,8 +199,11 @@ func (q *Queue) Fill(r io.Reader) (int, error) {
 	if err := q.admit(1, 1); err != nil {
 		return 0, err
 	}
-	_, prev := q.tailRoom()
-	c := getBuffer(chunkSize(minFill, prev))
+	size := chunkSize(minFill, prev)
+	if q.count == 0 {
+		size = max(size, need)
+	}
+	c := getBuffer(size)
 	p := c.b[:min(len(c.b), room)]
 	n, err := r.Read(p)
 	if n <= 0 || n > len(p) {
@@ -202,6 +216,39 @@ func (q *Queue) Fill(r io.Reader) (int, error) {
 	q.pushBack(segment{buf: c.b[:n], chunk: c})
 	q.length += n
 	return n, err
+}
+
+// Reserve prepares the queue to hold its first n bytes in one buffer, so
+// that once Fill has read them all, Next(n) returns them without a copy. A
+// decoder calls it with the length of a large payload whose header it has
+// just read and discarded: the bytes of the payload already buffered move
+// (once) into a pooled buffer with room for n, and Fill reads the rest
+// straight after them.
+//
+// Reserve commits memory for n bytes before they arrive, so a peer that
+// declares a large length and stops sending holds that memory: reserve only
+// lengths you accept to hold for an idle peer (MaxBytes bounds them all).
+// Reserve returns a *LimitError when n is past MaxBytes, does nothing when
+// n bytes are buffered already, and, when it moves bytes, invalidates the
+// slices Peek and Segments returned, like a removing call.
+func (q *Queue) Reserve(n int) error {
+	switch {
+	case n < 0:
+		return ErrNegativeCount
+	case n > q.limits.maxBytes():
+		return &LimitError{Limit: LimitBytes, Max: q.limits.maxBytes(), Buffered: q.length, Adding: n - q.length}
+	case n <= q.length:
+		return nil
+	}
+	if free, _ := q.tailRoom(); q.count > 1 || q.count == 1 && free < n-q.length {
+		c := getBuffer(n)
+		k := q.length
+		q.consume(k, c.b[:k])
+		q.pushBack(segment{buf: c.b[:k], chunk: c})
+		q.length = k
+	}
+	q.want = n
+	return nil
 }
 
 // tailRoom returns the free bytes after the last segment, when it is a
@@ -398,13 +445,14 @@ func (q *Queue) Reset() {
 			putBuffer(c)
 		}
 	}
-	q.ring, q.head, q.length = nil, 0, 0
+	q.ring, q.head, q.length, q.want = nil, 0, 0, 0
 }
 
 // consume removes the first n bytes, copying them into dst when dst is not
 // nil, and pools every chunk it empties. The caller has checked n <= q.length.
 func (q *Queue) consume(n int, dst []byte) {
 	q.length -= n
+	q.want = 0
 	for n > 0 {
 		first := q.at(0)
 		k := min(len(first.buf), n)

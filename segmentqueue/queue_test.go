@@ -291,3 +291,43 @@ func TestFillReadsIntoChunks(t *testing.T) {
 		t.Fatalf("an empty read kept a chunk: %d, %v, %d segments", n, err, q.count)
 	}
 }
+
+// TestReserveMakesNextZeroCopy: a decoder that reserves a large payload's
+// length after its header gets the payload in one buffer, read there by
+// Fill, and Next copies nothing.
+func TestReserveMakesNextZeroCopy(t *testing.T) {
+	payload := make([]byte, 3<<20)
+	for i := range payload {
+		payload[i] = byte(i / 7)
+	}
+	stream := append([]byte("HEADER"), payload...)
+	src := iotest.HalfReader(bytes.NewReader(stream))
+	var q Queue
+	for q.Len() < 6 {
+		if _, err := q.Fill(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Discard(6)
+	if err := q.Reserve(len(payload)); err != nil {
+		t.Fatal(err)
+	}
+	for q.Len() < len(payload) {
+		if _, err := q.Fill(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if segs, _ := q.Segments(len(payload), nil); len(segs) != 1 {
+		t.Fatalf("a reserved payload arrived in %d segments", len(segs))
+	}
+	got, _ := q.Next(len(payload))
+	if !bytes.Equal(got, payload) || q.lent == nil || &got[0] != &q.lent.b[0] {
+		t.Fatal("Next of a reserved payload copied it or lost bytes")
+	}
+	if err := q.Reserve(DefaultMaxBytes + 1); !errors.Is(err, ErrLimit) {
+		t.Fatalf("Reserve past MaxBytes: %v", err)
+	}
+	if err := q.Reserve(-1); err != ErrNegativeCount {
+		t.Fatalf("Reserve(-1): %v", err)
+	}
+}
