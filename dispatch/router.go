@@ -150,10 +150,10 @@ func (r *Router[H]) Names() []string {
 // of routes.
 
 // maxBuildAttempts bounds the seeds tried before NewRouter gives up; each
-// failed seed also grows the table. With the load factor below, the first
-// seed succeeds for every list we measured (up to MaxRoutes names); a
-// failure needs two distinct names whose 64-bit hashes collide under every
-// seed tried.
+// failed seed also doubles the table. With the load factor below, the
+// first seed has succeeded for every list in the tests, up to MaxRoutes
+// names; a failure needs two distinct names whose 64-bit hashes collide
+// under every seed tried.
 const maxBuildAttempts = 16
 
 // errNoPerfectHash is returned when no seed yields a perfect hash.

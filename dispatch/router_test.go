@@ -24,6 +24,10 @@ func checkRouter(t *testing.T, names []string) {
 	if err != nil {
 		t.Fatalf("%d names: %v", len(names), err)
 	}
+	// The comment on maxBuildAttempts says the first seed always worked.
+	if r.seed != splitmix64(1) {
+		t.Errorf("%d names: the perfect hash needed another seed", len(names))
+	}
 	registered := make(map[string]bool, len(names))
 	for _, n := range names {
 		registered[n] = true
@@ -89,6 +93,9 @@ func TestRouterMaxRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r.seed != splitmix64(1) {
+		t.Error("the perfect hash needed another seed")
+	}
 	for i, n := range names {
 		if got, ok := r.Index([]byte(n)); !ok || got != i {
 			t.Fatalf("Index(%q) = %d, %v; want %d", n, got, ok, i)
@@ -98,6 +105,18 @@ func TestRouterMaxRoutes(t *testing.T) {
 	// powers of two.
 	if len(r.slots) > 4*MaxRoutes || len(r.pilots) > MaxRoutes/2 {
 		t.Fatalf("%d slots and %d pilots for %d routes", len(r.slots), len(r.pilots), MaxRoutes)
+	}
+}
+
+// TestPlaceBucketsGivesUp checks that the pilot search reports failure
+// instead of looping when two names share a hash, which makes NewRouter
+// try the next seed.
+func TestPlaceBucketsGivesUp(t *testing.T) {
+	if _, _, ok := placeBuckets([]uint64{7, 7}, 1, 64, 4); ok {
+		t.Fatal("placed two equal hashes in distinct slots")
+	}
+	if _, _, ok := placeBuckets([]uint64{7, 8}, 1, 64, 4); !ok {
+		t.Fatal("could not place two distinct hashes in four slots")
 	}
 }
 
@@ -199,7 +218,8 @@ func TestRouterLookupAllocatesNothing(t *testing.T) {
 	}
 }
 
-// BenchmarkRouterLookup measures the Router's own API, Lookup returning the
+// BenchmarkRouterLookup measures the Router's own API in the usual way
+// (BenchmarkRouteShapes runs it beside the shapes): Lookup returns the
 // handler, which is then called, over a mix of all registered names.
 func BenchmarkRouterLookup(b *testing.B) {
 	for _, n := range methodCounts {
@@ -223,6 +243,22 @@ func BenchmarkRouterLookup(b *testing.B) {
 					b.Fatal(err)
 				}
 				if err := h(&s, name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNewRouter measures building a Router: the one-time cost of the
+// perfect hash.
+func BenchmarkNewRouter(b *testing.B) {
+	for _, n := range methodCounts {
+		routes := routesOf(methodNames(n))
+		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := NewRouter(routes); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -72,10 +72,38 @@ func BenchmarkKindShapes(b *testing.B) {
 				case 9:
 					measureShapes(b, kindShapes9(&s, pos.seq, body))
 				case 13:
-					measureShapes(b, kindShapes13(&s, pos.seq, body))
+					// The Dispatcher itself runs beside the shapes, with
+					// the same handlers and inputs.
+					shapes := append(kindShapes13(&s, pos.seq, body), shape{"Dispatcher", dispatchKindRun(&s, pos.seq, body)})
+					measureShapes(b, shapes)
 				}
 			})
 		}
+	}
+}
+
+// newBenchDispatcher returns a Dispatcher with the 13 handlers of
+// kindShapes13.
+func newBenchDispatcher() *Dispatcher[*sink] {
+	t := &kindFuncs13
+	return NewDispatcher(Handlers[*sink]{
+		Call: t[1], Result: t[2], Error: t[3], Event: t[4], Ask: t[5],
+		Answer: t[6], Batch: t[7], Ping: t[8], Pong: t[9], Join: t[10],
+		Leave: t[11], Emit: t[12], Capabilities: t[13],
+	})
+}
+
+// dispatchKindRun is the Dispatcher as a shape: DispatchKind takes the kind
+// and the body as the shapes do.
+func dispatchKindRun(s *sink, seq *kindSeq, body []byte) func(from, n int) error {
+	d := newBenchDispatcher()
+	return func(from, n int) error {
+		for i := from; i < from+n; i++ {
+			if err := d.DispatchKind(s, seq[i%len(seq)], body); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -183,6 +211,14 @@ func BenchmarkRouteShapes(b *testing.B) {
 			routes[i] = Route[int32]{Name: name, Handler: int32(i)}
 			handlers[i] = routeHandler
 		}
+		handlerRoutes := make([]Route[func(*sink, []byte) error], n)
+		for i, name := range names {
+			handlerRoutes[i] = Route[func(*sink, []byte) error]{Name: name, Handler: routeHandler}
+		}
+		handlerRouter, err := NewRouter(handlerRoutes)
+		if err != nil {
+			b.Fatal(err)
+		}
 		sorted := newSortedTable(names)
 		router, err := NewRouter(routes)
 		if err != nil {
@@ -232,6 +268,21 @@ func BenchmarkRouteShapes(b *testing.B) {
 						return nil
 					}})
 				}
+				// The Router's own API runs beside the shapes: Lookup
+				// returns the handler itself.
+				shapes = append(shapes, shape{"Router.Lookup", func(from, count int) error {
+					for i := from; i < from+count; i++ {
+						name := pos.seq[i%len(pos.seq)]
+						if h, err := handlerRouter.Lookup(name); err == nil {
+							if err := h(&s, name); err != nil {
+								return err
+							}
+						} else if pos.name != "miss" {
+							return err
+						}
+					}
+					return nil
+				}})
 				measureShapes(b, shapes)
 			})
 		}

@@ -3,7 +3,6 @@ package emitter
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -53,23 +52,6 @@ func BenchmarkErrorEmit(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkEmitParallel runs Emit on every P at once with 2 listeners: the
-// emit path takes no lock, so it should scale with the cores.
-func BenchmarkEmitParallel(b *testing.B) {
-	var e Emitter[int]
-	var calls [2]paddedCounter
-	for i := range calls {
-		c := &calls[i]
-		e.On(func(v int) { c.n.Add(int64(v & 1)) })
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for i := 0; pb.Next(); i++ {
-			e.Emit(i)
-		}
-	})
 }
 
 // BenchmarkEmitListeners is the benchmark behind the README's table: Emit
@@ -166,11 +148,4 @@ func (e *mutexEmitter) emit(v int) {
 	for _, fn := range ls {
 		fn(v)
 	}
-}
-
-// paddedCounter keeps each listener's counter on its own cache line, so
-// the parallel benchmark measures the emitter, not false sharing.
-type paddedCounter struct {
-	n atomic.Int64
-	_ [56]byte
 }

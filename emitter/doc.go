@@ -17,15 +17,17 @@
 // # Costs
 //
 // The listeners are kept in a copy-on-write list behind an atomic pointer:
-// On and off copy the list (a few dozen nanoseconds and one allocation of
-// the list's size), Emit only loads it. So Emit allocates nothing for any
+// On and off copy the list (a few small allocations, one of them the size
+// of the list), Emit only loads it. So Emit allocates nothing for any
 // number of listeners, takes no lock, and runs concurrently with other
 // emits, On and off on any goroutine. With no listener, an emit is a call,
-// an atomic load and a compare; with one, a load and the listener's call.
-// Each further listener adds one indirect call. A list that changes
-// on every event (a listener added and removed per message) pays a copy per
-// change; the list is built for events raised far more often than the
-// listeners change, which is the case for connection and room events.
+// an atomic load and a compare; with one, a load and the listener's call;
+// each further listener adds one indirect call. On the machine the README's
+// figures come from, that is 1.3 ns with no listener, 2.9 ns with one and
+// 5.0 ns with two. A list that changes on every event (a listener added and
+// removed per message) pays a copy per change; the list is built for events
+// raised far more often than the listeners change, which is the case for
+// connection and room events.
 //
 // # Errors
 //
