@@ -198,6 +198,9 @@ func decodeServerMessage(b []byte) (opcode byte, payload []byte, err error) {
 		if uint64(len(b)-h) < n {
 			return 0, nil, errors.New("frame shorter than its length")
 		}
+		if op >= 0x8 {
+			return 0, nil, fmt.Errorf("control frame (opcode %d) where a data message was expected", op)
+		}
 		if first == (op == 0) {
 			return 0, nil, errors.New("continuation frames out of order")
 		}

@@ -18,6 +18,8 @@ func TestDecodeServerMessage(t *testing.T) {
 		{"trailing bytes", []byte{0x82, 2, 'h', 'i', 0}, true},
 		{"short", []byte{0x82, 5, 'h'}, true},
 		{"continuation first", []byte{0x80, 2, 'h', 'i'}, true},
+		{"close frame", []byte{0x88, 2, 0x03, 0xe8}, true},
+		{"ping between fragments", []byte{0x02, 1, 'h', 0x89, 0, 0x80, 1, 'i'}, true},
 	}
 	for _, tt := range tests {
 		op, p, err := decodeServerMessage(tt.in)

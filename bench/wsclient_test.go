@@ -96,3 +96,52 @@ func TestEchoServersEcho(t *testing.T) {
 		})
 	}
 }
+
+// FuzzClientReadMessage feeds the client arbitrary server bytes: it must
+// never panic or trust a length past its limit, and whenever the strict
+// decoder of the frame write scenario accepts the bytes as one unmasked
+// message, the client must read the same opcode and length.
+func FuzzClientReadMessage(f *testing.F) {
+	f.Add([]byte{0x82, 2, 'h', 'i'})
+	f.Add([]byte{0x02, 1, 'h', 0x89, 0, 0x80, 1, 'i'})
+	f.Add([]byte{0x82, 126, 0x01, 0x00})
+	f.Add([]byte{0x82, 127, 0xff, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0x88, 2, 0x03, 0xe8})
+	f.Add(appendClientFrame(nil, 0x2, []byte("masked"), [4]byte{9, 8, 7, 6}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := &wsClient{br: bufio.NewReaderSize(bytes.NewReader(b), 16)}
+		op, n, err := c.readMessage()
+		if err == nil && (n < 0 || n > maxClientMessage) {
+			t.Fatalf("readMessage accepted length %d", n)
+		}
+		wantOp, payload, strictErr := decodeServerMessage(b)
+		if strictErr != nil {
+			return
+		}
+		if err != nil || op != wantOp || n != len(payload) {
+			t.Fatalf("strict decoder: op %d, %d bytes; client: op %d, %d bytes, %v", wantOp, len(payload), op, n, err)
+		}
+	})
+}
+
+// BenchmarkClientReadMessage is the client's share of every echo: parsing
+// one 32 B echo from its buffer. It allocates nothing, so it costs each
+// server's row the same.
+func BenchmarkClientReadMessage(b *testing.B) {
+	frame := []byte{0x82, 32}
+	frame = append(frame, make([]byte, 32)...)
+	stream := bytes.Repeat(frame, 1024)
+	r := bytes.NewReader(stream)
+	c := &wsClient{br: bufio.NewReaderSize(r, 64<<10)}
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%1024 == 0 {
+			r.Reset(stream)
+			c.br.Reset(r)
+		}
+		if _, n, err := c.readMessage(); err != nil || n != 32 {
+			b.Fatal(n, err)
+		}
+	}
+}
