@@ -1,7 +1,34 @@
 module github.com/hotpath-go/hotpath/compat
 
-go 1.26
+go 1.26.0
 
-require github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
+require (
+	github.com/gobwas/httphead v0.1.0
+	github.com/gobwas/ws v1.4.0
+	github.com/hotpath-go/hotpath/corkwriter v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/wsframe v0.0.0-00010101000000-000000000000
+)
 
-replace github.com/hotpath-go/hotpath/dispatch => ../dispatch
+require (
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+// The hotpath modules are developed together in this workspace; the
+// replacements let this module build on its own too (GOWORK=off).
+replace (
+	github.com/hotpath-go/hotpath/corkwriter => ../corkwriter
+	github.com/hotpath-go/hotpath/deflatecache => ../deflatecache
+	github.com/hotpath-go/hotpath/dictionary => ../dictionary
+	github.com/hotpath-go/hotpath/dispatch => ../dispatch
+	github.com/hotpath-go/hotpath/emitter => ../emitter
+	github.com/hotpath-go/hotpath/scheduler => ../scheduler
+	github.com/hotpath-go/hotpath/segmentqueue => ../segmentqueue
+	github.com/hotpath-go/hotpath/wsframe => ../wsframe
+)

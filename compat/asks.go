@@ -1,0 +1,142 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/scheduler"
+)
+
+// pendingAsk is one server-to-client ask waiting for its answer. Whoever
+// removes it from the peer's table (the answer, the timeout, the caller's
+// context, the connection's end) settles it: exactly once.
+type pendingAsk struct {
+	peer   *Peer
+	id     uint32
+	handle scheduler.Handle
+	result chan askResult // buffered: the settler never blocks
+}
+
+type askResult struct {
+	payload []byte
+	err     error
+}
+
+// Ask calls method on the client and decodes its answer into resp, a
+// pointer (PROTOCOL.md §4.4). It fails with ErrTimeout when ctx's deadline,
+// or Options.AskTimeout when ctx has none, passes first; with ErrCanceled
+// when ctx is canceled or the connection ends; with the client's *Error
+// when it answers one.
+//
+// A handler that asks must be registered with Async: the answer is read by
+// the connection's read loop.
+func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.srv.opts.AskTimeout)
+	}
+	timeoutMS := max(time.Until(deadline).Milliseconds(), 1)
+
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	a := &pendingAsk{peer: p, result: make(chan askResult, 1)}
+
+	p.asksMu.Lock()
+	if p.closed.Load() {
+		p.asksMu.Unlock()
+		return ErrClosed
+	}
+	if p.asks == nil {
+		p.asks = map[uint32]*pendingAsk{}
+	}
+	for {
+		p.nextAsk++
+		if _, busy := p.asks[p.nextAsk]; p.nextAsk != 0 && !busy {
+			break
+		}
+	}
+	a.id = p.nextAsk
+	p.asks[a.id] = a
+	p.asksMu.Unlock()
+	a.handle = p.srv.timeouts.Arm(deadline, a)
+
+	b := wire.AppendCall(beginFrame(*bp), dispatch.KindAsk, a.id, method, uint32(min(timeoutMS, 1<<31)), nil)
+	b, err := marshal(p.codec, b, req)
+	*bp = b[:0]
+	if err == nil {
+		err = statusError(p.sendPacket(b))
+	}
+	if err != nil {
+		p.settleAsk(a.id, askResult{err: err})
+	}
+
+	var r askResult
+	select {
+	case r = <-a.result:
+	case <-ctx.Done():
+		p.settleAsk(a.id, askResult{err: ErrCanceled})
+		r = <-a.result
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return unmarshal(p.codec, r.payload, resp)
+}
+
+// settleAsk removes ask id and delivers r to it, if it is still pending.
+func (p *Peer) settleAsk(id uint32, r askResult) bool {
+	p.asksMu.Lock()
+	a, ok := p.asks[id]
+	if ok {
+		delete(p.asks, id)
+	}
+	p.asksMu.Unlock()
+	if !ok {
+		return false
+	}
+	p.srv.timeouts.Cancel(a.handle)
+	a.result <- r
+	return true
+}
+
+func (a *pendingAsk) timeout() { a.peer.settleAsk(a.id, askResult{err: ErrTimeout}) }
+
+// onAnswer settles the ask an Answer packet answers. An answer to an ask
+// that was never made, or that already timed out, is ignored (PROTOCOL.md
+// §4.4).
+func (p *Peer) onAnswer(body []byte) error {
+	pk, err := decode(dispatch.KindAnswer, body)
+	if err != nil {
+		return err
+	}
+	var r askResult
+	if pk.Status == wire.AnswerOK {
+		r.payload = append([]byte(nil), pk.Payload...)
+	} else {
+		r.err = &Error{Code: pk.Code, Message: string(pk.Message), Data: append([]byte(nil), pk.Payload...)}
+	}
+	if !p.settleAsk(pk.ID, r) {
+		p.srv.metrics.lateAnswers.Add(1)
+	}
+	return nil
+}
+
+// failAsks settles every pending ask when the connection ends.
+func (p *Peer) failAsks(cause error) {
+	p.asksMu.Lock()
+	ids := make([]uint32, 0, len(p.asks))
+	for id := range p.asks {
+		ids = append(ids, id)
+	}
+	p.asksMu.Unlock()
+	err := error(ErrCanceled)
+	if CloseStatus(cause) != 0 {
+		err = errors.Join(ErrCanceled, cause)
+	}
+	for _, id := range ids {
+		p.settleAsk(id, askResult{err: err})
+	}
+}

@@ -1,0 +1,752 @@
+package compat
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/dictionary"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/emitter"
+	"github.com/hotpath-go/hotpath/scheduler"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// ClientOptions configures a Client. The zero value is a complete
+// configuration: JSON payloads, call batching, reconnection, no
+// compression.
+type ClientOptions struct {
+	// Codec encodes payloads; JSON when nil.
+	Codec Codec
+	// Header is sent with the upgrade request (authentication, cookies).
+	Header http.Header
+	// Handlers answers the server's asks; nil answers every ask NotFound.
+	Handlers *Router
+	// Dictionary, when set, is offered to the server for per-message
+	// compression (PROTOCOL.md §6). Build it with RouterDictionary from the
+	// same registrations as the server's Router; when the server's differs,
+	// packets travel plain.
+	Dictionary *dictionary.Dictionary
+	// Limits bound what the client accepts: MaxMessageSize, MaxFrameSize,
+	// MaxFragments and MaxOutboxBytes apply.
+	Limits Limits
+	// CallTimeout bounds a call whose context has no deadline; 0: none.
+	CallTimeout time.Duration
+	// NoBatching sends every call in a frame of its own. By default calls
+	// issued while a write is in progress leave together in one Batch.
+	NoBatching bool
+	// Reconnect configures reconnection after the connection drops.
+	Reconnect Reconnect
+	// Logger receives reconnection errors; slog.Default() when nil.
+	Logger *slog.Logger
+	// OnState is told when the connection goes down and comes back.
+	OnState func(State)
+}
+
+// Reconnect is the reconnection policy: capped exponential backoff with
+// jitter, from MinDelay to MaxDelay, the actual delay drawn uniformly from
+// the upper half of the current step so a fleet of clients does not
+// reconnect in lockstep.
+type Reconnect struct {
+	Disabled bool
+	MinDelay time.Duration // 100 ms by default
+	MaxDelay time.Duration // 10 s by default
+}
+
+// State is a client's connection state.
+type State uint8
+
+const (
+	Connected State = iota + 1
+	Reconnecting
+	Closed
+)
+
+func (s State) String() string {
+	switch s {
+	case Connected:
+		return "connected"
+	case Reconnecting:
+		return "reconnecting"
+	case Closed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// ErrDisconnected is returned by calls made while the client is
+// reconnecting, and by calls in flight when the connection dropped: the
+// server may or may not have run them.
+var ErrDisconnected = errors.New("hotpath: disconnected")
+
+// Client is a connection to a hotpath server that reconnects when it
+// drops. Its methods are safe for concurrent use.
+type Client struct {
+	url      string
+	opts     ClientOptions
+	timeouts *scheduler.Scheduler[callRef]
+
+	mu      sync.Mutex
+	conn    *clientConn // nil while reconnecting
+	closed  bool
+	rooms   map[string]bool // rooms to rejoin after a reconnect
+	pending pendingTable
+	nextID  uint32
+
+	handlersMu sync.RWMutex
+	handlers   map[string]*emitter.Emitter[Message]
+
+	closedSignal chan struct{} // closed by Close, made on first use
+	done         chan struct{} // closed when run returns
+}
+
+// clientConn is one WebSocket connection of a Client.
+type clientConn struct {
+	c    *Client
+	ws   *wsConn
+	dict atomic.Pointer[dictCodec]
+
+	qmu      sync.Mutex
+	queue    []byte // encoded packets waiting, as batch items
+	queued   uint32
+	flushing bool
+}
+
+// Message is a server event or room emit as a client receives it.
+type Message struct {
+	Room  string // "" for an event outside rooms
+	Event string
+	Data  []byte // encoded payload; valid only during the handler
+	codec Codec
+}
+
+// Decode decodes the payload into v.
+func (m Message) Decode(v any) error { return unmarshal(m.codec, m.Data, v) }
+
+// Dial connects to the hotpath server at url (ws:// or wss://) and returns
+// a connected client. Later drops are repaired by reconnecting; the first
+// connection is not retried.
+func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
+	if opts.Codec == nil {
+		opts.Codec = JSON
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	opts.Limits = opts.Limits.withDefaults()
+	if opts.Reconnect.MinDelay <= 0 {
+		opts.Reconnect.MinDelay = 100 * time.Millisecond
+	}
+	if opts.Reconnect.MaxDelay <= 0 {
+		opts.Reconnect.MaxDelay = 10 * time.Second
+	}
+	if opts.Handlers != nil {
+		if err := opts.Handlers.freeze(); err != nil {
+			return nil, err
+		}
+	}
+	c := &Client{
+		url:      url,
+		opts:     opts,
+		rooms:    map[string]bool{},
+		handlers: map[string]*emitter.Emitter[Message]{},
+		done:     make(chan struct{}),
+	}
+	c.timeouts = scheduler.New(c.fireTimeouts, scheduler.WithGranularity(time.Millisecond))
+	cc, early, err := c.connect(ctx)
+	if err != nil {
+		c.timeouts.Stop()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.conn = cc
+	c.mu.Unlock()
+	go c.run(cc, early)
+	return c, nil
+}
+
+// connect opens one connection and sends the capabilities.
+func (c *Client) connect(ctx context.Context) (*clientConn, []byte, error) {
+	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: 10 * time.Second}
+	if len(c.opts.Header) > 0 {
+		d.Header = ws.HandshakeHeaderHTTP(c.opts.Header)
+	}
+	nc, br, _, err := d.Dial(ctx, c.url)
+	if err != nil {
+		return nil, nil, err
+	}
+	var early []byte
+	if br != nil {
+		if n := br.Buffered(); n > 0 {
+			b, _ := br.Peek(n)
+			early = append([]byte(nil), b...)
+		}
+		ws.PutReader(br)
+	}
+	cc := &clientConn{c: c}
+	cc.ws = newWSConn(nc, true, c.opts.Limits, nil, func(error) { nc.Close() })
+	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
+	n := uint32(1)
+	if d := c.opts.Dictionary; d != nil {
+		pairs = wire.AppendPair(pairs, "dict", "zstd:"+d.ID()+",deflate:"+d.ID())
+		n++
+	}
+	cc.sendPacket(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
+	return cc, early, nil
+}
+
+// run serves connections until Close: it reads one until it drops, fails
+// the calls in flight, and reconnects with backoff.
+func (c *Client) run(cc *clientConn, early []byte) {
+	defer close(c.done)
+	for {
+		err := cc.ws.run(cc, early)
+		c.mu.Lock()
+		c.conn = nil
+		closed := c.closed
+		failed := c.pending.drain()
+		c.mu.Unlock()
+		for _, pc := range failed {
+			c.settle(pc, nil, errors.Join(ErrDisconnected, err))
+		}
+		if closed || c.opts.Reconnect.Disabled {
+			c.setState(Closed)
+			c.timeouts.Stop()
+			return
+		}
+		c.setState(Reconnecting)
+		cc, early = c.reconnect()
+		if cc == nil {
+			c.setState(Closed)
+			c.timeouts.Stop()
+			return
+		}
+	}
+}
+
+// reconnect dials until it succeeds or the client is closed, then rejoins
+// the rooms the client was in.
+func (c *Client) reconnect() (*clientConn, []byte) {
+	step := c.opts.Reconnect.MinDelay
+	for attempt := 1; ; attempt++ {
+		delay := step/2 + rand.N(step/2+1)
+		select {
+		case <-time.After(delay):
+		case <-c.closedCh():
+			return nil, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cc, early, err := c.connect(ctx)
+		cancel()
+		if err != nil {
+			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
+			step = min(2*step, c.opts.Reconnect.MaxDelay)
+			continue
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			cc.ws.nc.Close()
+			return nil, nil
+		}
+		c.conn = cc
+		rooms := make([]string, 0, len(c.rooms))
+		for r := range c.rooms {
+			rooms = append(rooms, r)
+		}
+		c.mu.Unlock()
+		c.setState(Connected)
+		go c.rejoin(rooms)
+		return cc, early
+	}
+}
+
+func (c *Client) rejoin(rooms []string) {
+	for _, r := range rooms {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := c.membership(ctx, dispatch.KindJoin, r); err != nil {
+			c.opts.Logger.Warn("hotpath: rejoin failed", "room", r, "err", err)
+		}
+		cancel()
+	}
+}
+
+// closedCh returns a channel closed once Close was called.
+func (c *Client) closedCh() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closedSignal == nil {
+		c.closedSignal = make(chan struct{})
+		if c.closed {
+			close(c.closedSignal)
+		}
+	}
+	return c.closedSignal
+}
+
+func (c *Client) setState(s State) {
+	if c.opts.OnState != nil {
+		c.opts.OnState(s)
+	}
+}
+
+// Close closes the connection with 1000 and stops reconnecting. Calls in
+// flight fail with ErrDisconnected.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		<-c.done
+		return nil
+	}
+	c.closed = true
+	if c.closedSignal != nil {
+		close(c.closedSignal)
+	}
+	cc := c.conn
+	c.mu.Unlock()
+	if cc != nil {
+		cc.ws.requestClose(wsframe.CloseNormal, "")
+	}
+	<-c.done
+	return nil
+}
+
+// current returns the connection calls go to, or ErrDisconnected.
+func (c *Client) current() (*clientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.conn == nil {
+		return nil, ErrDisconnected
+	}
+	return c.conn, nil
+}
+
+// Call calls method with req and decodes the result into resp, a pointer
+// (or nil to discard it). It returns the server's *Error, ErrTimeout when
+// ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error when
+// ctx is canceled, or ErrDisconnected when the connection drops first.
+func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
+	cc, err := c.current()
+	if err != nil {
+		return err
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline && c.opts.CallTimeout > 0 {
+		deadline, hasDeadline = time.Now().Add(c.opts.CallTimeout), true
+	}
+	var timeoutMS uint32
+	if hasDeadline {
+		timeoutMS = uint32(min(max(time.Until(deadline).Milliseconds(), 1), 1<<31))
+	}
+
+	pc := getPendingCall(resp)
+	c.mu.Lock()
+	id := c.newID()
+	pc.id = id
+	c.pending.add(pc)
+	c.mu.Unlock()
+	if hasDeadline {
+		pc.handle = c.timeouts.Arm(deadline, callRef{pc, id})
+	}
+
+	bp := scratchBufs.Get().(*[]byte)
+	b := wire.AppendCall((*bp)[:0], dispatch.KindCall, id, method, timeoutMS, nil)
+	b, err = marshal(c.opts.Codec, b, req)
+	if err == nil {
+		err = cc.enqueue(b)
+	}
+	*bp = b[:0]
+	scratchBufs.Put(bp)
+	if err != nil {
+		c.cancelCall(pc, err)
+	}
+	return c.wait(ctx, pc)
+}
+
+// newID returns an id no pending call uses; c.mu is held.
+func (c *Client) newID() uint32 {
+	for {
+		c.nextID++
+		if c.nextID != 0 && c.pending.get(c.nextID) == nil {
+			return c.nextID
+		}
+	}
+}
+
+// wait blocks until pc is settled, settling it with ctx's error if ctx
+// ends first.
+func (c *Client) wait(ctx context.Context, pc *pendingCall) error {
+	select {
+	case <-pc.done:
+	case <-ctx.Done():
+		err := ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = ErrTimeout
+		}
+		c.cancelCall(pc, err)
+		<-pc.done
+	}
+	err := pc.err
+	putPendingCall(pc)
+	return err
+}
+
+// cancelCall settles pc with err if it is still pending.
+func (c *Client) cancelCall(pc *pendingCall, err error) {
+	c.mu.Lock()
+	ok := c.pending.remove(pc.id) == pc
+	c.mu.Unlock()
+	if ok {
+		c.settle(pc, nil, err)
+	}
+}
+
+// settle completes a call that its settler removed from the table:
+// decodes the result into the caller's resp, or records err.
+func (c *Client) settle(pc *pendingCall, payload []byte, err error) {
+	c.timeouts.Cancel(pc.handle)
+	if err == nil && pc.resp != nil {
+		err = unmarshal(c.opts.Codec, payload, pc.resp)
+		if err == nil {
+			if raw, ok := pc.resp.(*[]byte); ok {
+				*raw = append([]byte(nil), *raw...) // payload aliases the read buffer
+			}
+		}
+	}
+	pc.err = err
+	pc.done <- struct{}{}
+}
+
+// callRef names a call for the timeout scheduler. The id guards against a
+// timeout that fires after its call was answered and its pendingCall
+// reused for another call.
+type callRef struct {
+	pc *pendingCall
+	id uint32
+}
+
+func (c *Client) fireTimeouts(batch []callRef) {
+	for _, ref := range batch {
+		c.mu.Lock()
+		ok := c.pending.get(ref.id) == ref.pc
+		if ok {
+			c.pending.remove(ref.id)
+		}
+		c.mu.Unlock()
+		if ok {
+			c.settle(ref.pc, nil, ErrTimeout)
+		}
+	}
+}
+
+// On registers fn for the server events named event; the returned
+// function unregisters it. fn runs on the connection's read loop and must
+// not block.
+func (c *Client) On(event string, fn func(Message)) (off func()) {
+	return c.emitterFor("\x00" + event).On(fn)
+}
+
+// OnRoom registers fn for the emits of event in room, including the
+// presence events "$join" and "$leave" whose payload is {"members": n}.
+func (c *Client) OnRoom(room, event string, fn func(Message)) (off func()) {
+	return c.emitterFor(room + "\x00" + event).On(fn)
+}
+
+func (c *Client) emitterFor(key string) *emitter.Emitter[Message] {
+	c.handlersMu.Lock()
+	defer c.handlersMu.Unlock()
+	e := c.handlers[key]
+	if e == nil {
+		e = &emitter.Emitter[Message]{}
+		c.handlers[key] = e
+	}
+	return e
+}
+
+func (c *Client) deliver(key string, m Message) {
+	c.handlersMu.RLock()
+	e := c.handlers[key]
+	c.handlersMu.RUnlock()
+	if e != nil {
+		e.Emit(m)
+	}
+}
+
+// Join adds the client to room and returns the member count. The client
+// rejoins it after a reconnect until Leave.
+func (c *Client) Join(ctx context.Context, room string) (int, error) {
+	n, err := c.membership(ctx, dispatch.KindJoin, room)
+	if err == nil {
+		c.mu.Lock()
+		c.rooms[room] = true
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// Leave removes the client from room and returns the member count.
+func (c *Client) Leave(ctx context.Context, room string) (int, error) {
+	c.mu.Lock()
+	delete(c.rooms, room)
+	c.mu.Unlock()
+	return c.membership(ctx, dispatch.KindLeave, room)
+}
+
+func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string) (int, error) {
+	cc, err := c.current()
+	if err != nil {
+		return 0, err
+	}
+	var ans joinAnswer
+	pc := getPendingCall(&ans)
+	c.mu.Lock()
+	pc.id = c.newID()
+	c.pending.add(pc)
+	c.mu.Unlock()
+	b := wire.Append(nil, &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
+	if err := cc.enqueue(b); err != nil {
+		c.cancelCall(pc, err)
+	}
+	err = c.wait(ctx, pc)
+	return ans.Members, err
+}
+
+// Emit sends event with payload v to every member of room, the client
+// included unless exceptSelf. The client must be a member of room.
+func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
+	cc, err := c.current()
+	if err != nil {
+		return err
+	}
+	var flags uint8
+	if exceptSelf {
+		flags = wire.EmitExceptSender
+	}
+	b, err := marshal(c.opts.Codec, wire.AppendEmit(nil, room, event, flags, nil), v)
+	if err != nil {
+		return err
+	}
+	return cc.enqueue(b)
+}
+
+// Event sends a fire-and-forget event to the server's event handlers.
+func (c *Client) Event(name string, v any) error {
+	cc, err := c.current()
+	if err != nil {
+		return err
+	}
+	b, err := marshal(c.opts.Codec, wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte(name)}), v)
+	if err != nil {
+		return err
+	}
+	return cc.enqueue(b)
+}
+
+// enqueue sends one packet. With batching, packets that arrive while a
+// write is in progress are gathered and leave together as one Batch; the
+// goroutine that finds the queue idle writes at once, so a lone call waits
+// for nothing.
+func (cc *clientConn) enqueue(pkt []byte) error {
+	if cc.c.opts.NoBatching {
+		return cc.sendRaw(pkt)
+	}
+	cc.qmu.Lock()
+	cc.queue = wire.AppendItem(cc.queue, pkt)
+	cc.queued++
+	if cc.flushing {
+		cc.qmu.Unlock()
+		return nil
+	}
+	cc.flushing = true
+	cc.qmu.Unlock()
+	return cc.flushQueue()
+}
+
+// flushQueue writes what is queued until the queue stays empty.
+func (cc *clientConn) flushQueue() error {
+	var spare []byte
+	for {
+		cc.qmu.Lock()
+		items, n := cc.queue, cc.queued
+		if n == 0 {
+			cc.flushing = false
+			cc.qmu.Unlock()
+			return nil
+		}
+		cc.queue, cc.queued = spare[:0], 0
+		cc.qmu.Unlock()
+		var err error
+		if n == 1 {
+			_, hl := binary.Uvarint(items) // one item: its length, then the packet
+			err = cc.sendRaw(items[hl:])
+		} else {
+			err = cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: n, Payload: items}))
+		}
+		spare = items
+		if err != nil {
+			cc.qmu.Lock()
+			cc.flushing = false
+			cc.qmu.Unlock()
+			return err
+		}
+	}
+}
+
+// sendRaw frames and sends one packet.
+func (cc *clientConn) sendRaw(pkt []byte) error {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := append(beginFrame(*bp), pkt...)
+	*bp = b[:0]
+	return statusError(cc.sendPacket(b))
+}
+
+// sendPacket sends a packet built after frame headroom, compressed with
+// the negotiated dictionary when that pays.
+func (cc *clientConn) sendPacket(b []byte) corkwriter.Status {
+	if d := cc.dict.Load(); d != nil {
+		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
+			defer release()
+			return cc.ws.sendBuilt(cb, wsframe.OpBinary)
+		}
+	}
+	return cc.ws.sendBuilt(b, wsframe.OpBinary)
+}
+
+// handleMessage is the entry of every packet the server sends.
+func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
+	if op != wsframe.OpBinary {
+		return &CloseError{Code: wsframe.CloseUnsupportedData, Reason: "HP_ERR_TEXT_MESSAGE"}
+	}
+	p, err := wire.Decode(payload)
+	if err != nil {
+		return errMalformed
+	}
+	if p.Compressed {
+		d := cc.dict.Load()
+		if d == nil {
+			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
+		}
+		body, release, err := d.decompress(p.Body)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if p, err = wire.DecodeBody(p.Kind, body); err != nil {
+			return errMalformed
+		}
+	}
+	return cc.handlePacket(&p, true)
+}
+
+func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
+	c := cc.c
+	switch p.Kind {
+	case dispatch.KindResult, dispatch.KindError:
+		c.mu.Lock()
+		pc := c.pending.remove(p.ID)
+		c.mu.Unlock()
+		if pc == nil {
+			return nil // answered after its timeout
+		}
+		if p.Kind == dispatch.KindResult {
+			c.settle(pc, p.Payload, nil)
+		} else {
+			c.settle(pc, nil, &Error{Code: p.Code, Message: string(p.Message), Data: append([]byte(nil), p.Payload...)})
+		}
+	case dispatch.KindBatch:
+		if !top {
+			return errMalformed
+		}
+		for item := range p.Items() {
+			ip, err := wire.Decode(item)
+			if err != nil {
+				return errMalformed
+			}
+			if err := cc.handlePacket(&ip, false); err != nil {
+				return err
+			}
+		}
+	case dispatch.KindEvent:
+		c.deliver("\x00"+string(p.Name), Message{Event: string(p.Name), Data: p.Payload, codec: c.opts.Codec})
+	case dispatch.KindEmit:
+		room, event := string(p.Room), string(p.Name)
+		c.deliver(room+"\x00"+event, Message{Room: room, Event: event, Data: p.Payload, codec: c.opts.Codec})
+	case dispatch.KindAsk:
+		cc.answerAsk(p.ID, string(p.Name), append([]byte(nil), p.Payload...), p.Timeout)
+	case dispatch.KindPing:
+		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
+	case dispatch.KindPong:
+	case dispatch.KindCapabilities:
+		for k, v := range p.Pairs() {
+			if string(k) == "dict" && c.opts.Dictionary != nil {
+				cc.chooseDictionary(string(v))
+			}
+		}
+	default:
+		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
+	}
+	return nil
+}
+
+// chooseDictionary installs the dictionary codec the server chose.
+func (cc *clientConn) chooseDictionary(choice string) {
+	d := cc.c.opts.Dictionary
+	codecName, id, _ := strings.Cut(choice, ":")
+	if id != d.ID() {
+		return
+	}
+	opts := dictionary.CodecOptions{MaxDecoded: int(cc.c.opts.Limits.MaxMessageSize)}
+	switch codecName {
+	case "deflate":
+		cc.dict.Store(&dictCodec{name: choice, codec: dictionary.NewDeflate(d, opts)})
+	case "zstd":
+		if z, err := dictionary.NewZstd(d, opts); err == nil {
+			cc.dict.Store(&dictCodec{name: choice, codec: z})
+		}
+	}
+}
+
+// answerAsk runs the handler of a server ask on a goroutine of its own
+// and sends the Answer.
+func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
+	c := cc.c
+	go func() {
+		ctx := context.Background()
+		if timeoutMS > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond)
+			defer cancel()
+		}
+		var result []byte
+		var err error = &Error{Code: wire.CodeNotFound, Message: "method not found: " + method}
+		if h := c.opts.Handlers; h != nil {
+			if m, lerr := h.methodTable.Lookup([]byte(method)); lerr == nil {
+				result, err = m.call(ctx, c.opts.Codec, payload, nil)
+			}
+		}
+		a := wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerOK, Payload: result}
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				e = ErrInternal
+			}
+			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message), Payload: e.Data}
+		}
+		cc.enqueue(wire.Append(nil, &a))
+	}()
+}

@@ -1,0 +1,111 @@
+package compat
+
+import (
+	"sync"
+
+	"github.com/hotpath-go/hotpath/scheduler"
+)
+
+// pendingCall is one call waiting for its answer. Pooled: a client making
+// calls in a loop allocates none once warm.
+type pendingCall struct {
+	id     uint32
+	resp   any
+	handle scheduler.Handle
+	err    error
+	done   chan struct{} // buffered: the settler never blocks
+}
+
+var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan struct{}, 1)} }}
+
+func getPendingCall(resp any) *pendingCall {
+	pc := pendingCalls.Get().(*pendingCall)
+	pc.resp = resp
+	return pc
+}
+
+func putPendingCall(pc *pendingCall) {
+	*pc = pendingCall{done: pc.done}
+	pendingCalls.Put(pc)
+}
+
+// pendingScanMax is the crossover between the two shapes of a
+// pendingTable, measured by BenchmarkPendingTable: up to this many calls in
+// flight a linear scan of a slice finds an answer's call faster than a
+// map, past it the map wins.
+const pendingScanMax = 32
+
+// pendingTable finds the call an answer's id belongs to. A client usually
+// has a handful of calls in flight, which a short slice scans faster than
+// a map hashes; under a burst it switches to a map, and back once the
+// burst has drained.
+type pendingTable struct {
+	small []*pendingCall
+	big   map[uint32]*pendingCall
+}
+
+func (t *pendingTable) add(pc *pendingCall) {
+	if t.big == nil && len(t.small) < pendingScanMax {
+		t.small = append(t.small, pc)
+		return
+	}
+	if t.big == nil {
+		t.big = make(map[uint32]*pendingCall, 2*pendingScanMax)
+		for _, p := range t.small {
+			t.big[p.id] = p
+		}
+		clear(t.small)
+		t.small = t.small[:0]
+	}
+	t.big[pc.id] = pc
+}
+
+func (t *pendingTable) get(id uint32) *pendingCall {
+	if t.big != nil {
+		return t.big[id]
+	}
+	for _, p := range t.small {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// remove takes the call with id out of the table and returns it, or nil.
+func (t *pendingTable) remove(id uint32) *pendingCall {
+	if t.big != nil {
+		pc := t.big[id]
+		delete(t.big, id)
+		if len(t.big) <= pendingScanMax/2 {
+			for _, p := range t.big {
+				t.small = append(t.small, p)
+			}
+			t.big = nil
+		}
+		return pc
+	}
+	for i, p := range t.small {
+		if p.id == id {
+			last := len(t.small) - 1
+			t.small[i] = t.small[last]
+			t.small[last] = nil
+			t.small = t.small[:last]
+			return p
+		}
+	}
+	return nil
+}
+
+// drain removes and returns every call.
+func (t *pendingTable) drain() []*pendingCall {
+	all := append([]*pendingCall(nil), t.small...)
+	for _, p := range t.big {
+		all = append(all, p)
+	}
+	clear(t.small)
+	t.small, t.big = t.small[:0], nil
+	return all
+}
+
+func (t *pendingTable) len() int { return len(t.small) + len(t.big) }

@@ -1,0 +1,201 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+)
+
+func dialClient(t *testing.T, addr string, opts ClientOptions) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+addr+"/ws", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestClientCall(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	ctx := context.Background()
+	var out echoReq
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "hello"}, &out); err != nil || out.Text != "hello" {
+		t.Fatalf("Call = %+v, %v", out, err)
+	}
+	var raw []byte
+	if err := c.Call(ctx, "echo/raw", []byte("bytes as they are"), &raw); err != nil || string(raw) != "bytes as they are" {
+		t.Fatalf("raw Call = %q, %v", raw, err)
+	}
+	err := c.Call(ctx, "test/fail", echoReq{}, &out)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != 1001 || e.Message != "quota" || string(e.Data) != `{"left":0}` {
+		t.Fatalf("failing call: %v", err)
+	}
+	if err := c.Call(ctx, "no/such", nil, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown method: %v, want ErrNotFound", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := c.Call(tctx, "test/sleep", 5000, nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("slow call: %v, want ErrTimeout", err)
+	}
+}
+
+func TestClientConcurrentCallsBatch(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	const n = 200
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out echoReq
+			want := fmt.Sprint(i)
+			if err := c.Call(context.Background(), "echo/say", echoReq{Text: want}, &out); err != nil || out.Text != want {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d calls failed", failed.Load())
+	}
+	// Concurrent calls coalesce: fewer messages than calls reached the server.
+	if in := s.Metrics().MessagesIn; in >= n+1 {
+		t.Logf("no batching observed: %d messages for %d calls", in, n)
+	}
+}
+
+func TestRoomsEmitPresence(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	a := dialClient(t, addr, ClientOptions{})
+	b := dialClient(t, addr, ClientOptions{})
+	ctx := context.Background()
+	got := make(chan string, 10)
+	b.OnRoom("chat", "msg", func(m Message) {
+		var v echoReq
+		m.Decode(&v)
+		got <- v.Text
+	})
+	members := make(chan int, 10)
+	a.OnRoom("chat", "$join", func(m Message) {
+		var v presencePayload
+		m.Decode(&v)
+		members <- v.Members
+	})
+	if n, err := a.Join(ctx, "chat"); err != nil || n != 1 {
+		t.Fatalf("a.Join = %d, %v", n, err)
+	}
+	if n, err := b.Join(ctx, "chat"); err != nil || n != 2 {
+		t.Fatalf("b.Join = %d, %v", n, err)
+	}
+	if err := a.Emit("chat", "msg", echoReq{Text: "hi b"}, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case txt := <-got:
+		if txt != "hi b" {
+			t.Errorf("b got %q", txt)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b did not receive the emit")
+	}
+	if r, err := s.Emit("chat", "msg", echoReq{Text: "from server"}); err != nil || r.Delivered != 2 {
+		t.Errorf("server Emit = %+v, %v", r, err)
+	}
+	if txt := <-got; txt != "from server" {
+		t.Errorf("b got %q", txt)
+	}
+	deadline := time.After(5 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case n := <-members:
+			seen = n == 2
+		case <-deadline:
+			t.Fatal("a did not see b join")
+		}
+	}
+	if n, err := b.Leave(ctx, "chat"); err != nil || n != 1 {
+		t.Errorf("b.Leave = %d, %v", n, err)
+	}
+}
+
+func TestServerAsk(t *testing.T) {
+	r := testRouter()
+	asked := make(chan error, 1)
+	Handle(r, "test/ask", func(ctx context.Context, q string) (string, error) {
+		var answer string
+		err := PeerFrom(ctx).Ask(ctx, "ui/confirm", q, &answer)
+		asked <- err
+		return answer, err
+	}, Async())
+	_, addr := newTestServer(t, Options{Router: r})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(ctx context.Context, q string) (string, error) { return "yes to " + q, nil })
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers})
+	var out string
+	if err := c.Call(context.Background(), "test/ask", "deploy?", &out); err != nil || out != "yes to deploy?" {
+		t.Fatalf("ask round trip = %q, %v", out, err)
+	}
+	if err := <-asked; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClientReconnectRejoins(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	states := make(chan State, 10)
+	c := dialClient(t, addr, ClientOptions{OnState: func(st State) { states <- st }, Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}})
+	ctx := context.Background()
+	if _, err := c.Join(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(1011, "test drop")
+	}
+	for want := range []State{Reconnecting, Connected} {
+		select {
+		case <-states:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no state change %d", want)
+		}
+	}
+	waitFor(t, func() bool { return s.Members("r") == 1 })
+	var out echoReq
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "again"}, &out); err != nil || out.Text != "again" {
+		t.Fatalf("call after reconnect = %+v, %v", out, err)
+	}
+}
+
+func TestClientDictionary(t *testing.T) {
+	r := testRouter()
+	s, addr := newTestServer(t, Options{Router: r})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialClient(t, addr, ClientOptions{Dictionary: d})
+	long := echoReq{Text: "a message long enough to be worth compressing with the router dictionary, text text text"}
+	var out echoReq
+	for range 3 {
+		if err := c.Call(context.Background(), "echo/say", long, &out); err != nil || out != long {
+			t.Fatalf("Call = %+v, %v", out, err)
+		}
+	}
+	if s.Metrics().DictCompressed == 0 {
+		t.Error("no packet was sent compressed with the dictionary")
+	}
+	var _ = wire.CompressedBit
+}

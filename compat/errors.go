@@ -1,0 +1,80 @@
+package compat
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// Error is a call's error as it travels: a code (PROTOCOL.md §4.2), a
+// message for people and optional data. A handler returns an *Error to
+// choose what the caller sees; any other error becomes an Internal error
+// whose text is logged, not sent. A client's Call returns the *Error the
+// server answered.
+type Error struct {
+	Code    uint32
+	Message string
+	Data    []byte // encoded with the connection's codec; may be empty
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("hotpath: %s (code %d)", e.Message, e.Code)
+}
+
+// Is makes errors.Is(err, ErrNotFound) match any *Error with the code of
+// ErrNotFound, whatever its message: callers test codes, never messages.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Errors with the protocol's codes, for handlers to return and callers to
+// match with errors.Is.
+var (
+	ErrBadRequest    = &Error{Code: wire.CodeBadRequest, Message: "bad request"}
+	ErrInvalidParams = &Error{Code: wire.CodeInvalidParams, Message: "invalid params"}
+	ErrNotFound      = &Error{Code: wire.CodeNotFound, Message: "method not found"}
+	ErrInternal      = &Error{Code: wire.CodeInternal, Message: "internal error"}
+	ErrTimeout       = &Error{Code: wire.CodeTimeout, Message: "timeout"}
+	ErrCanceled      = &Error{Code: wire.CodeCanceled, Message: "canceled"}
+	ErrOverloaded    = &Error{Code: wire.CodeOverloaded, Message: "too many calls in flight"}
+	ErrUnauthorized  = &Error{Code: wire.CodeUnauthorized, Message: "unauthorized"}
+	ErrUnavailable   = &Error{Code: wire.CodeUnavailable, Message: "server unavailable"}
+)
+
+// CloseError reports that a connection closed with a WebSocket close code:
+// the peer's, or the one this end sent after a violation. Reason is the
+// machine-readable reason (PROTOCOL.md §7).
+type CloseError struct {
+	Code   wsframe.CloseCode
+	Reason string
+	// Remote is true when the peer sent the close frame.
+	Remote bool
+}
+
+func (e *CloseError) Error() string {
+	who := "local"
+	if e.Remote {
+		who = "remote"
+	}
+	if e.Reason == "" {
+		return fmt.Sprintf("hotpath: connection closed (%s, code %d)", who, e.Code)
+	}
+	return fmt.Sprintf("hotpath: connection closed (%s, code %d, %s)", who, e.Code, e.Reason)
+}
+
+// CloseStatus returns the close code carried by err (a *CloseError, or a
+// wsframe protocol error), or 0 when err says nothing about one.
+func CloseStatus(err error) wsframe.CloseCode {
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return wsframe.CloseCodeOf(err)
+}
+
+// ErrClosed is returned by calls on a connection or client that was closed
+// by its owner.
+var ErrClosed = errors.New("hotpath: closed")

@@ -1,0 +1,181 @@
+package compat
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// Options configures a Server. The zero value of every field selects the
+// documented default, so Options{Router: r} is a complete configuration.
+type Options struct {
+	// Router holds the methods and events served. Required.
+	Router *Router
+
+	// Codec encodes payloads; JSON when nil.
+	Codec Codec
+
+	// Logger receives connection errors and handler panics; slog.Default()
+	// when nil.
+	Logger *slog.Logger
+
+	// Limits bound every connection; see Limits for the defaults.
+	Limits Limits
+
+	// Compression configures permessage-deflate (RFC 7692) for the peers
+	// that offer it.
+	Compression Compression
+
+	// NoDictionary turns off the preset dictionary compression that the Go
+	// client negotiates through capabilities (PROTOCOL.md §6).
+	NoDictionary bool
+
+	// CheckOrigin decides whether an upgrade request from a browser may
+	// proceed. nil allows requests without an Origin header and requests
+	// whose Origin host equals the Host header (same origin); everything
+	// else is refused with 403.
+	CheckOrigin func(r *http.Request) bool
+
+	// Authenticate runs before the upgrade. It returns the identity the
+	// connection carries (Peer.Identity), or an error: an *HTTPError
+	// chooses the status (401, 403, ...), any other error refuses with 403.
+	Authenticate func(r *http.Request) (identity any, err error)
+
+	// Compress decides per upgrade request whether permessage-deflate may
+	// be negotiated, for instance to turn it off for clients on a local
+	// network. nil allows it whenever Compression allows it.
+	Compress func(r *http.Request) bool
+
+	// KeepaliveInterval is how long a connection may stay silent before
+	// the server pings it; 25 s by default. IdleTimeout is how long it may
+	// stay silent, pings unanswered, before the server drops it; 60 s by
+	// default. Both are checked by one scheduler for the whole server.
+	KeepaliveInterval time.Duration
+	IdleTimeout       time.Duration
+
+	// AskTimeout bounds a server-to-client Ask whose context has no
+	// deadline; 30 s by default.
+	AskTimeout time.Duration
+
+	// SlowConsumer is what a room emit does to a member whose outbound
+	// queue is over Limits.MaxOutboxBytes: DropEvent (the default) skips
+	// that member for that event, Disconnect drops the member. Answers to
+	// calls are never skipped: a peer that does not read its answers is
+	// disconnected.
+	SlowConsumer SlowConsumerPolicy
+
+	// OnConnect and OnDisconnect, when set, run when a connection is
+	// established and when it ends (with the error that ended it). They
+	// run on the connection's goroutine and should not block.
+	OnConnect    func(p *Peer)
+	OnDisconnect func(p *Peer, err error)
+}
+
+// SlowConsumerPolicy says what a room emit does with a member that cannot
+// keep up.
+type SlowConsumerPolicy uint8
+
+const (
+	// DropEvent skips the member for this event and counts the drop.
+	DropEvent SlowConsumerPolicy = iota
+	// Disconnect closes the member's connection.
+	Disconnect
+)
+
+// Limits bound one connection. A zero field selects its default.
+type Limits struct {
+	// MaxMessageSize bounds a message, after inflating: 1 MiB.
+	MaxMessageSize int64
+	// MaxFrameSize bounds one frame's payload: MaxMessageSize.
+	MaxFrameSize int64
+	// MaxFragments bounds the frames of one message: 1024.
+	MaxFragments int
+	// MaxInFlight bounds the Async calls running at once; calls beyond it
+	// are answered ErrOverloaded: 128.
+	MaxInFlight int
+	// MaxBatch bounds the packets of one batch: 1024.
+	MaxBatch int
+	// MaxOutboxBytes bounds what is queued for the peer and not yet
+	// written: 4 MiB.
+	MaxOutboxBytes int
+	// MaxRooms bounds the rooms one connection is in at once: 256.
+	MaxRooms int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxMessageSize <= 0 {
+		l.MaxMessageSize = wsframe.DefaultMaxMessageSize
+	}
+	if l.MaxFrameSize <= 0 {
+		l.MaxFrameSize = l.MaxMessageSize
+	}
+	if l.MaxFragments <= 0 {
+		l.MaxFragments = 1024
+	}
+	if l.MaxInFlight <= 0 {
+		l.MaxInFlight = 128
+	}
+	if l.MaxBatch <= 0 {
+		l.MaxBatch = 1024
+	}
+	if l.MaxOutboxBytes <= 0 {
+		l.MaxOutboxBytes = 4 << 20
+	}
+	if l.MaxRooms <= 0 {
+		l.MaxRooms = 256
+	}
+	return l
+}
+
+// Compression configures permessage-deflate. Compression is on by default
+// for peers that offer it; messages below Threshold are sent plain.
+type Compression struct {
+	// Disabled turns permessage-deflate off: offers are declined.
+	Disabled bool
+	// Level is the deflate level, 1 (fastest) to 9; 1 by default, which
+	// suits short JSON well.
+	Level int
+	// Threshold is the smallest payload worth compressing: 256 bytes.
+	Threshold int
+	// ContextTakeover lets peers that ask for it keep a compression
+	// context across messages. It compresses repeated messages far better
+	// and costs a window and a compressor per connection (see deflatecache);
+	// off by default, so an idle connection costs no compression memory.
+	ContextTakeover bool
+}
+
+// HTTPError refuses an upgrade with Status from Options.Authenticate.
+type HTTPError struct {
+	Status  int
+	Message string
+}
+
+func (e *HTTPError) Error() string { return e.Message }
+
+func (o Options) withDefaults() Options {
+	if o.Codec == nil {
+		o.Codec = JSON
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Limits = o.Limits.withDefaults()
+	if o.KeepaliveInterval <= 0 {
+		o.KeepaliveInterval = 25 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = 30 * time.Second
+	}
+	if o.Compression.Level == 0 {
+		o.Compression.Level = 1
+	}
+	if o.Compression.Threshold <= 0 {
+		o.Compression.Threshold = 256
+	}
+	return o
+}

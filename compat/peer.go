@@ -1,0 +1,436 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/scheduler"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// Peer is one client connection of a Server. Its methods are safe for
+// concurrent use.
+type Peer struct {
+	srv        *Server
+	ws         *wsConn
+	id         uint64
+	identity   any
+	remoteAddr string
+	path       string
+
+	// ctx is canceled when the connection ends; handlers' contexts derive
+	// from it and PeerFrom finds the Peer in it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	codec Codec
+	// dict is the dictionary codec negotiated through capabilities, nil
+	// until then. Set by the read loop, read by every sender.
+	dict atomic.Pointer[dictCodec]
+
+	closed          atomic.Bool
+	keepaliveHandle scheduler.Handle // owned by the keepalive goroutine after register
+	inflight        atomic.Int32     // Async calls running
+
+	roomsMu sync.Mutex
+	rooms   map[string]*room
+
+	asksMu  sync.Mutex
+	asks    map[uint32]*pendingAsk
+	nextAsk uint32
+
+	// The batch being answered, owned by the read loop: while batching,
+	// answers of inline calls are gathered into batchItems.
+	batching   bool
+	batchItems []byte
+	batchCount uint32
+}
+
+type peerKey struct{}
+
+// PeerFrom returns the connection a handler's context belongs to, or nil.
+func PeerFrom(ctx context.Context) *Peer {
+	p, _ := ctx.Value(peerKey{}).(*Peer)
+	return p
+}
+
+func (s *Server) newPeer(nc net.Conn, up *upgrade) *Peer {
+	p := &Peer{srv: s, identity: up.identity, remoteAddr: up.remoteAddr, path: up.path, codec: s.opts.Codec}
+	var pmd *pmdConn
+	if up.pmd != nil {
+		pmd = newPMDConn(*up.pmd, s.opts.Compression, false)
+	}
+	p.ws = newWSConn(nc, false, s.opts.Limits, pmd, p.onWriteError)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.ctx, p.cancel = context.WithValue(ctx, peerKey{}, p), cancel
+	return p
+}
+
+// ID returns the connection's number, unique within its Server.
+func (p *Peer) ID() uint64 { return p.id }
+
+// Identity returns what Options.Authenticate returned for the connection.
+func (p *Peer) Identity() any { return p.identity }
+
+// RemoteAddr returns the address of the client.
+func (p *Peer) RemoteAddr() string { return p.remoteAddr }
+
+// Context returns a context canceled when the connection ends.
+func (p *Peer) Context() context.Context { return p.ctx }
+
+// Close closes the connection with code 1000 after the answers already
+// queued.
+func (p *Peer) Close() { p.closeWith(wsframe.CloseNormal, "") }
+
+func (p *Peer) closeWith(code wsframe.CloseCode, reason string) {
+	if !p.closed.Load() {
+		p.ws.requestClose(code, reason)
+	}
+}
+
+// serve runs the connection and releases everything it held.
+func (p *Peer) serve(early []byte) error {
+	err := p.ws.run(p, early)
+	p.closed.Store(true)
+	p.cancel()
+	p.failAsks(err)
+	return err
+}
+
+// onWriteError is the outbox's report that a write failed or the queue
+// overflowed: the connection cannot be written to any more, so it ends.
+func (p *Peer) onWriteError(err error) {
+	if errors.Is(err, corkwriter.ErrBackpressure) {
+		p.srv.metrics.slowConsumers.Add(1)
+	}
+	p.ws.nc.Close()
+}
+
+// handleMessage is the entry of every data message: one packet, dispatched
+// by kind (PROTOCOL.md §1, §3).
+func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
+	p.srv.metrics.messagesIn.Add(1)
+	p.srv.metrics.bytesIn.Add(uint64(len(payload)))
+	if op != wsframe.OpBinary {
+		return &CloseError{Code: wsframe.CloseUnsupportedData, Reason: "HP_ERR_TEXT_MESSAGE"}
+	}
+	if len(payload) == 0 {
+		return errMalformed
+	}
+	head := payload[0]
+	body := payload[1:]
+	if head&wire.CompressedBit != 0 {
+		d := p.dict.Load()
+		if d == nil {
+			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
+		}
+		inflated, release, err := d.decompress(body)
+		if err != nil {
+			p.srv.metrics.compressionFailures.Add(1)
+			return err
+		}
+		defer release()
+		body = inflated
+	}
+	return p.dispatchPacket(dispatch.Kind(head&^wire.CompressedBit), body)
+}
+
+var errMalformed = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_MALFORMED_PACKET"}
+
+func (p *Peer) dispatchPacket(kind dispatch.Kind, body []byte) error {
+	err := p.srv.dispatch.DispatchKind(p, kind, body)
+	if err == nil {
+		return nil
+	}
+	var uk *dispatch.UnknownKindError
+	var uh *dispatch.UnhandledKindError
+	switch {
+	case errors.Is(err, wire.ErrMalformed):
+		p.srv.metrics.malformed.Add(1)
+		return errMalformed
+	case errors.As(err, &uk), errors.As(err, &uh):
+		p.srv.metrics.malformed.Add(1)
+		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
+	}
+	return err
+}
+
+// decode parses the body of a packet of kind k.
+func decode(k dispatch.Kind, body []byte) (wire.Packet, error) {
+	return wire.DecodeBody(k, body)
+}
+
+func (p *Peer) onCall(body []byte) error {
+	pk, err := decode(dispatch.KindCall, body)
+	if err != nil {
+		return err
+	}
+	s := p.srv
+	if s.shutting.Load() {
+		p.answerError(pk.ID, ErrUnavailable, true)
+		return nil
+	}
+	m, err := s.router.methodTable.Lookup(pk.Name)
+	if err != nil {
+		s.metrics.unknownMethods.Add(1)
+		p.answerError(pk.ID, &Error{Code: wire.CodeNotFound, Message: "method not found: " + string(pk.Name)}, true)
+		return nil
+	}
+	if !m.async {
+		p.runCall(m, pk.ID, pk.Timeout, pk.Payload, true)
+		return nil
+	}
+	if int(p.inflight.Add(1)) > s.opts.Limits.MaxInFlight {
+		p.inflight.Add(-1)
+		s.metrics.overloaded.Add(1)
+		p.answerError(pk.ID, ErrOverloaded, true)
+		return nil
+	}
+	payload := append([]byte(nil), pk.Payload...) // the read buffer is reused
+	s.asyncCalls.add()
+	go func() {
+		defer s.asyncCalls.done()
+		defer p.inflight.Add(-1)
+		p.runCall(m, pk.ID, pk.Timeout, payload, false)
+	}()
+	return nil
+}
+
+// runCall runs one handler and answers. inTurn is true on the read loop,
+// where the answer may join a batch and leaves with the turn's writev.
+func (p *Peer) runCall(m *method, id, timeoutMS uint32, payload []byte, inTurn bool) {
+	ctx := p.ctx
+	var cs *callState
+	if timeoutMS > 0 {
+		cs = p.newCallState(id, timeoutMS)
+		ctx = cs.ctx
+		defer cs.finish()
+	}
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.AppendResult(beginFrame(*bp), id, nil)
+	b, err := p.invoke(ctx, m, payload, b)
+	*bp = b[:0]
+	if id == 0 || (cs != nil && !cs.answered.CompareAndSwap(false, true)) {
+		return // a notification, or the timeout answered already
+	}
+	if err != nil {
+		p.answerError(id, err, inTurn)
+		return
+	}
+	p.sendAnswer(b, inTurn)
+}
+
+// invoke calls the handler and turns a panic into ErrInternal; the
+// connection lives on.
+func (p *Peer) invoke(ctx context.Context, m *method, payload, dst []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.srv.metrics.panics.Add(1)
+			p.srv.opts.Logger.Error("hotpath: handler panicked", "method", m.name, "peer", p.id, "panic", r, "stack", string(debug.Stack()))
+			out, err = dst, ErrInternal
+		}
+	}()
+	return m.call(ctx, p.codec, payload, dst)
+}
+
+// answerError answers call id with err: an *Error as it is, anything else
+// as ErrInternal after logging it.
+func (p *Peer) answerError(id uint32, err error, inTurn bool) {
+	if id == 0 {
+		return
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		p.srv.opts.Logger.Warn("hotpath: handler failed", "peer", p.id, "err", err)
+		e = ErrInternal
+	}
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.AppendError(beginFrame(*bp), id, e.Code, e.Message, e.Data)
+	*bp = b[:0]
+	p.sendAnswer(b, inTurn)
+}
+
+// sendAnswer sends an answer packet built after frame headroom. Inside a
+// batch it joins the batch's answers instead. An answer is never dropped:
+// a peer whose outbox cannot take one is disconnected.
+func (p *Peer) sendAnswer(b []byte, inTurn bool) {
+	if inTurn && p.batching {
+		p.batchItems = wire.AppendItem(p.batchItems, b[frameHeadroom:])
+		p.batchCount++
+		return
+	}
+	if p.sendPacket(b) == corkwriter.Dropped {
+		p.srv.metrics.slowConsumers.Add(1)
+		p.ws.nc.Close()
+	}
+}
+
+// sendPacket sends a packet built after frame headroom, compressed with
+// the negotiated dictionary when that pays.
+func (p *Peer) sendPacket(b []byte) corkwriter.Status {
+	p.srv.metrics.messagesOut.Add(1)
+	p.srv.metrics.bytesOut.Add(uint64(len(b) - frameHeadroom))
+	if d := p.dict.Load(); d != nil {
+		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
+			defer release()
+			p.srv.metrics.dictCompressed.Add(1)
+			return p.ws.sendBuilt(cb, wsframe.OpBinary)
+		}
+	}
+	return p.ws.sendBuilt(b, wsframe.OpBinary)
+}
+
+func (p *Peer) onBatch(body []byte) error {
+	pk, err := decode(dispatch.KindBatch, body)
+	if err != nil {
+		return err
+	}
+	if int(pk.Count) > p.srv.opts.Limits.MaxBatch {
+		return &CloseError{Code: wsframe.CloseMessageTooBig, Reason: "HP_ERR_BATCH_TOO_LARGE"}
+	}
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	p.batching, p.batchItems, p.batchCount = true, (*bp)[:0], 0
+	for item := range pk.Items() {
+		if err = p.dispatchPacket(dispatch.Kind(item[0]), item[1:]); err != nil {
+			break
+		}
+	}
+	p.batching = false
+	*bp = p.batchItems[:0]
+	if err != nil || p.batchCount == 0 {
+		return err
+	}
+	out := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(out)
+	b := beginFrame(*out)
+	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: p.batchCount, Payload: p.batchItems})
+	*out = b[:0]
+	if p.sendPacket(b) == corkwriter.Dropped {
+		p.srv.metrics.slowConsumers.Add(1)
+		p.ws.nc.Close()
+	}
+	return nil
+}
+
+func (p *Peer) onEvent(body []byte) error {
+	pk, err := decode(dispatch.KindEvent, body)
+	if err != nil {
+		return err
+	}
+	h, err := p.srv.router.eventTable.Lookup(pk.Name)
+	if err != nil {
+		p.srv.metrics.droppedEvents.Add(1)
+		return nil
+	}
+	if err := h.call(p.ctx, p.codec, pk.Payload); err != nil {
+		p.srv.metrics.droppedEvents.Add(1)
+	}
+	return nil
+}
+
+func (p *Peer) onPing(body []byte) error {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindPong, Payload: body})
+	*bp = b[:0]
+	p.sendPacket(b)
+	return nil
+}
+
+func (p *Peer) onPong([]byte) error { return nil }
+
+// Event sends the event name with payload v to the client (PROTOCOL.md
+// §4.3). It returns ErrClosed when the connection is closed and
+// ErrOverloaded when its outbound queue is full.
+func (p *Peer) Event(name string, v any) error {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindEvent, Name: []byte(name)})
+	b, err := marshal(p.codec, b, v)
+	*bp = b[:0]
+	if err != nil {
+		return err
+	}
+	return statusError(p.sendPacket(b))
+}
+
+func statusError(st corkwriter.Status) error {
+	switch st {
+	case corkwriter.Closed:
+		return ErrClosed
+	case corkwriter.Dropped:
+		return ErrOverloaded
+	}
+	return nil
+}
+
+// callState is a call with a timeout: its context, canceled by the
+// server's timeout scheduler, and the flag that lets exactly one of the
+// handler and the timeout answer.
+type callState struct {
+	peer     *Peer
+	id       uint32
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	handle   scheduler.Handle
+	answered atomic.Bool
+}
+
+// timeoutTarget is what the timeout scheduler fires: a call or an ask.
+type timeoutTarget interface{ timeout() }
+
+func fireTimeouts(batch []timeoutTarget) {
+	for _, t := range batch {
+		t.timeout()
+	}
+}
+
+func (p *Peer) newCallState(id, timeoutMS uint32) *callState {
+	deadline := time.Now().Add(time.Duration(timeoutMS) * time.Millisecond)
+	ctx, cancel := context.WithCancelCause(p.ctx)
+	cs := &callState{peer: p, id: id, ctx: deadlineContext{ctx, deadline}, cancel: cancel}
+	cs.handle = p.srv.timeouts.Arm(deadline, cs)
+	return cs
+}
+
+func (cs *callState) timeout() {
+	cs.cancel(context.DeadlineExceeded)
+	if cs.id != 0 && cs.answered.CompareAndSwap(false, true) {
+		cs.peer.answerError(cs.id, ErrTimeout, false)
+	}
+}
+
+func (cs *callState) finish() {
+	cs.peer.srv.timeouts.Cancel(cs.handle)
+	cs.cancel(context.Canceled)
+}
+
+// deadlineContext reports the call's deadline, which the scheduler, not a
+// runtime timer of its own, enforces.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Err reports context.DeadlineExceeded once the timeout canceled the call,
+// as a context.WithDeadline would.
+func (c deadlineContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
+}

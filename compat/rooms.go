@@ -1,0 +1,330 @@
+package compat
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/emitter"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// rooms is the server's in-memory room table. A room exists while it has
+// members.
+type rooms struct {
+	srv     *Server
+	mu      sync.RWMutex
+	byName  map[string]*room
+	onJoin  emitter.Emitter[RoomEvent]
+	onLeave emitter.Emitter[RoomEvent]
+}
+
+// room keeps its members in a slice for the emit loop and an index for
+// O(1) leave (swap with the last).
+type room struct {
+	name    string
+	mu      sync.RWMutex
+	members []*Peer
+	index   map[*Peer]int
+}
+
+// RoomEvent is raised when a connection joins or leaves a room.
+type RoomEvent struct {
+	Room    string
+	Peer    *Peer
+	Members int // after the change
+}
+
+// Emit result of a room emit.
+type EmitResult struct {
+	Delivered int // members the event was queued or written for
+	Dropped   int // members skipped because their outbox was full
+}
+
+// errRoomName refuses a room name the protocol cannot carry.
+var errRoomName = &Error{Code: wire.CodeBadRequest, Message: "room name must be 1-255 bytes"}
+
+var errTooManyRooms = &Error{Code: wire.CodeBadRequest, Message: "too many rooms on this connection"}
+
+func (rs *rooms) init(s *Server) {
+	rs.srv = s
+	rs.byName = map[string]*room{}
+}
+
+func (rs *rooms) get(name string) *room {
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	return rs.byName[name]
+}
+
+// join adds p to the room and returns the member count.
+func (rs *rooms) join(p *Peer, name string) (int, error) {
+	if len(name) == 0 || len(name) > wire.MaxNameLen {
+		return 0, errRoomName
+	}
+	p.roomsMu.Lock()
+	if _, in := p.rooms[name]; in {
+		r := p.rooms[name]
+		p.roomsMu.Unlock()
+		return r.count(), nil
+	}
+	if len(p.rooms) >= rs.srv.opts.Limits.MaxRooms {
+		p.roomsMu.Unlock()
+		return 0, errTooManyRooms
+	}
+	if p.closed.Load() {
+		p.roomsMu.Unlock()
+		return 0, ErrClosed
+	}
+	rs.mu.Lock()
+	r := rs.byName[name]
+	if r == nil {
+		r = &room{name: name, index: map[*Peer]int{}}
+		rs.byName[name] = r
+	}
+	r.mu.Lock()
+	rs.mu.Unlock()
+	r.index[p] = len(r.members)
+	r.members = append(r.members, p)
+	n := len(r.members)
+	r.mu.Unlock()
+	if p.rooms == nil {
+		p.rooms = map[string]*room{}
+	}
+	p.rooms[name] = r
+	p.roomsMu.Unlock()
+
+	rs.presence(r, "$join", n)
+	rs.onJoin.Emit(RoomEvent{Room: name, Peer: p, Members: n})
+	return n, nil
+}
+
+// leave removes p from the room and returns the member count.
+func (rs *rooms) leave(p *Peer, name string) int {
+	p.roomsMu.Lock()
+	r, in := p.rooms[name]
+	if !in {
+		p.roomsMu.Unlock()
+		if r := rs.get(name); r != nil {
+			return r.count()
+		}
+		return 0
+	}
+	delete(p.rooms, name)
+	p.roomsMu.Unlock()
+	n := rs.remove(r, p)
+	rs.presence(r, "$leave", n)
+	rs.onLeave.Emit(RoomEvent{Room: name, Peer: p, Members: n})
+	return n
+}
+
+// remove takes p out of r, and r out of the table when it empties.
+func (rs *rooms) remove(r *room, p *Peer) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.index[p]
+	if !ok {
+		return len(r.members)
+	}
+	last := len(r.members) - 1
+	r.members[i] = r.members[last]
+	r.index[r.members[i]] = i
+	r.members[last] = nil
+	r.members = r.members[:last]
+	delete(r.index, p)
+	if len(r.members) == 0 && rs.byName[r.name] == r {
+		delete(rs.byName, r.name)
+	}
+	return len(r.members)
+}
+
+// leaveAll removes a closed connection from every room it was in.
+func (rs *rooms) leaveAll(p *Peer) {
+	p.roomsMu.Lock()
+	names := make([]string, 0, len(p.rooms))
+	for name := range p.rooms {
+		names = append(names, name)
+	}
+	p.roomsMu.Unlock()
+	for _, name := range names {
+		rs.leave(p, name)
+	}
+}
+
+func (r *room) count() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.members)
+}
+
+type presencePayload struct {
+	Members int `json:"members"`
+}
+
+// presence tells the room's members its new size (PROTOCOL.md §4.5).
+func (rs *rooms) presence(r *room, event string, members int) {
+	if members == 0 {
+		return
+	}
+	pkt := wire.AppendEmit(nil, r.name, event, 0, nil)
+	pkt, err := marshal(rs.srv.opts.Codec, pkt, presencePayload{Members: members})
+	if err == nil {
+		rs.emitPacket(r, nil, pkt)
+	}
+}
+
+// emitPacket sends one Emit packet to every member of r but except. The
+// packet is framed once (wsframe.Prepared) and, for members that
+// negotiated permessage-deflate, compressed once per distinct window
+// (deflatecache); each member's outbox references the shared frame.
+func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
+	var res EmitResult
+	prep, err := wsframe.NewPrepared(wsframe.OpBinary, pkt)
+	if err != nil {
+		return res
+	}
+	m := &rs.srv.metrics
+	m.emits.Add(1)
+	var slow []*Peer
+	r.mu.RLock()
+	for _, p := range r.members {
+		if p == except {
+			continue
+		}
+		switch p.ws.sendPrepared(prep) {
+		case corkwriter.Sent, corkwriter.Queued:
+			res.Delivered++
+		case corkwriter.Dropped:
+			res.Dropped++
+			if rs.srv.opts.SlowConsumer == Disconnect {
+				slow = append(slow, p)
+			}
+		}
+	}
+	r.mu.RUnlock()
+	m.messagesOut.Add(uint64(res.Delivered))
+	m.bytesOut.Add(uint64(res.Delivered * len(pkt)))
+	m.emitDrops.Add(uint64(res.Dropped))
+	for _, p := range slow {
+		// A close frame cannot pass a full outbox: the member's socket is
+		// closed and it sees the connection drop (1006 on its side).
+		m.slowConsumers.Add(1)
+		p.ws.nc.Close()
+	}
+	return res
+}
+
+// Emit sends event with payload v to every member of room and reports how
+// many members it reached. Members whose outbound queue is full miss it
+// (or are disconnected, by Options.SlowConsumer): the room never waits.
+func (s *Server) Emit(room, event string, v any) (EmitResult, error) {
+	return s.EmitExcept(room, nil, event, v)
+}
+
+// EmitExcept is Emit skipping one member, typically the sender.
+func (s *Server) EmitExcept(room string, except *Peer, event string, v any) (EmitResult, error) {
+	if strings.HasPrefix(event, "$") {
+		return EmitResult{}, errors.New("compat: event names starting with $ are reserved")
+	}
+	r := s.rooms.get(room)
+	if r == nil {
+		return EmitResult{}, nil
+	}
+	pkt := wire.AppendEmit(nil, room, event, 0, nil)
+	pkt, err := marshal(s.opts.Codec, pkt, v)
+	if err != nil {
+		return EmitResult{}, err
+	}
+	return s.rooms.emitPacket(r, except, pkt), nil
+}
+
+// Join adds p to room and returns the room's member count.
+func (s *Server) Join(p *Peer, room string) (int, error) { return s.rooms.join(p, room) }
+
+// Leave removes p from room and returns the room's member count.
+func (s *Server) Leave(p *Peer, room string) int { return s.rooms.leave(p, room) }
+
+// Members returns the number of connections in room.
+func (s *Server) Members(room string) int {
+	if r := s.rooms.get(room); r != nil {
+		return r.count()
+	}
+	return 0
+}
+
+// OnJoin registers fn to run whenever a connection joins a room; the
+// returned function unregisters it. fn runs on the joining goroutine.
+func (s *Server) OnJoin(fn func(RoomEvent)) (off func()) { return s.rooms.onJoin.On(fn) }
+
+// OnLeave registers fn to run whenever a connection leaves a room,
+// including when it closes.
+func (s *Server) OnLeave(fn func(RoomEvent)) (off func()) { return s.rooms.onLeave.On(fn) }
+
+type joinAnswer struct {
+	Room    string `json:"room"`
+	Members int    `json:"members"`
+}
+
+func (p *Peer) onJoin(body []byte) error  { return p.onMembership(dispatch.KindJoin, body) }
+func (p *Peer) onLeave(body []byte) error { return p.onMembership(dispatch.KindLeave, body) }
+
+func (p *Peer) onMembership(kind dispatch.Kind, body []byte) error {
+	pk, err := decode(kind, body)
+	if err != nil {
+		return err
+	}
+	name := string(pk.Room)
+	var n int
+	if kind == dispatch.KindJoin {
+		n, err = p.srv.rooms.join(p, name)
+	} else {
+		n = p.srv.rooms.leave(p, name)
+	}
+	if err != nil {
+		p.answerError(pk.ID, err, true)
+		return nil
+	}
+	if pk.ID == 0 {
+		return nil
+	}
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.AppendResult(beginFrame(*bp), pk.ID, nil)
+	b, err = marshal(p.codec, b, joinAnswer{Room: name, Members: n})
+	*bp = b[:0]
+	if err != nil {
+		p.answerError(pk.ID, err, true)
+		return nil
+	}
+	p.sendAnswer(b, true)
+	return nil
+}
+
+// onEmit relays a client's room event to the room (PROTOCOL.md §4.6). The
+// payload is passed through as the client encoded it.
+func (p *Peer) onEmit(body []byte) error {
+	pk, err := decode(dispatch.KindEmit, body)
+	if err != nil {
+		return err
+	}
+	name := string(pk.Room)
+	p.roomsMu.Lock()
+	r := p.rooms[name]
+	p.roomsMu.Unlock()
+	if r == nil || pk.Name[0] == '$' {
+		p.srv.metrics.droppedEvents.Add(1)
+		return nil
+	}
+	var except *Peer
+	if pk.Flags&wire.EmitExceptSender != 0 {
+		except = p
+	}
+	pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
+	p.srv.rooms.emitPacket(r, except, pkt)
+	return nil
+}

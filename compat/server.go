@@ -1,0 +1,324 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/scheduler"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// Subprotocol is the WebSocket subprotocol of PROTOCOL.md.
+const Subprotocol = "hotpath.v1"
+
+// Server serves the hotpath.v1 protocol: calls, asks, events and rooms.
+// Mount it on any mux as an http.Handler, or run it on a listener of its
+// own with Serve and ListenAndServe.
+type Server struct {
+	opts     Options
+	router   *Router
+	dispatch *dispatch.Dispatcher[*Peer]
+	dict     *serverDictionary // nil with Options.NoDictionary
+	rooms    rooms
+	metrics  metrics
+
+	// keepalive checks every connection's silence; timeouts fires call
+	// timeouts and ask deadlines. One runtime timer each for the whole
+	// server, whatever the number of connections.
+	keepalive *scheduler.Scheduler[*Peer]
+	timeouts  *scheduler.Scheduler[timeoutTarget]
+
+	mu        sync.Mutex
+	peers     map[*Peer]struct{}
+	listeners map[net.Listener]struct{}
+	nextID    uint64
+
+	shutting   atomic.Bool
+	asyncCalls tracker // Async calls running, waited for by Shutdown
+	conns      tracker // connection goroutines
+}
+
+// NewServer returns a Server for opts. It fails when opts has no Router or
+// the Router has an empty or duplicate name.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Router == nil {
+		return nil, errors.New("compat: Options.Router is nil")
+	}
+	opts = opts.withDefaults()
+	if err := opts.Router.freeze(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:      opts,
+		router:    opts.Router,
+		peers:     map[*Peer]struct{}{},
+		listeners: map[net.Listener]struct{}{},
+	}
+	s.rooms.init(s)
+	s.dispatch = dispatch.NewDispatcher(dispatch.Handlers[*Peer]{
+		Call:         (*Peer).onCall,
+		Event:        (*Peer).onEvent,
+		Answer:       (*Peer).onAnswer,
+		Batch:        (*Peer).onBatch,
+		Ping:         (*Peer).onPing,
+		Pong:         (*Peer).onPong,
+		Join:         (*Peer).onJoin,
+		Leave:        (*Peer).onLeave,
+		Emit:         (*Peer).onEmit,
+		Capabilities: (*Peer).onCapabilities,
+	})
+	if !opts.NoDictionary {
+		d, err := newServerDictionary(s.router, opts.Limits.MaxMessageSize)
+		if err != nil {
+			return nil, err
+		}
+		s.dict = d
+	}
+	s.keepalive = scheduler.New(s.checkKeepalive, scheduler.WithGranularity(keepaliveGranularity(opts.KeepaliveInterval)))
+	s.timeouts = scheduler.New(fireTimeouts, scheduler.WithGranularity(time.Millisecond))
+	return s, nil
+}
+
+// keepaliveGranularity is an eighth of the interval, within [10 ms, 1 s]:
+// a connection is pinged at most an eighth late.
+func keepaliveGranularity(interval time.Duration) time.Duration {
+	return min(max(interval/8, 10*time.Millisecond), time.Second)
+}
+
+// ServeHTTP upgrades the request to a WebSocket connection and serves it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	up, err := s.prepareUpgrade(r)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	nc, rw, err := up.upgradeHTTP(r, w)
+	if err != nil {
+		s.metrics.handshakeFailures.Add(1)
+		return
+	}
+	var early []byte
+	if n := rw.Reader.Buffered(); n > 0 {
+		early, _ = rw.Reader.Peek(n)
+		early = append([]byte(nil), early...)
+	}
+	s.conns.add()
+	go s.serveConn(nc, up, early)
+}
+
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	s.metrics.handshakeFailures.Add(1)
+	var he *HTTPError
+	if errors.As(err, &he) {
+		http.Error(w, he.Message, he.Status)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusBadRequest)
+}
+
+// ListenAndServe listens on the TCP address addr and serves WebSocket
+// upgrades on every path with Serve.
+func (s *Server) ListenAndServe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln and upgrades each with gobwas/ws's
+// zero-copy upgrader, which parses the request in a pooled buffer and
+// allocates no http.Request. It returns when ln fails or Shutdown closes it.
+// Clients must wait for the upgrade response before they send frames, as
+// RFC 6455 clients do.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutting.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.shutting.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors, or a transient accept error: wait and
+				// retry, as net/http does, instead of spinning or quitting.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.conns.add()
+		go s.upgradeRaw(nc)
+	}
+}
+
+// handshakeTimeout bounds the reading of an upgrade request on a raw
+// listener, so a client that sends half a request does not hold a goroutine.
+const handshakeTimeout = 10 * time.Second
+
+func (s *Server) upgradeRaw(nc net.Conn) {
+	nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	up, err := s.upgradeConn(nc)
+	if err != nil {
+		s.metrics.handshakeFailures.Add(1)
+		nc.Close()
+		s.conns.done()
+		return
+	}
+	nc.SetDeadline(time.Time{})
+	s.serveConn(nc, up, nil)
+}
+
+// serveConn runs one connection until it ends. The caller did conns.Add.
+func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
+	defer s.conns.done()
+	p := s.newPeer(nc, up)
+	if !s.register(p) {
+		p.ws.sendClose(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
+		p.ws.finish(ErrClosed)
+		return
+	}
+	if s.opts.OnConnect != nil {
+		s.opts.OnConnect(p)
+	}
+	err := p.serve(early)
+	s.unregister(p, err)
+	if s.opts.OnDisconnect != nil {
+		s.opts.OnDisconnect(p, err)
+	}
+}
+
+func (s *Server) register(p *Peer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting.Load() {
+		return false
+	}
+	s.nextID++
+	p.id = s.nextID
+	s.peers[p] = struct{}{}
+	s.metrics.connections.Add(1)
+	s.metrics.connectionsTotal.Add(1)
+	p.keepaliveHandle = s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)
+	return true
+}
+
+func (s *Server) unregister(p *Peer, err error) {
+	s.keepalive.Cancel(p.keepaliveHandle)
+	s.rooms.leaveAll(p)
+	s.mu.Lock()
+	delete(s.peers, p)
+	s.mu.Unlock()
+	s.metrics.connections.Add(-1)
+	s.metrics.countClose(CloseStatus(err))
+}
+
+// Peers returns the number of open connections.
+func (s *Server) Peers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.peers)
+}
+
+// checkKeepalive runs on the keepalive scheduler's goroutine with every
+// connection whose check came due. A connection silent for IdleTimeout is
+// dropped; one silent for KeepaliveInterval is pinged; the others are
+// re-armed for when their silence would reach the interval.
+func (s *Server) checkKeepalive(batch []*Peer) {
+	now := time.Now()
+	for _, p := range batch {
+		if p.closed.Load() {
+			continue
+		}
+		last := time.Unix(0, p.ws.lastRead.Load())
+		silent := now.Sub(last)
+		switch {
+		case silent >= s.opts.IdleTimeout:
+			s.metrics.idleTimeouts.Add(1)
+			p.closeWith(wsframe.CloseGoingAway, "HP_IDLE_TIMEOUT")
+			continue
+		case silent >= s.opts.KeepaliveInterval && !p.ws.pongPending.Load():
+			p.ws.pongPending.Store(true)
+			p.ws.sendShared(wsframe.FramePing)
+			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)
+		case p.ws.pongPending.Load():
+			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)
+		default:
+			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.KeepaliveInterval), p)
+		}
+	}
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections and
+// calls (new calls are answered ErrUnavailable), lets the calls in flight
+// finish, closes every connection with 1001 (going away) after its answers,
+// and waits for the connections to end. When ctx ends first, the remaining
+// connections are dropped and Shutdown returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutting.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+
+	err := waitCtx(ctx, s.asyncCalls.idle())
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
+	}
+	if err == nil {
+		err = waitCtx(ctx, s.conns.idle())
+	}
+	if err != nil {
+		for _, p := range s.snapshotPeers() {
+			p.ws.nc.Close()
+		}
+		<-s.conns.idle()
+	}
+	s.keepalive.Stop()
+	s.timeouts.Stop()
+	return err
+}
+
+func (s *Server) snapshotPeers() []*Peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := make([]*Peer, 0, len(s.peers))
+	for p := range s.peers {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// waitCtx waits for done and returns nil, or ctx's error if it ends first.
+func waitCtx(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("compat: shutdown: %w", ctx.Err())
+	}
+}

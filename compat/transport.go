@@ -1,0 +1,501 @@
+package compat
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/segmentqueue"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// wsConn is the WebSocket engine under a server connection and under the
+// client: frames decoded by wsframe from the bytes of each read, partial
+// frames kept in a segmentqueue, and everything written through a
+// corkwriter.Outbox so that the frames produced by one read leave in one
+// writev.
+//
+// An idle wsConn holds no read buffer: the read loop waits for the socket to
+// become readable before it takes a buffer from a pool, and gives the buffer
+// back as soon as the bytes read have been handled.
+type wsConn struct {
+	nc     net.Conn
+	rc     syscall.RawConn // nil when nc has no file descriptor
+	client bool            // this end is the client: it masks what it sends
+	dec    wsframe.Decoder
+	q      segmentqueue.Queue
+	asm    []byte // assembly buffer of a fragmented message
+	out    *corkwriter.Outbox
+	pmd    *pmdConn // nil unless permessage-deflate was negotiated
+	limits Limits
+
+	// wmu orders the close frame after every data frame: senders hold it
+	// shared while they check closing and queue, sendClose holds it
+	// exclusively. RFC 6455 §5.5.1: "The application MUST NOT send any
+	// more data frames after sending a Close frame."
+	wmu     sync.RWMutex
+	closing bool
+
+	// closeRequest holds a close that another goroutine asked for
+	// (shutdown, idle timeout): the read loop sends it between two reads,
+	// after the answers of the turn in progress.
+	closeRequest atomic.Pointer[CloseError]
+
+	lastRead atomic.Int64 // unix nanoseconds of the last read, for keepalive
+	// pongPending is set when a keepalive ping went out and cleared by any
+	// read: a peer that reads nothing back within the next interval is gone.
+	pongPending atomic.Bool
+
+	closeOnce sync.Once
+	closeErr  error // why the connection ended, set before done is closed
+	done      chan struct{}
+}
+
+// readBufSize is the size of the pooled buffer one read fills: large enough
+// for a burst of small calls, small enough that a pool of them is cheap.
+const readBufSize = 16 << 10
+
+// largeReadSize is the most a single read asks for while a large frame is
+// being received; those buffers go to the queue and are not pooled.
+const largeReadSize = 256 << 10
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
+// scratchBufs hold the frames a turn encodes before they are queued.
+var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// closeTimeout bounds the closing handshake: how long an end that sent a
+// close frame waits for the peer's before it drops the connection.
+const closeTimeout = 3 * time.Second
+
+// messageHandler receives the data messages of a wsConn, decompressed when
+// they were compressed. payload is valid until the handler returns.
+type messageHandler interface {
+	handleMessage(op wsframe.Opcode, payload []byte) error
+}
+
+func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, onWriteError func(error)) *wsConn {
+	c := &wsConn{nc: nc, client: client, pmd: pmd, limits: limits, done: make(chan struct{})}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
+		}
+	}
+	role := wsframe.Server
+	if client {
+		role = wsframe.Client
+	}
+	cfg := wsframe.Config{
+		Role:           role,
+		MaxFrameSize:   limits.MaxFrameSize,
+		MaxMessageSize: limits.MaxMessageSize,
+		MaxFragments:   limits.MaxFragments,
+	}
+	if pmd != nil {
+		cfg.Extensions = wsframe.Rsv1
+	}
+	c.dec.Reset(cfg)
+	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + readBufSize + largeReadSize})
+	c.out = corkwriter.NewOutbox(nc, &corkwriter.OutboxOptions{
+		MaxQueued: limits.MaxOutboxBytes,
+		Overflow:  corkwriter.DropOnBackpressure,
+		OnError:   onWriteError,
+	})
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+// readLoop reads and handles messages until the connection ends, and
+// returns why it ended. Handlers run on this goroutine; what they queue on
+// the outbox during one read leaves in one writev at the end of that read.
+// early holds bytes that arrived with the upgrade request, if any.
+func (c *wsConn) readLoop(h messageHandler, early []byte) error {
+	if len(early) > 0 {
+		if err := c.turn(early, false, h); err != nil {
+			return err
+		}
+	}
+	for {
+		if c.q.Len() == 0 {
+			c.q.Release()
+			if err := c.waitReadable(); err != nil {
+				if c.takeCloseRequest(err) {
+					continue
+				}
+				return c.readError(err)
+			}
+		}
+		buf, pooled := c.readBuffer()
+		n, err := c.nc.Read(buf)
+		if n > 0 {
+			if herr := c.turn(buf[:n], pooled, h); herr != nil {
+				return herr
+			}
+		} else if pooled {
+			readBufs.Put(&buf)
+		}
+		if err != nil {
+			if c.takeCloseRequest(err) {
+				continue
+			}
+			return c.readError(err)
+		}
+	}
+}
+
+// turn handles the bytes of one read, corked: everything the handlers send
+// meanwhile leaves in one writev when it ends.
+func (c *wsConn) turn(b []byte, pooled bool, h messageHandler) error {
+	c.lastRead.Store(time.Now().UnixNano())
+	c.pongPending.Store(false)
+	c.out.Cork()
+	err := c.consume(b, pooled, h)
+	if werr := c.out.Uncork(); err == nil && werr != nil {
+		err = werr
+	}
+	return err
+}
+
+// requestClose asks the read loop to close the connection with code after
+// the turn in progress; it is how goroutines other than the read loop end
+// a connection. The read loop is woken by a read deadline in the past.
+func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
+	if c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
+		c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// takeCloseRequest reports whether err is the wake-up of requestClose, and
+// then sends the close frame asked for; the read loop goes on reading until
+// the peer's close frame.
+func (c *wsConn) takeCloseRequest(err error) bool {
+	req := c.closeRequest.Load()
+	if req == nil || !errors.Is(err, os.ErrDeadlineExceeded) || c.isClosing() {
+		return false
+	}
+	c.sendClose(req.Code, req.Reason)
+	return true
+}
+
+func (c *wsConn) isClosing() bool {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	return c.closing
+}
+
+// waitReadable blocks until the socket has bytes to read (or is closed)
+// without holding a buffer: Go's poller parks the goroutine until the
+// descriptor is readable. The readiness test must look at the socket
+// itself, since RawConn.Read forgets a readiness the poller saw before
+// the call.
+func (c *wsConn) waitReadable() error {
+	if c.rc == nil {
+		return nil
+	}
+	return c.rc.Read(socketReadable)
+}
+
+// readBuffer returns the buffer the next read fills. While no partial frame
+// is pending it is a pooled buffer the read's bytes are decoded from in
+// place. While a frame is pending, the read's bytes join the queue without a
+// copy, so the buffer is fresh and sized to what the frame still needs.
+func (c *wsConn) readBuffer() (buf []byte, pooled bool) {
+	if c.q.Len() == 0 {
+		return *readBufs.Get().(*[]byte), true
+	}
+	n := c.dec.Need() - c.q.Len()
+	n = max(min(n, largeReadSize), readBufSize)
+	return make([]byte, n), false
+}
+
+// consume decodes and handles every message in b and keeps a trailing
+// partial frame in the queue.
+func (c *wsConn) consume(b []byte, pooled bool, h messageHandler) error {
+	if c.q.Len() > 0 {
+		if err := c.q.Push(b); err != nil {
+			return err
+		}
+		return c.drainQueue(h)
+	}
+	defer func() {
+		if pooled {
+			b = b[:cap(b)]
+			readBufs.Put(&b)
+		}
+	}()
+	for len(b) > 0 {
+		m, n, err := c.dec.DecodeMessage(b, &c.asm)
+		b = b[n:]
+		if errors.Is(err, wsframe.ErrNeedMore) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := c.handle(m, h); err != nil {
+			return err
+		}
+	}
+	if len(b) > 0 {
+		if _, err := c.q.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *wsConn) drainQueue(h messageHandler) error {
+	for c.q.Len() >= c.dec.Need() {
+		m, err := c.dec.NextMessage(&c.q, &c.asm)
+		if errors.Is(err, wsframe.ErrNeedMore) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := c.handle(m, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle answers control frames and passes data messages to h.
+func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
+	switch m.Opcode {
+	case wsframe.OpPing:
+		// RFC 6455 §5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
+		// send a Pong frame in response ... with identical Application
+		// data".
+		c.sendFrame(wsframe.OpPong, m.Payload, wsframe.Fin)
+		return nil
+	case wsframe.OpPong:
+		return nil
+	case wsframe.OpClose:
+		// RFC 6455 §5.5.1: "If an endpoint receives a Close frame and did
+		// not previously send a Close frame, the endpoint MUST send a Close
+		// frame in response", typically echoing the status code it received.
+		code := m.CloseCode
+		if code == wsframe.CloseNoStatus {
+			code = wsframe.CloseNormal
+		}
+		c.sendClose(code, "")
+		return &CloseError{Code: m.CloseCode, Reason: string(m.CloseReason()), Remote: true}
+	}
+	if c.isClosing() {
+		// RFC 6455 §1.4: after sending a Close frame, an endpoint discards
+		// the data it receives while it waits for the peer's.
+		return nil
+	}
+	payload := m.Payload
+	if m.Compressed {
+		var err error
+		payload, err = c.pmd.inflate(payload, c.limits.MaxMessageSize)
+		if err != nil {
+			return err
+		}
+		defer c.pmd.release()
+		if m.Opcode == wsframe.OpText && !wsframe.ValidUTF8(payload) {
+			return errInvalidInflatedUTF8
+		}
+	}
+	return h.handleMessage(m.Opcode, payload)
+}
+
+var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reason: "WS_ERR_INVALID_UTF8"}
+
+// readError turns the end of the read side into the connection's error:
+// a closed or timed-out socket after this end sent a close frame is a clean
+// end of the closing handshake.
+func (c *wsConn) readError(err error) error {
+	if c.isClosing() && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)) {
+		return &CloseError{Code: wsframe.CloseGoingAway, Reason: "closed"}
+	}
+	if errors.Is(err, io.EOF) {
+		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
+	}
+	return err
+}
+
+// sendFrame queues one frame with op and payload, copied, compressing a
+// data message when permessage-deflate is on and the payload is worth it.
+func (c *wsConn) sendFrame(op wsframe.Opcode, payload []byte, flags wsframe.Flags) corkwriter.Status {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	*bp = c.appendFrame((*bp)[:0], op, payload, flags)
+	return c.sendEncoded(*bp)
+}
+
+// appendFrame appends one frame, masked when this end is the client.
+func (c *wsConn) appendFrame(dst []byte, op wsframe.Opcode, payload []byte, flags wsframe.Flags) []byte {
+	if c.pmd != nil && !op.IsControl() && c.pmd.worthCompressing(len(payload)) {
+		var ok bool
+		if dst, ok = c.pmd.appendCompressedFrame(dst, op, payload, c.client); ok {
+			return dst
+		}
+	}
+	if c.client {
+		return wsframe.AppendMaskedFrame(dst, op, payload, flags, wsframe.NewMaskKey())
+	}
+	return wsframe.AppendFrame(dst, op, payload, flags)
+}
+
+// sendEncoded queues a complete frame, copied.
+func (c *wsConn) sendEncoded(frame []byte) corkwriter.Status {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closing {
+		return corkwriter.Closed
+	}
+	return c.out.Send(frame)
+}
+
+// sendShared queues a complete, immutable frame by reference: a room
+// broadcast that many connections send.
+func (c *wsConn) sendShared(frame []byte) corkwriter.Status {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closing {
+		return corkwriter.Closed
+	}
+	return c.out.SendShared(frame)
+}
+
+// sendClose queues a close frame, once, and from then on refuses data
+// frames. It bounds the closing handshake: the read loop ends when the
+// peer's close frame arrives, or at closeTimeout.
+func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
+	c.wmu.Lock()
+	if c.closing {
+		c.wmu.Unlock()
+		return
+	}
+	c.closing = true
+	var frame []byte
+	switch {
+	case c.client:
+		frame = wsframe.AppendMaskedFrame(nil, wsframe.OpClose, wsframe.AppendClosePayload(nil, code, reason), wsframe.Fin, wsframe.NewMaskKey())
+	case reason == "" && wsframe.CloseFrameFor(code) != nil:
+		frame = wsframe.CloseFrameFor(code)
+	default:
+		frame = wsframe.AppendCloseFrame(nil, code, reason)
+	}
+	c.out.SendShared(frame)
+	c.wmu.Unlock()
+	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+}
+
+// run serves the connection until it ends and returns why. A protocol
+// violation fails the connection at once (RFC 6455 §7.1.7): the close frame
+// is sent and the socket closed without waiting for the peer's.
+func (c *wsConn) run(h messageHandler, early []byte) error {
+	err := c.readLoop(h, early)
+	var ce *CloseError
+	if !errors.As(err, &ce) || !ce.Remote {
+		c.fail(err)
+	}
+	c.finish(err)
+	return err
+}
+
+// fail sends the close frame an error calls for and returns the error the
+// connection ends with.
+func (c *wsConn) fail(err error) error {
+	var ce *CloseError
+	switch {
+	case errors.As(err, &ce):
+		if !ce.Remote {
+			c.sendClose(ce.Code, ce.Reason)
+		}
+	case wsframe.CloseCodeOf(err) != 0:
+		var pe *wsframe.ProtocolError
+		reason := ""
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		c.sendClose(wsframe.CloseCodeOf(err), reason)
+	default:
+		var le *segmentqueue.LimitError
+		if errors.As(err, &le) {
+			c.sendClose(wsframe.CloseMessageTooBig, "WS_ERR_MESSAGE_TOO_BIG")
+		}
+	}
+	return err
+}
+
+// finish closes the socket and the outbox once and records why the
+// connection ended. It waits, bounded, for the close frame to be written.
+func (c *wsConn) finish(err error) {
+	c.closeOnce.Do(func() {
+		if c.isClosing() {
+			c.drainOutbox(time.Now().Add(closeTimeout))
+		}
+		c.out.Close()
+		c.nc.Close()
+		c.q.Reset()
+		c.asm = nil
+		if c.pmd != nil {
+			c.pmd.close()
+		}
+		c.closeErr = err
+		close(c.done)
+	})
+}
+
+// drainOutbox waits until the outbox has written everything queued (the
+// close frame last), or the deadline passes.
+func (c *wsConn) drainOutbox(deadline time.Time) {
+	c.nc.SetWriteDeadline(deadline)
+	for c.out.Queued() > 0 && c.out.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// frameHeadroom is the room a frame being built keeps in front of its
+// payload for the largest header, so that the header is written in place
+// when the payload is done and the payload is never moved.
+const frameHeadroom = wsframe.MaxHeaderSize
+
+var zeroHeadroom [frameHeadroom]byte
+
+// beginFrame returns buf emptied but for the headroom of a frame header;
+// the caller appends the payload.
+func beginFrame(buf []byte) []byte { return append(buf[:0], zeroHeadroom[:]...) }
+
+// sendBuilt frames and queues the payload that follows the headroom of b
+// (see beginFrame). Uncompressed, the header is written in place and the
+// payload masked in place for a client; compressed, the payload is deflated
+// into a scratch frame.
+func (c *wsConn) sendBuilt(b []byte, op wsframe.Opcode) corkwriter.Status {
+	payload := b[frameHeadroom:]
+	if c.pmd != nil && c.pmd.worthCompressing(len(payload)) {
+		return c.sendFrame(op, payload, wsframe.Fin)
+	}
+	h := wsframe.Header{Flags: wsframe.Fin, Opcode: op, Length: int64(len(payload)), Masked: c.client}
+	if c.client {
+		h.Key = wsframe.NewMaskKey()
+		wsframe.Mask(payload, h.Key, 0)
+	}
+	start := frameHeadroom - wsframe.HeaderSize(h.Length, h.Masked)
+	wsframe.AppendHeader(b[start:start], h)
+	return c.sendEncoded(b[start:])
+}
+
+// sendPrepared queues a prepared broadcast message by reference: the plain
+// frame, or the compressed frame shared by every connection with the same
+// permessage-deflate window.
+func (c *wsConn) sendPrepared(p *wsframe.Prepared) corkwriter.Status {
+	frame := p.Frame()
+	if c.pmd != nil && c.pmd.worthCompressing(len(p.Payload())) {
+		if f, err := c.pmd.preparedFrame(p); err == nil {
+			frame = f
+		}
+	}
+	return c.sendShared(frame)
+}

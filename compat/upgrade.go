@@ -1,0 +1,172 @@
+package compat
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gobwas/httphead"
+	"github.com/gobwas/ws"
+)
+
+// upgrade is what the checks before an upgrade decided.
+type upgrade struct {
+	identity   any
+	protocol   string // "" when the client offered none
+	pmd        *pmdParams
+	extensions string // Sec-WebSocket-Extensions of the response, or ""
+	remoteAddr string
+	path       string
+}
+
+var (
+	errBadOrigin   = &HTTPError{Status: http.StatusForbidden, Message: "origin not allowed"}
+	errBadProtocol = &HTTPError{Status: http.StatusBadRequest, Message: "subprotocol " + Subprotocol + " not offered"}
+	errShutting    = &HTTPError{Status: http.StatusServiceUnavailable, Message: "server shutting down"}
+)
+
+// prepareUpgrade runs the checks an upgrade request must pass (shutdown,
+// origin, subprotocol, authentication) and negotiates permessage-deflate.
+func (s *Server) prepareUpgrade(r *http.Request) (*upgrade, error) {
+	if s.shutting.Load() {
+		return nil, errShutting
+	}
+	check := s.opts.CheckOrigin
+	if check == nil {
+		check = sameOrigin
+	}
+	if !check(r) {
+		return nil, errBadOrigin
+	}
+	up := &upgrade{remoteAddr: r.RemoteAddr, path: r.URL.Path}
+	if offered := r.Header.Values("Sec-Websocket-Protocol"); len(offered) > 0 {
+		if !headerHasToken(offered, Subprotocol) {
+			return nil, errBadProtocol
+		}
+		up.protocol = Subprotocol
+	}
+	if auth := s.opts.Authenticate; auth != nil {
+		id, err := auth(r)
+		if err != nil {
+			var he *HTTPError
+			if !errors.As(err, &he) {
+				err = &HTTPError{Status: http.StatusForbidden, Message: err.Error()}
+			}
+			return nil, err
+		}
+		up.identity = id
+	}
+	if !s.opts.Compression.Disabled && (s.opts.Compress == nil || s.opts.Compress(r)) {
+		offers := strings.Join(r.Header.Values("Sec-Websocket-Extensions"), ", ")
+		if offers != "" {
+			params, response, err := negotiatePMD(offers, s.opts.Compression)
+			if err != nil {
+				return nil, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()}
+			}
+			up.pmd, up.extensions = params, response
+		}
+	}
+	return up, nil
+}
+
+// sameOrigin allows requests without an Origin header (not from a browser)
+// and requests whose Origin host is the Host the request was sent to.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+func headerHasToken(values []string, token string) bool {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if strings.TrimSpace(t) == token {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// upgradeHTTP answers the upgrade on a net/http request.
+func (up *upgrade) upgradeHTTP(r *http.Request, w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+	u := ws.HTTPUpgrader{Protocol: func(p string) bool { return p == up.protocol }}
+	if up.extensions != "" {
+		u.Header = http.Header{"Sec-Websocket-Extensions": {up.extensions}}
+	}
+	nc, rw, _, err := u.Upgrade(r, w)
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, nil, err
+	}
+	return nc, rw, nil
+}
+
+// upgradeConn reads and answers the upgrade request on a raw connection
+// with gobwas/ws's Upgrader. It collects the few headers the checks read
+// and runs the same checks as ServeHTTP on a request built from them.
+func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
+	r := &http.Request{Method: http.MethodGet, Header: http.Header{}, RemoteAddr: nc.RemoteAddr().String(), URL: &url.URL{}}
+	var up *upgrade
+	u := ws.Upgrader{
+		OnRequest: func(uri []byte) error {
+			parsed, err := url.ParseRequestURI(string(uri))
+			if err != nil {
+				return ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest))
+			}
+			r.URL = parsed
+			return nil
+		},
+		OnHost: func(host []byte) error {
+			r.Host = string(host)
+			return nil
+		},
+		OnHeader: func(key, value []byte) error {
+			r.Header.Add(string(key), string(value))
+			return nil
+		},
+		ProtocolCustom: func(offer []byte) (string, bool) {
+			r.Header.Add("Sec-Websocket-Protocol", string(offer))
+			return "", true
+		},
+		ExtensionCustom: func(offer []byte, accepted []httphead.Option) ([]httphead.Option, bool) {
+			r.Header.Add("Sec-Websocket-Extensions", string(offer))
+			return accepted, true
+		},
+		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
+			var err error
+			up, err = s.prepareUpgrade(r)
+			if err != nil {
+				status := http.StatusBadRequest
+				var he *HTTPError
+				if errors.As(err, &he) {
+					status = he.Status
+				}
+				return nil, ws.RejectConnectionError(ws.RejectionStatus(status), ws.RejectionReason(err.Error()))
+			}
+			var h strings.Builder
+			if up.protocol != "" {
+				h.WriteString("Sec-WebSocket-Protocol: " + up.protocol + "\r\n")
+			}
+			if up.extensions != "" {
+				h.WriteString("Sec-WebSocket-Extensions: " + up.extensions + "\r\n")
+			}
+			return ws.HandshakeHeaderString(h.String()), nil
+		},
+	}
+	if _, err := u.Upgrade(nc); err != nil {
+		return nil, err
+	}
+	return up, nil
+}
