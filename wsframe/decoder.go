@@ -39,10 +39,11 @@ type Config struct {
 	// requires, and marks the message compressed.
 	Extensions Flags
 
-	// MaxFrameSize bounds the payload of one frame, MaxMessageSize the sum
-	// of the payloads of one message, MaxFragments the number of frames of
-	// one message. A frame header that would exceed a limit fails the
-	// connection with 1009 before any of its payload is buffered. Zero or
+	// MaxFrameSize bounds the payload of one data frame, MaxMessageSize the
+	// sum of the payloads of one message, MaxFragments the number of frames
+	// of one message; control frames have their own bound of 125 bytes. A
+	// frame header that would exceed a limit fails the connection with 1009
+	// before any of its payload is buffered. Zero or
 	// negative means the default: DefaultMaxMessageSize, MaxMessageSize
 	// (one frame may carry a whole message), DefaultMaxFragments. For a
 	// compressed message the sizes count compressed bytes: bounding the
@@ -286,25 +287,36 @@ func (d *Decoder) isText(h Header) bool {
 // frame whose end has not arrived, so that invalid UTF-8 fails the
 // connection as soon as it is received.
 func (d *Decoder) scan(h Header, q []byte) error {
-	if h.Masked {
-		Mask(q, h.Key, int(d.done&3))
-	}
+	off := d.done
 	d.done += int64(len(q))
-	if !d.utf8.Valid(q) {
+	if !d.unmaskText(h, q, off) {
 		return ErrInvalidUTF8
 	}
 	return nil
+}
+
+// unmaskText unmasks q, the payload bytes of a text frame from offset off
+// on, and feeds them to the UTF-8 validator. A masked payload that turns
+// out all ASCII, with no character pending from the bytes before it, is
+// valid without a second pass.
+func (d *Decoder) unmaskText(h Header, q []byte, off int64) bool {
+	if h.Masked {
+		if maskASCII(q, h.Key, int(off&3)) && d.utf8.need == 0 && !d.utf8.failed {
+			return true
+		}
+	}
+	return d.utf8.Valid(q)
 }
 
 // finish completes a frame whose whole payload p is present, p[:d.done]
 // being unmasked and validated already, and moves the message state on.
 func (d *Decoder) finish(h Header, p []byte) error {
 	text := d.isText(h)
-	rest := p[d.done:]
-	if h.Masked {
-		Mask(rest, h.Key, int(d.done&3))
-	}
+	rest, off := p[d.done:], d.done
 	d.done = 0
+	if h.Masked && !text {
+		Mask(rest, h.Key, int(off&3))
+	}
 	switch h.Opcode {
 	case OpClose:
 		if _, _, err := ParseClosePayload(p); err != nil {
@@ -325,7 +337,7 @@ func (d *Decoder) finish(h Header, p []byte) error {
 		// RFC 6455 §5.6: "a particular text frame might include a partial
 		// UTF-8 sequence; however, the whole message MUST contain valid
 		// UTF-8."
-		if !d.utf8.Valid(rest) || (h.Fin() && !d.utf8.Complete()) {
+		if !d.unmaskText(h, rest, off) || (h.Fin() && !d.utf8.Complete()) {
 			return ErrInvalidUTF8
 		}
 	}
@@ -505,6 +517,9 @@ func (d *Decoder) collect(f Frame, buf *[]byte) (m Message, ok bool) {
 // the same buf every time allocates nothing once it is large enough; with a
 // nil buf the Decoder allocates the assembly buffer itself.
 func (d *Decoder) DecodeMessage(b []byte, buf *[]byte) (m Message, n int, err error) {
+	if m, n, ok, err := d.decodeWhole(b); ok {
+		return m, n, err
+	}
 	for {
 		f, fn, err := d.DecodeFrame(b[n:])
 		n += fn
@@ -517,10 +532,124 @@ func (d *Decoder) DecodeMessage(b []byte, buf *[]byte) (m Message, n int, err er
 	}
 }
 
+// The fast path of DecodeMessage and NextMessage covers the frame a server
+// receives most: a whole text or binary message in one frame, no RSV bit,
+// a 7- or 16-bit length, masked as the role requires, within the limits.
+// Anything else takes the general path, which applies every rule. For the
+// frames it takes, the fast path applies the same rules and returns the
+// same results, as FuzzDecoder checks against the frame-by-frame path.
+
+// wholeHeader recognises the header of a frame for the fast path at the
+// start of b and returns its fields and size.
+func (d *Decoder) wholeHeader(b []byte) (h Header, hn int, ok bool) {
+	if len(b) < 2 || d.inMsg || d.done != 0 || d.err != nil || d.closed {
+		return Header{}, 0, false
+	}
+	b0, b1 := b[0], b[1]
+	if b0 != byte(Fin)|byte(OpText) && b0 != byte(Fin)|byte(OpBinary) {
+		return Header{}, 0, false
+	}
+	h = Header{Flags: Fin, Opcode: Opcode(b0 & 0xF), Masked: b1&0x80 != 0, Length: int64(b1 & 0x7F)}
+	if h.Masked != (d.cfg.Role == Server) {
+		return Header{}, 0, false
+	}
+	hn = 2
+	switch h.Length {
+	case 126:
+		if len(b) < 4 {
+			return Header{}, 0, false
+		}
+		h.Length, hn = int64(b[2])<<8|int64(b[3]), 4
+		if h.Length <= 125 {
+			return Header{}, 0, false
+		}
+	case 127:
+		return Header{}, 0, false
+	}
+	if h.Masked {
+		if len(b) < hn+4 {
+			return Header{}, 0, false
+		}
+		h.Key = [4]byte(b[hn : hn+4])
+		hn += 4
+	}
+	if h.Length > d.maxFrame() || h.Length > d.maxMessage() {
+		return Header{}, 0, false
+	}
+	return h, hn, true
+}
+
+// wholeMessage unmasks and checks the payload of a frame wholeHeader
+// accepted, and returns its message.
+func (d *Decoder) wholeMessage(h Header, p []byte) (Message, error) {
+	d.msgOp, d.msgRsv1 = h.Opcode, false
+	m := Message{Opcode: h.Opcode, Payload: p}
+	if h.Opcode == OpBinary {
+		if h.Masked {
+			Mask(p, h.Key, 0)
+		}
+		return m, nil
+	}
+	if h.Masked && maskASCII(p, h.Key, 0) {
+		return m, nil
+	}
+	if !d.utf8.Valid(p) || !d.utf8.Complete() {
+		return Message{}, d.fail(ErrInvalidUTF8)
+	}
+	d.utf8.Reset()
+	return m, nil
+}
+
+// decodeWhole is the fast path of DecodeMessage; ok = false leaves b and
+// the Decoder untouched.
+func (d *Decoder) decodeWhole(b []byte) (m Message, n int, ok bool, err error) {
+	h, hn, ok := d.wholeHeader(b)
+	if !ok || int64(len(b)-hn) < h.Length {
+		return Message{}, 0, false, nil
+	}
+	n = hn + int(h.Length)
+	m, err = d.wholeMessage(h, b[hn:n:n])
+	if err != nil {
+		return Message{}, 0, true, err
+	}
+	return m, n, true, nil
+}
+
+// nextWhole is the fast path of NextMessage; ok = false leaves src and the
+// Decoder untouched.
+func (d *Decoder) nextWhole(src Source) (m Message, ok bool, err error) {
+	avail := src.Len()
+	if avail < 2 {
+		return Message{}, false, nil
+	}
+	hb, err := src.Peek(min(avail, 8), d.hdr[:]) // the fast path's longest header
+	if err != nil {
+		return Message{}, false, nil
+	}
+	h, hn, ok := d.wholeHeader(hb)
+	if !ok || int64(avail-hn) < h.Length {
+		return Message{}, false, nil
+	}
+	if err := src.Discard(hn); err != nil {
+		return Message{}, true, fmt.Errorf("wsframe: discarding frame header: %w", err)
+	}
+	var p []byte
+	if h.Length > 0 {
+		if p, err = src.Next(int(h.Length)); err != nil {
+			return Message{}, true, fmt.Errorf("wsframe: taking frame payload: %w", err)
+		}
+	}
+	m, err = d.wholeMessage(h, p)
+	return m, true, err
+}
+
 // NextMessage is DecodeMessage reading from a Source: the frames it
 // decodes are removed from src, and a message of one frame is returned
 // without a copy when it lies in one segment.
 func (d *Decoder) NextMessage(src Source, buf *[]byte) (Message, error) {
+	if m, ok, err := d.nextWhole(src); ok {
+		return m, err
+	}
 	for {
 		f, err := d.NextFrame(src)
 		if err != nil {

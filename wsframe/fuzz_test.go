@@ -99,7 +99,7 @@ func decodeFramesChecked(t *testing.T, cfg Config, in []byte, cuts []byte) fuzzR
 				return run
 			}
 			h := f.Header
-			if int64(len(f.Payload)) != h.Length || h.Length > maxFrame || h.Masked != (cfg.Role == Server) {
+			if int64(len(f.Payload)) != h.Length || (!h.Opcode.IsControl() && h.Length > maxFrame) || h.Masked != (cfg.Role == Server) {
 				t.Fatalf("frame %+v with %d bytes breaks the limits or the role", h, len(f.Payload))
 			}
 			if h.Opcode.IsControl() {
@@ -231,9 +231,9 @@ func FuzzUTF8Stream(f *testing.F) {
 	})
 }
 
-// FuzzMask: Mask at any offset, over a payload cut at any points, and the
-// portable word loop on its own, equal the byte-at-a-time definition of
-// RFC 6455 §5.3.
+// FuzzMask: Mask at any offset, over a payload cut at any points, the
+// portable word loop on its own, and unmasking fused with the ASCII check
+// all equal the byte-at-a-time definition of RFC 6455 §5.3.
 func FuzzMask(f *testing.F) {
 	f.Add([]byte("Hello"), uint32(0x3d21fa37), uint8(0), []byte{})
 	f.Add(make([]byte, 100), uint32(0xdeadbeef), uint8(3), []byte{1, 7, 33})
@@ -262,6 +262,12 @@ func FuzzMask(f *testing.F) {
 		maskWords(portable, k64)
 		if !bytes.Equal(portable, want) {
 			t.Fatalf("maskWords(% x, % x, %d) = % x, want % x", data, key, offset, portable, want)
+		}
+		// Unmasking fused with the ASCII check.
+		fused := append([]byte(nil), data...)
+		isASCII := maskASCII(fused, key, int(offset))
+		if !bytes.Equal(fused, want) || isASCII != !bytes.ContainsFunc(want, func(r rune) bool { return r >= 0x80 }) {
+			t.Fatalf("maskASCII(% x, % x, %d) = % x, %v; want % x", data, key, offset, fused, isASCII, want)
 		}
 	})
 }

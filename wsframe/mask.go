@@ -60,6 +60,39 @@ func maskWords(b []byte, k64 uint64) {
 	}
 }
 
+// maskASCII unmasks b like Mask and reports whether every unmasked byte is
+// ASCII, in the same pass over memory: text frames are mostly ASCII, and
+// for them this replaces a masking pass and a UTF-8 pass with one.
+func maskASCII(b []byte, key [4]byte, offset int) bool {
+	k64, _ := maskKey(key, offset, len(b))
+	var acc uint64
+	for len(b) >= 32 {
+		w := b[:32:32]
+		w0 := binary.LittleEndian.Uint64(w[0:8]) ^ k64
+		w1 := binary.LittleEndian.Uint64(w[8:16]) ^ k64
+		w2 := binary.LittleEndian.Uint64(w[16:24]) ^ k64
+		w3 := binary.LittleEndian.Uint64(w[24:32]) ^ k64
+		binary.LittleEndian.PutUint64(w[0:8], w0)
+		binary.LittleEndian.PutUint64(w[8:16], w1)
+		binary.LittleEndian.PutUint64(w[16:24], w2)
+		binary.LittleEndian.PutUint64(w[24:32], w3)
+		acc |= w0 | w1 | w2 | w3
+		b = b[32:]
+	}
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b[:8]) ^ k64
+		binary.LittleEndian.PutUint64(b[:8], w)
+		acc |= w
+		b = b[8:]
+	}
+	for i := range b {
+		b[i] ^= byte(k64)
+		acc |= uint64(b[i])
+		k64 = k64>>8 | k64<<56
+	}
+	return acc&ascii == 0
+}
+
 // NewMaskKey returns a fresh masking key from crypto/rand. RFC 6455 §5.3:
 // "the masking key MUST be derived from a strong source of entropy, and the
 // masking key for a given frame MUST NOT make it simple for a server/proxy
