@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/bits"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -67,13 +68,20 @@ func newModelRun(t testing.TB, limits Limits) *modelRun {
 	return &modelRun{t: t, q: New(limits)}
 }
 
-// fill returns n bytes of a pattern that differs from the bytes before it,
-// so a byte read from the wrong place is caught.
+// pattern is random bytes that fill copies from, at an offset that moves
+// with every byte generated, so that a byte read from the wrong place is
+// caught. Copying (rather than computing each byte) keeps the model fast
+// under the race detector.
+var pattern = func() []byte {
+	p := make([]byte, 1<<17+70001)
+	rand.NewChaCha8([32]byte{'s', 'q'}).Read(p)
+	return p
+}()
+
+// fill fills dst with the next bytes of the pattern and returns it.
 func (r *modelRun) fill(dst []byte) []byte {
-	for i := range dst {
-		v := r.pushed + i
-		dst[i] = byte(v) ^ byte(v>>8) ^ byte(v>>16)*7
-	}
+	off := r.pushed % (1<<17 - 1)
+	copy(dst, pattern[off:])
 	r.pushed += len(dst)
 	return dst
 }

@@ -70,7 +70,7 @@ func TestReassemblyIsLinear(t *testing.T) {
 // far above the limit (measured: several hundred times).
 func TestShapeCheckCatchesQuadratic(t *testing.T) {
 	const segSize, n, limit = 16, 64, 32
-	ratio := shapeRatio(segSize, n, 5, 1, true, limit, func(segs [][]byte, size int) {
+	ratio := shapeRatio(segSize, n, 3, 1, true, limit, func(segs [][]byte, size int) {
 		var msg []byte
 		for _, s := range segs {
 			msg = slices.Concat(msg, s)
