@@ -66,6 +66,13 @@ type Options struct {
 	// disconnected.
 	SlowConsumer SlowConsumerPolicy
 
+	// Echo turns the server into an echo server: every WebSocket message,
+	// text or binary, is sent back as it was received, and no packet is
+	// parsed. It exists for external conformance tools (RFC 6455 and RFC
+	// 7692 suites); the Router is still required but unused, and any
+	// subprotocol, or none, is accepted.
+	Echo bool
+
 	// OnConnect and OnDisconnect, when set, run when a connection is
 	// established and when it ends (with the error that ended it). They
 	// run on the connection's goroutine and should not block.

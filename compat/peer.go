@@ -119,6 +119,9 @@ func (p *Peer) onWriteError(err error) {
 func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 	p.srv.metrics.messagesIn.Add(1)
 	p.srv.metrics.bytesIn.Add(uint64(len(payload)))
+	if p.srv.opts.Echo {
+		return p.echo(op, payload)
+	}
 	if op != wsframe.OpBinary {
 		return &CloseError{Code: wsframe.CloseUnsupportedData, Reason: "HP_ERR_TEXT_MESSAGE"}
 	}
@@ -141,6 +144,18 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 		body = inflated
 	}
 	return p.dispatchPacket(dispatch.Kind(head&^wire.CompressedBit), body)
+}
+
+// echo sends a message back as it came (Options.Echo), compressed when
+// permessage-deflate was negotiated.
+func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
+	p.srv.metrics.messagesOut.Add(1)
+	p.srv.metrics.bytesOut.Add(uint64(len(payload)))
+	if p.ws.sendFrame(op, payload, wsframe.Fin) == corkwriter.Dropped {
+		p.srv.metrics.slowConsumers.Add(1)
+		p.ws.nc.Close()
+	}
+	return nil
 }
 
 var errMalformed = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_MALFORMED_PACKET"}

@@ -43,10 +43,12 @@ func (s *Server) prepareUpgrade(r *http.Request) (*upgrade, error) {
 	}
 	up := &upgrade{remoteAddr: r.RemoteAddr, path: r.URL.Path}
 	if offered := r.Header.Values("Sec-Websocket-Protocol"); len(offered) > 0 {
-		if !headerHasToken(offered, Subprotocol) {
+		switch {
+		case headerHasToken(offered, Subprotocol):
+			up.protocol = Subprotocol
+		case !s.opts.Echo:
 			return nil, errBadProtocol
 		}
-		up.protocol = Subprotocol
 	}
 	if auth := s.opts.Authenticate; auth != nil {
 		id, err := auth(r)

@@ -1,4 +1,11 @@
-// Command hotpath runs the hotpath server on its embedded defaults.
+// Command hotpath runs the hotpath server on its embedded defaults: the
+// demo router (echo, a chat room with member counts, a live ticker), the
+// demo page at /, the WebSocket endpoint at /ws.
+//
+//	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
+//
+// With -echo it is an echo server for conformance tools: every WebSocket
+// message is sent back as it was received.
 package main
 
 import (
@@ -13,35 +20,76 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/hotpath-go/hotpath/compat"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	echo := flag.Bool("echo", false, "echo every WebSocket message as received, for conformance tools")
+	metrics := flag.Bool("metrics", false, "serve counters in Prometheus text format at /metrics")
+	noCompression := flag.Bool("no-compression", false, "decline permessage-deflate")
+	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
+	maxMessage := flag.Int64("max-message", 1<<20, "largest message accepted, in bytes, after inflating")
+	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits")
 	flag.Parse()
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hotpath:", err)
-		os.Exit(1)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts := compat.Options{
+		Router:      demoRouter(),
+		Logger:      log,
+		Echo:        *echo,
+		Limits:      compat.Limits{MaxMessageSize: *maxMessage},
+		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
 	}
+	srv, err := compat.NewServer(opts)
+	if err != nil {
+		fatal(err)
+	}
+
 	mux := http.NewServeMux()
+	mux.Handle("/ws", srv)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if *metrics {
+		mux.Handle("GET /metrics", srv.MetricsHandler())
+	}
+	if !*echo {
+		serveDemoPage(mux)
+	}
 
-	fmt.Printf("hotpath listening on http://%s\n", ln.Addr())
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fatal(err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mode := "demo"
+	if *echo {
+		mode = "echo"
+	}
+	fmt.Printf("hotpath listening on http://%s (%s mode; WebSocket at ws://%s/ws)\n", ln.Addr(), mode, ln.Addr())
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !*echo {
+		go runTicker(ctx, srv, *tickerEvery)
+	}
 	go func() {
 		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		hs.Shutdown(shutdownCtx)
 		srv.Shutdown(shutdownCtx)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		slog.Error("serve", "err", err)
-		os.Exit(1)
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fatal(err)
 	}
+	<-ctx.Done()
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "hotpath:", err)
+	os.Exit(1)
 }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat"
+)
+
+type echoRequest struct {
+	Text string `json:"text"`
+}
+
+type timeResponse struct {
+	Now string `json:"now"`
+}
+
+// demoRouter is what the demo page calls: echo/say answers its text,
+// time/now the server's clock. Chat messages are client emits to the
+// "lobby" room, which the server relays without a method of its own.
+func demoRouter() *compat.Router {
+	r := compat.NewRouter()
+	compat.Handle(r, "echo/say", func(ctx context.Context, req echoRequest) (echoRequest, error) {
+		if len(req.Text) > 4096 {
+			return req, &compat.Error{Code: compat.ErrInvalidParams.Code, Message: "text longer than 4096 bytes"}
+		}
+		return req, nil
+	})
+	compat.Handle(r, "time/now", func(ctx context.Context, _ struct{}) (timeResponse, error) {
+		return timeResponse{Now: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+	})
+	compat.Handle(r, "echo/upper", func(ctx context.Context, req echoRequest) (echoRequest, error) {
+		return echoRequest{Text: strings.ToUpper(req.Text)}, nil
+	})
+	return r
+}
+
+type tick struct {
+	Symbol string  `json:"symbol"`
+	Price  float64 `json:"price"`
+	At     int64   `json:"at"` // unix milliseconds
+}
+
+// runTicker emits a random walk of three prices to the "ticker" room,
+// while it has members, until ctx ends.
+func runTicker(ctx context.Context, srv *compat.Server, every time.Duration) {
+	prices := map[string]float64{"HOT": 100, "PATH": 42, "WS": 7.5}
+	symbols := []string{"HOT", "PATH", "WS"}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if srv.Members("ticker") == 0 {
+				continue
+			}
+			for _, s := range symbols {
+				p := prices[s] * (1 + (rand.Float64()-0.5)/50)
+				p = math.Round(p*100) / 100
+				prices[s] = p
+				srv.Emit("ticker", "tick", tick{Symbol: s, Price: p, At: now.UnixMilli()})
+			}
+		}
+	}
+}
