@@ -99,10 +99,10 @@ func NewDeflate(d *Dictionary, opts CodecOptions) *Deflate {
 func (c *Deflate) Dictionary() *Dictionary { return c.dict }
 
 // AppendCompress appends src as raw deflate to dst and reports true, or
-// returns dst unchanged and false when src is shorter than the threshold or
-// would not shrink.
+// returns dst unchanged and false when src is shorter than the threshold,
+// longer than 1 GiB, or would not shrink.
 func (c *Deflate) AppendCompress(dst, src []byte) ([]byte, bool) {
-	if len(src) < c.opts.Threshold || len(src) == 0 {
+	if len(src) < c.opts.Threshold || len(src) == 0 || len(src) > maxEncode {
 		return dst, false
 	}
 	e := c.encoders.Get().(*encoder)

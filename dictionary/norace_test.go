@@ -1,0 +1,5 @@
+//go:build !race
+
+package dictionary
+
+const raceEnabled = false
