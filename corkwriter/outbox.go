@@ -117,6 +117,7 @@ type Outbox struct {
 	corks    int
 	err      error
 	stats    OutboxStats
+	drained  chan struct{} // closed when queued reaches 0 or err is set; made by Drained
 
 	w        Writer // used only by the goroutine that set flushing
 	inline   bool   // producers may try a write on their own goroutine
@@ -270,6 +271,7 @@ func (o *Outbox) write(wait bool) error {
 	}
 	o.mu.Lock()
 	o.queued -= int(o.w.stats.Written - before)
+	o.signalDrainedLocked()
 	o.stats.Syscalls = o.w.stats.Syscalls
 	o.stats.Written = o.w.stats.Written
 	if err == nil && o.err != nil {
@@ -326,7 +328,33 @@ func (o *Outbox) failLocked(err error) bool {
 		o.q.release()
 		o.q = nil
 	}
+	o.signalDrainedLocked()
 	return true
+}
+
+// Drained returns a channel that is closed once everything accepted so far
+// has been written, or the outbox is closed. A connection that queued its
+// close frame waits on it (with a timeout of its own) before it closes the
+// socket, so the close frame is not lost.
+func (o *Outbox) Drained() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.queued == 0 || o.err != nil {
+		return closedChan
+	}
+	if o.drained == nil {
+		o.drained = make(chan struct{})
+	}
+	return o.drained
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (o *Outbox) signalDrainedLocked() {
+	if o.drained != nil && (o.queued == 0 || o.err != nil) {
+		close(o.drained)
+		o.drained = nil
+	}
 }
 
 func (o *Outbox) notify(first bool, err error) {

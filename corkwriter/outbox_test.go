@@ -354,3 +354,35 @@ func TestStatusString(t *testing.T) {
 		}
 	}
 }
+
+func TestOutboxDrained(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	o := NewOutbox(a, nil)
+	select {
+	case <-o.Drained():
+	default:
+		t.Fatal("an empty outbox is not drained")
+	}
+	o.Send([]byte("hello, drained"))
+	ch := o.Drained()
+	select {
+	case <-ch:
+		t.Fatal("drained before the peer read anything")
+	case <-time.After(20 * time.Millisecond):
+	}
+	go io.Copy(io.Discard, b)
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not drained after the peer read")
+	}
+	o.Send([]byte("more"))
+	o.Close()
+	select {
+	case <-o.Drained():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a closed outbox is not drained")
+	}
+}
