@@ -357,11 +357,13 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	c.mu.Lock()
 	id := c.newID()
 	pc.id = id
-	c.pending.add(pc)
-	c.mu.Unlock()
 	if hasDeadline {
+		// Armed under c.mu: whoever settles the call takes it out of the
+		// table under c.mu first, so it sees the handle.
 		pc.handle = c.timeouts.Arm(deadline, callRef{pc, id})
 	}
+	c.pending.add(pc)
+	c.mu.Unlock()
 
 	bp := scratchBufs.Get().(*[]byte)
 	b := wire.AppendCall((*bp)[:0], dispatch.KindCall, id, method, timeoutMS, nil)

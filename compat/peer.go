@@ -264,7 +264,13 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 		return
 	}
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, context.DeadlineExceeded):
+		e = ErrTimeout
+	case errors.Is(err, context.Canceled):
+		e = ErrCanceled
+	default:
 		p.srv.opts.Logger.Warn("hotpath: handler failed", "peer", p.id, "err", err)
 		e = ErrInternal
 	}

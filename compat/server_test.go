@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -65,6 +66,9 @@ func newTestServer(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
 	if opts.Router == nil {
 		opts.Router = testRouter()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler) // handler panics are expected here
 	}
 	s, err := NewServer(opts)
 	if err != nil {

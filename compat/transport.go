@@ -452,8 +452,11 @@ func (c *wsConn) finish(err error) {
 // close frame last), or the deadline passes.
 func (c *wsConn) drainOutbox(deadline time.Time) {
 	c.nc.SetWriteDeadline(deadline)
-	for c.out.Queued() > 0 && c.out.Err() == nil && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.out.Drained():
+	case <-t.C:
 	}
 }
 
