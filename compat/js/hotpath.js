@@ -1,0 +1,981 @@
+/**
+ * hotpath.js is the browser client of the hotpath.v1 protocol
+ * (compat/PROTOCOL.md): calls with timeouts, server events, rooms with
+ * presence, answers to server asks, batching of calls issued together, and
+ * reconnection with capped exponential backoff that rejoins rooms.
+ *
+ * It is one dependency-free ES module for modern browsers and Node 20.
+ * Payloads are JSON. The packet codec (encodePacket, decodePacket) is
+ * exported too and is tested against the protocol's golden vectors.
+ *
+ *   import { Client } from '/hotpath.js';
+ *   const client = new Client('/ws');
+ *   const { text } = await client.call('echo/say', { text: 'hi' });
+ *
+ * @module hotpath
+ */
+
+/** The WebSocket subprotocol every connection asks for (PROTOCOL.md §1). */
+export const SUBPROTOCOL = 'hotpath.v1';
+
+/** Error codes of PROTOCOL.md §4.2; applications use 1000 and above. */
+export const Code = Object.freeze({
+  BadRequest: 1, InvalidParams: 2, NotFound: 3, Internal: 4, Timeout: 5,
+  Canceled: 6, Overloaded: 7, Unauthorized: 8, Unavailable: 9, Application: 1000,
+});
+
+// Kind names by kind number (PROTOCOL.md §3); index 0 is no kind.
+const KINDS = [undefined, 'call', 'result', 'error', 'event', 'ask', 'answer',
+  'batch', 'ping', 'pong', 'join', 'leave', 'emit', 'capabilities'];
+const KIND_NUMBER = Object.fromEntries(KINDS.map((name, i) => [name, i]).slice(1));
+const COMPRESSED = 0x80;
+const BATCH = KIND_NUMBER.batch;
+const CAPABILITIES = KIND_NUMBER.capabilities;
+const EXCEPT_SENDER = 0x01;
+const MAX_NAME = 255; // method, event and room names (§2)
+const MAX_VALUE = 4096; // capability values and error messages (§2)
+const MAX_U32 = 0xffffffff;
+const EMPTY = new Uint8Array(0);
+
+const utf8 = new TextEncoder();
+// Strings in packets must be valid UTF-8 (§2): fatal rejects what Go's
+// utf8.Valid rejects, and ignoreBOM keeps a leading U+FEFF as a character.
+const strictUTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const lenientUTF8 = new TextDecoder();
+
+/** An error answered by the server for a call (or raised locally for a
+ * timeout): `code` is one of {@link Code} or an application code. */
+export class RPCError extends Error {
+  /** @param {number} code @param {string} message @param {*} [data] */
+  constructor(code, message, data) {
+    super(message);
+    this.name = 'RPCError';
+    this.code = code;
+    this.data = data;
+  }
+}
+
+/** The connection closed: `code` is the WebSocket close code (1006 when it
+ * dropped without one), `reason` the machine-readable reason (§7). */
+export class CloseError extends Error {
+  /** @param {number} code @param {string} [reason] */
+  constructor(code, reason = '') {
+    super(`hotpath: connection closed (${code}${reason ? ', ' + reason : ''})`);
+    this.name = 'CloseError';
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
+/** A packet that does not follow PROTOCOL.md. `code` is a stable machine
+ * code: HP_ERR_EMPTY_PACKET, HP_ERR_UNKNOWN_KIND or HP_ERR_MALFORMED_PACKET;
+ * `closeCode` is what the receiver closes with (1008). */
+export class WireError extends Error {
+  /** @param {string} code @param {string} message */
+  constructor(code, message) {
+    super(message);
+    this.name = 'WireError';
+    this.code = code;
+    this.closeCode = 1008;
+  }
+}
+
+/** Returns the bytes of an ArrayBuffer, a typed array or a string (UTF-8). */
+function toBytes(v) {
+  if (v === undefined || v === null) return EMPTY;
+  if (v instanceof Uint8Array) return v;
+  if (v instanceof ArrayBuffer) return new Uint8Array(v);
+  if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  if (typeof v === 'string') return utf8.encode(v);
+  throw new TypeError('hotpath: expected bytes or a string');
+}
+
+// Reader reads the fields of one packet body and throws a WireError at the
+// first one that breaks PROTOCOL.md, as the Go decoder (compat/wire) does.
+class Reader {
+  constructor(bytes, kind) { this.b = bytes; this.i = 0; this.kind = kind; }
+
+  fail(reason) {
+    throw new WireError('HP_ERR_MALFORMED_PACKET', `hotpath: malformed ${this.kind} packet: ${reason}`);
+  }
+
+  u8(field) {
+    if (this.i >= this.b.length) this.fail(`${field} missing`);
+    return this.b[this.i++];
+  }
+
+  // u32 reads a uvarint of a 32-bit field (§2): at most 5 bytes, at most
+  // 2^32-1, shortest form.
+  u32(field) {
+    let v = 0;
+    for (let n = 0; ; n++) {
+      if (this.i + n >= this.b.length) this.fail(`${field} missing`);
+      const c = this.b[this.i + n];
+      if (n === 4 && c > 0x0f) this.fail(`${field} out of range`);
+      v += (c & 0x7f) * 2 ** (7 * n);
+      if (c < 0x80) {
+        if (n > 0 && c === 0) this.fail(`${field} not in shortest form`);
+        this.i += n + 1;
+        return v;
+      }
+    }
+  }
+
+  str(field, max) {
+    const n = this.u32(`${field} length`);
+    if (n > this.b.length - this.i) this.fail(`${field} truncated`);
+    if (n > max) this.fail(`${field} too long`);
+    const bytes = this.b.subarray(this.i, this.i + n);
+    this.i += n;
+    try {
+      return strictUTF8.decode(bytes);
+    } catch {
+      return this.fail(`${field} is not UTF-8`);
+    }
+  }
+
+  name(field) {
+    const s = this.str(field, MAX_NAME);
+    if (s === '') this.fail(`${field} empty`);
+    return s;
+  }
+
+  rest() { const r = this.b.subarray(this.i); this.i = this.b.length; return r; }
+
+  end() { if (this.i !== this.b.length) this.fail('trailing bytes'); }
+}
+
+/**
+ * Decodes one packet. The result has `kind` (a name: 'call', 'result', ...)
+ * and the fields PROTOCOL.md §3 gives that kind, named as in the golden
+ * vectors: id, method, timeout, payload (call, ask); id, payload (result);
+ * id, code, message, data (error); event, payload (event); id, status and
+ * payload or code, message, data (answer); items, the encoded packets, each
+ * still to decode (batch); data (ping, pong); id, room (join, leave); room,
+ * event, flags, payload (emit); pairs, [key, value] arrays (capabilities).
+ * A packet with the compressed bit is returned as {kind, compressed: true,
+ * body}. Byte fields are views of the input.
+ *
+ * @param {Uint8Array|ArrayBuffer} input
+ * @returns {object}
+ * @throws {WireError} for anything PROTOCOL.md does not allow
+ */
+export function decodePacket(input) {
+  const b = toBytes(input);
+  if (b.length === 0) throw new WireError('HP_ERR_EMPTY_PACKET', 'hotpath: empty packet');
+  const kind = KINDS[b[0] & ~COMPRESSED];
+  if (kind === undefined) throw new WireError('HP_ERR_UNKNOWN_KIND', `hotpath: unknown packet kind ${b[0] & ~COMPRESSED}`);
+  if (b[0] & COMPRESSED) return { kind, compressed: true, body: b.subarray(1) };
+  const r = new Reader(b.subarray(1), kind);
+  switch (kind) {
+    case 'call': case 'ask':
+      return { kind, id: r.u32('id'), method: r.name('method'), timeout: r.u32('timeout'), payload: r.rest() };
+    case 'result':
+      return { kind, id: r.u32('id'), payload: r.rest() };
+    case 'error':
+      return { kind, id: r.u32('id'), code: r.u32('code'), message: r.str('message', MAX_VALUE), data: r.rest() };
+    case 'event':
+      return { kind, event: r.name('event'), payload: r.rest() };
+    case 'answer': {
+      const id = r.u32('id');
+      const status = r.u8('status');
+      if (status === 0) return { kind, id, status, payload: r.rest() };
+      if (status !== 1) r.fail('unknown answer status');
+      return { kind, id, status, code: r.u32('code'), message: r.str('message', MAX_VALUE), data: r.rest() };
+    }
+    case 'batch':
+      return { kind, items: readItems(r) };
+    case 'ping': case 'pong':
+      return { kind, data: r.rest() };
+    case 'join': case 'leave': {
+      const p = { kind, id: r.u32('id'), room: r.name('room') };
+      r.end();
+      return p;
+    }
+    case 'emit':
+      return { kind, room: r.name('room'), event: r.name('event'), flags: r.u8('flags'), payload: r.rest() };
+    case 'capabilities': {
+      const count = r.u32('count');
+      const pairs = [];
+      for (let i = 0; i < count; i++) pairs.push([r.str('capability key', MAX_NAME), r.str('capability value', MAX_VALUE)]);
+      r.end();
+      return { kind, pairs };
+    }
+  }
+}
+
+// readItems splits a batch into its items (§4.7): count 1 or more, each
+// item length-prefixed, none a batch, capabilities or compressed.
+function readItems(r) {
+  const count = r.u32('count');
+  if (count === 0) r.fail('empty batch');
+  const items = [];
+  while (r.i < r.b.length) {
+    const n = r.u32('item length');
+    if (n === 0 || n > r.b.length - r.i) r.fail('item length out of range');
+    const item = r.b.subarray(r.i, r.i + n);
+    r.i += n;
+    const head = item[0];
+    if (head & COMPRESSED || head === BATCH || head === CAPABILITIES) r.fail('batch item may not be a batch, capabilities or compressed');
+    items.push(item);
+  }
+  if (items.length !== count) r.fail('batch count does not match its items');
+  return items;
+}
+
+// Writer builds one packet in a growing buffer and refuses values that the
+// peer's decoder would reject, so a bad argument fails here, not as a
+// closed connection.
+class Writer {
+  constructor(capacity) { this.buf = new Uint8Array(capacity); this.len = 0; }
+
+  reserve(n) {
+    if (this.len + n <= this.buf.length) return;
+    const grown = new Uint8Array(Math.max(2 * this.buf.length, this.len + n));
+    grown.set(this.buf.subarray(0, this.len));
+    this.buf = grown;
+  }
+
+  u8(v, field) {
+    if (!Number.isInteger(v) || v < 0 || v > 0xff) throw new RangeError(`hotpath: ${field} must be a byte, got ${v}`);
+    this.reserve(1);
+    this.buf[this.len++] = v;
+  }
+
+  // u32 writes the shortest uvarint of a 32-bit field (§2).
+  u32(v, field) {
+    if (!Number.isInteger(v) || v < 0 || v > MAX_U32) throw new RangeError(`hotpath: ${field} must be an integer from 0 to 2^32-1, got ${v}`);
+    this.reserve(5);
+    while (v >= 0x80) {
+      this.buf[this.len++] = (v % 0x80) | 0x80;
+      v = Math.floor(v / 0x80);
+    }
+    this.buf[this.len++] = v;
+  }
+
+  bytes(b) { this.reserve(b.length); this.buf.set(b, this.len); this.len += b.length; }
+
+  str(s, field, min, max) {
+    if (typeof s !== 'string') throw new TypeError(`hotpath: ${field} must be a string`);
+    const b = utf8.encode(s);
+    if (b.length < min || b.length > max) throw new RangeError(`hotpath: ${field} must be ${min}-${max} bytes of UTF-8, got ${b.length}`);
+    this.u32(b.length, `${field} length`);
+    this.bytes(b);
+  }
+
+  done() { return this.buf.subarray(0, this.len); }
+}
+
+/**
+ * Encodes one packet given in the form decodePacket returns. Byte fields
+ * (payload, data, body, batch items) take a Uint8Array, an ArrayBuffer or
+ * a string (its UTF-8 bytes); a batch item may also be a packet object.
+ * Optional fields default to 0 or empty.
+ *
+ * @param {object} p
+ * @returns {Uint8Array}
+ * @throws {TypeError|RangeError} when a field cannot be encoded or the peer
+ *   would reject it (a name over 255 bytes, an id over 2^32-1, ...)
+ */
+export function encodePacket(p) {
+  const kind = KIND_NUMBER[p.kind];
+  if (kind === undefined) throw new TypeError(`hotpath: unknown packet kind ${p.kind}`);
+  const rest = toBytes(p.payload ?? p.data ?? p.body);
+  const w = new Writer(32 + rest.length);
+  if (p.compressed) {
+    w.u8(kind | COMPRESSED, 'head');
+    w.bytes(toBytes(p.body));
+    return w.done();
+  }
+  w.u8(kind, 'head');
+  switch (p.kind) {
+    case 'call': case 'ask':
+      w.u32(p.id ?? 0, 'id'); w.str(p.method, 'method', 1, MAX_NAME); w.u32(p.timeout ?? 0, 'timeout'); w.bytes(toBytes(p.payload));
+      break;
+    case 'result':
+      w.u32(p.id, 'id'); w.bytes(toBytes(p.payload));
+      break;
+    case 'error':
+      w.u32(p.id, 'id'); w.u32(p.code, 'code'); w.str(p.message ?? '', 'message', 0, MAX_VALUE); w.bytes(toBytes(p.data));
+      break;
+    case 'event':
+      w.str(p.event, 'event', 1, MAX_NAME); w.bytes(toBytes(p.payload));
+      break;
+    case 'answer':
+      w.u32(p.id, 'id'); w.u8(p.status ?? 0, 'status');
+      if (p.status === 1) {
+        w.u32(p.code, 'code'); w.str(p.message ?? '', 'message', 0, MAX_VALUE); w.bytes(toBytes(p.data));
+      } else if (!p.status) {
+        w.bytes(toBytes(p.payload));
+      } else {
+        throw new RangeError(`hotpath: answer status must be 0 or 1, got ${p.status}`);
+      }
+      break;
+    case 'batch': {
+      const items = p.items ?? [];
+      if (items.length === 0) throw new RangeError('hotpath: a batch needs at least one item');
+      w.u32(items.length, 'count');
+      for (const item of items) {
+        const b = item instanceof Uint8Array ? item : encodePacket(item);
+        if (b.length === 0 || b[0] & COMPRESSED || b[0] === BATCH || b[0] === CAPABILITIES) {
+          throw new RangeError('hotpath: a batch item may not be empty, a batch, capabilities or compressed');
+        }
+        w.u32(b.length, 'item length');
+        w.bytes(b);
+      }
+      break;
+    }
+    case 'ping': case 'pong':
+      w.bytes(toBytes(p.data));
+      break;
+    case 'join': case 'leave':
+      w.u32(p.id, 'id'); w.str(p.room, 'room', 1, MAX_NAME);
+      break;
+    case 'emit':
+      w.str(p.room, 'room', 1, MAX_NAME); w.str(p.event, 'event', 1, MAX_NAME); w.u8(p.flags ?? 0, 'flags'); w.bytes(toBytes(p.payload));
+      break;
+    case 'capabilities': {
+      const pairs = p.pairs ?? [];
+      w.u32(pairs.length, 'count');
+      for (const [key, value] of pairs) {
+        w.str(key, 'capability key', 0, MAX_NAME);
+        w.str(value, 'capability value', 0, MAX_VALUE);
+      }
+      break;
+    }
+  }
+  return w.done();
+}
+
+/** Encodes a payload as JSON; raw bytes (a Uint8Array) pass untouched (§5). */
+function encodeJSON(v) {
+  if (v === undefined) return EMPTY;
+  if (v instanceof Uint8Array) return v;
+  const s = JSON.stringify(v);
+  if (s === undefined) throw new TypeError('hotpath: payload cannot be encoded as JSON');
+  return utf8.encode(s);
+}
+
+/** Decodes a JSON payload; an empty payload is undefined. */
+function decodeJSON(bytes) {
+  return bytes.length === 0 ? undefined : JSON.parse(lenientUTF8.decode(bytes));
+}
+
+/** Cuts s to at most max bytes of UTF-8, at a character boundary. */
+function truncateUTF8(s, max) {
+  const b = utf8.encode(s);
+  if (b.length <= max) return s;
+  let n = max;
+  while (n > 0 && (b[n] & 0xc0) === 0x80) n--;
+  return lenientUTF8.decode(b.subarray(0, n));
+}
+
+/** Checks a method, event or room name before it is queued (§2). */
+function checkName(name, field) {
+  if (typeof name !== 'string') throw new TypeError(`hotpath: ${field} must be a string`);
+  const n = utf8.encode(name).length;
+  if (n < 1 || n > MAX_NAME) throw new RangeError(`hotpath: ${field} must be 1-255 bytes of UTF-8, got ${n}`);
+}
+
+/** Resolves a URL against the page and maps http(s) to ws(s). */
+function resolveURL(url) {
+  const base = globalThis.location?.href;
+  const u = base === undefined ? new URL(url) : new URL(url, base);
+  if (u.protocol === 'http:') u.protocol = 'ws:';
+  if (u.protocol === 'https:') u.protocol = 'wss:';
+  return u.href;
+}
+
+const defaultTimers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle),
+  now: () => Date.now(),
+};
+
+/**
+ * @typedef {object} ReconnectOptions
+ * @property {number} [minDelay=250] first backoff step, ms
+ * @property {number} [maxDelay=10000] largest backoff step, ms
+ * @property {number} [stableAfter=5000] a connection that stayed open this
+ *   long resets the backoff to minDelay when it drops
+ */
+
+/**
+ * @typedef {object} ClientOptions
+ * @property {Function} [WebSocket] the WebSocket constructor; globalThis.WebSocket by default
+ * @property {number} [callTimeout=30000] timeout of calls, joins and leaves that give none, ms; 0: none
+ * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms
+ * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
+ * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
+ * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
+ * @property {number} [maxQueue=1024] most packets queued while not connected
+ * @property {() => number} [random=Math.random] jitter source, for tests
+ * @property {{setTimeout: Function, clearTimeout: Function, now: () => number}} [timers] clock, for tests
+ */
+
+/**
+ * Client is one logical connection to a hotpath server. It connects at
+ * once and stays connected: when the WebSocket drops it reconnects with
+ * capped exponential backoff and jitter, and rejoins its rooms.
+ *
+ * Calls and other packets issued in one task are queued and leave together
+ * in a microtask: one packet alone as itself, several as one Batch (§4.7).
+ * While disconnected they wait in the queue (bounded by maxQueue) and leave
+ * on the next connection, unless their timeout passes first. Calls already
+ * sent when the connection drops fail with a CloseError: the server may or
+ * may not have run them. Joins and leaves are idempotent, so they are sent
+ * again instead.
+ *
+ * Call timeouts use one setTimeout per call: browsers keep timers in a
+ * priority queue, so a timer armed and cleared per call is cheap, exact, and
+ * costs nothing when no call is in flight, where one interval timer would
+ * wake the page at a fixed rate and fire up to a period late.
+ */
+export class Client {
+  #url; #WebSocket; #timers; #random;
+  #callTimeout; #connectTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
+  #state = 'connecting';
+  #closed = false;
+  #conn = null; // {ws, openedAt, timer, asks}; null while disconnected
+  #queue = []; // pending entries and {packet, conn} items, in order
+  #flushScheduled = false;
+  #pending = new Map(); // id → entry of a call, join or leave
+  #nextId = 0;
+  #rooms = new Set(); // rooms to be in, rejoined after a reconnect
+  #listeners = new Map(); // key → Set of listeners
+  #handlers = new Map(); // ask method → handler
+  #capabilities = null;
+  #step; #attempt = 0; #retryTimer = null;
+
+  /**
+   * @param {string} [url='/ws'] ws:, wss:, http: or https: URL, or a path
+   *   resolved against the page's location
+   * @param {ClientOptions} [options]
+   */
+  constructor(url = '/ws', options = {}) {
+    this.#url = resolveURL(url);
+    this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    if (typeof this.#WebSocket !== 'function') throw new TypeError('hotpath: no WebSocket implementation; pass options.WebSocket');
+    this.#timers = options.timers ?? defaultTimers;
+    this.#random = options.random ?? Math.random;
+    this.#callTimeout = options.callTimeout ?? 30_000;
+    this.#connectTimeout = options.connectTimeout ?? 10_000;
+    this.#reconnect = options.reconnect === false ? null
+      : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...options.reconnect };
+    this.#step = this.#reconnect?.minDelay;
+    this.#maxBatch = options.maxBatch ?? 1024;
+    this.#maxMessage = options.maxMessage ?? 1 << 20;
+    this.#maxQueue = options.maxQueue ?? 1024;
+    this.#connect();
+  }
+
+  /** 'connecting', 'open', 'reconnecting' or 'closed'. */
+  get state() { return this.#state; }
+
+  /** The server's capabilities (§4.9) as an object, once it sent them. */
+  get capabilities() { return this.#capabilities; }
+
+  /** The rooms the client is in or joining, rejoined after a reconnect. */
+  get rooms() { return [...this.#rooms]; }
+
+  /**
+   * Calls method with params and resolves with the decoded result. It
+   * rejects with an RPCError (the server's, or code 5 when `timeout` ms
+   * pass first), a CloseError when the connection drops after the call was
+   * sent, or a TypeError/RangeError for arguments that cannot be sent.
+   *
+   * @param {string} method
+   * @param {*} [params] JSON-encodable, or a Uint8Array sent as is
+   * @param {{timeout?: number, raw?: boolean}} [options] raw: resolve with
+   *   the result's bytes instead of decoding JSON
+   * @returns {Promise<*>}
+   */
+  call(method, params, { timeout = this.#callTimeout, raw = false } = {}) {
+    return new Promise((resolve, reject) => {
+      checkName(method, 'method');
+      const payload = encodeJSON(params);
+      this.#checkSize(payload.length + MAX_NAME);
+      this.#add(this.#entry('call', { method, payload, raw, timeout, resolve, reject }));
+    });
+  }
+
+  /** Calls method without waiting for an answer: the server sends none
+   * (a notification, id 0, §4.1). */
+  notify(method, params) {
+    const payload = encodeJSON(params);
+    this.#checkSize(payload.length + MAX_NAME);
+    this.#add({ packet: encodePacket({ kind: 'call', id: 0, method, timeout: 0, payload }) });
+  }
+
+  /** Sends a fire-and-forget event to the server's event handlers (§4.3). */
+  event(name, data) {
+    if (name.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
+    const payload = encodeJSON(data);
+    this.#checkSize(payload.length + MAX_NAME);
+    this.#add({ packet: encodePacket({ kind: 'event', event: name, payload }) });
+  }
+
+  /**
+   * Listens to the server's events named `event`.
+   * @param {string} event
+   * @param {(data: *, meta: {event: string}) => void} fn
+   * @returns {() => void} off
+   */
+  on(event, fn) { return this.#listen(`event:${event}`, fn); }
+
+  /**
+   * Joins room and resolves with {room, members} (§4.5). The client
+   * rejoins the room after every reconnect until leave(room).
+   * @param {string} room
+   * @param {{timeout?: number}} [options]
+   * @returns {Promise<{room: string, members: number}>}
+   */
+  join(room, { timeout = this.#callTimeout } = {}) {
+    return new Promise((resolve, reject) => {
+      checkName(room, 'room');
+      this.#rooms.add(room);
+      this.#add(this.#entry('join', { room, timeout, resolve, reject }));
+    });
+  }
+
+  /**
+   * Leaves room and resolves with {room, members}.
+   * @param {string} room
+   * @param {{timeout?: number}} [options]
+   * @returns {Promise<{room: string, members: number}>}
+   */
+  leave(room, { timeout = this.#callTimeout } = {}) {
+    return new Promise((resolve, reject) => {
+      checkName(room, 'room');
+      this.#rooms.delete(room);
+      this.#add(this.#entry('leave', { room, timeout, resolve, reject }));
+    });
+  }
+
+  /**
+   * Sends event with data to every member of room, this client included
+   * unless exceptSelf (§4.6). The client must have joined room: the server
+   * drops emits from non-members, so this throws instead.
+   * @param {string} room
+   * @param {string} event
+   * @param {*} [data]
+   * @param {{exceptSelf?: boolean}} [options]
+   */
+  emit(room, event, data, { exceptSelf = false } = {}) {
+    if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
+    if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
+    const payload = encodeJSON(data);
+    this.#checkSize(payload.length + 2 * MAX_NAME);
+    const flags = exceptSelf ? EXCEPT_SENDER : 0;
+    this.#add({ packet: encodePacket({ kind: 'emit', room, event, flags, payload }) });
+  }
+
+  /**
+   * Listens to the emits of event in room, including the presence events
+   * '$join' and '$leave' whose data is {members}.
+   * @param {string} room
+   * @param {string} event
+   * @param {(data: *, meta: {room: string, event: string}) => void} fn
+   * @returns {() => void} off
+   */
+  onRoom(room, event, fn) { return this.#listen(JSON.stringify([room, event]), fn); }
+
+  /**
+   * Answers the server's asks of method (§4.4) with what fn returns. An
+   * RPCError thrown by fn is answered as is; any other error is answered
+   * as Internal and reported to onError listeners. The signal aborts when
+   * the ask's timeout passes or the connection drops.
+   * @param {string} method
+   * @param {(params: *, meta: {method: string, signal: AbortSignal}) => *} fn
+   * @returns {() => void} off
+   */
+  handle(method, fn) {
+    checkName(method, 'method');
+    this.#handlers.set(method, fn);
+    return () => { if (this.#handlers.get(method) === fn) this.#handlers.delete(method); };
+  }
+
+  /**
+   * Listens to connection state changes: {state: 'open'}, {state:
+   * 'reconnecting', error, delay, attempt} (error is the CloseError that
+   * ended the last connection, delay the ms until the next attempt), and
+   * {state: 'closed', error} after close() or when reconnecting is off.
+   * @param {(change: {state: string, error?: CloseError, delay?: number, attempt?: number}) => void} fn
+   * @returns {() => void} off
+   */
+  onState(fn) { return this.#listen('state', fn); }
+
+  /** Listens to errors nobody else would see: a listener that threw, a
+   * failed rejoin, an ask handler's unexpected error. Without listeners
+   * they go to reportError (the console). @returns {() => void} off */
+  onError(fn) { return this.#listen('error', fn); }
+
+  /** Sends what is queued, closes the connection with 1000 and stops
+   * reconnecting. Calls still waiting fail with CloseError 1000. */
+  close() {
+    if (this.#closed) return;
+    this.#flush();
+    this.#closed = true;
+    this.#timers.clearTimeout(this.#retryTimer);
+    const err = new CloseError(1000, 'closed by client');
+    const conn = this.#conn;
+    if (conn === null) {
+      this.#shutdown(err);
+      return;
+    }
+    conn.ws.close(1000);
+    this.#drop(conn, err);
+  }
+
+  #connect() {
+    this.#retryTimer = null;
+    const conn = { ws: null, openedAt: -1, timer: null, asks: new Set() };
+    this.#conn = conn;
+    try {
+      conn.ws = new this.#WebSocket(this.#url, SUBPROTOCOL);
+    } catch (err) {
+      this.#drop(conn, new CloseError(1006, String(err?.message ?? err)));
+      return;
+    }
+    const ws = conn.ws;
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => this.#onOpen(conn);
+    ws.onmessage = (ev) => this.#onMessage(conn, ev.data);
+    ws.onclose = (ev) => this.#drop(conn, new CloseError(ev.code ?? 1006, ev.reason ?? ''));
+    ws.onerror = () => {}; // a close event follows every error
+    conn.timer = this.#timers.setTimeout(() => {
+      ws.close();
+      this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));
+    }, this.#connectTimeout);
+  }
+
+  #onOpen(conn) {
+    if (conn !== this.#conn) return;
+    this.#timers.clearTimeout(conn.timer);
+    conn.openedAt = this.#timers.now();
+    // Capabilities first, alone: it may not be a batch item (§4.7).
+    conn.ws.send(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }));
+    const joining = new Set();
+    for (const e of this.#pending.values()) if (e.kind === 'join') joining.add(e.room);
+    const rejoins = [];
+    for (const room of this.#rooms) {
+      if (joining.has(room)) continue;
+      rejoins.push(this.#entry('join', {
+        room,
+        timeout: this.#callTimeout,
+        resolve() {},
+        reject: (err) => {
+          if (err instanceof CloseError) return; // closed by its owner
+          this.#report(new Error(`hotpath: rejoining room ${JSON.stringify(room)} failed: ${err.message}`, { cause: err }));
+        },
+      }));
+    }
+    // Rejoins go first, so that queued emits find the rooms joined.
+    this.#queue.unshift(...rejoins);
+    this.#setState('open');
+    this.#flush();
+  }
+
+  #onMessage(conn, data) {
+    if (conn !== this.#conn) return;
+    if (typeof data === 'string') {
+      this.#violate(conn, 1003, 'HP_ERR_TEXT_MESSAGE');
+      return;
+    }
+    let packets;
+    try {
+      const p = decodePacket(toBytes(data));
+      packets = p.kind === 'batch' ? p.items.map(decodePacket) : [p];
+    } catch (err) {
+      if (!(err instanceof WireError)) throw err;
+      this.#violate(conn, err.closeCode, err.code);
+      return;
+    }
+    for (const p of packets) {
+      if (conn !== this.#conn) return; // a listener closed the client
+      this.#onPacket(conn, p);
+    }
+  }
+
+  #onPacket(conn, p) {
+    if (p.compressed) {
+      this.#violate(conn, 1008, 'HP_ERR_UNNEGOTIATED_COMPRESSION');
+      return;
+    }
+    switch (p.kind) {
+      case 'result': case 'error': {
+        const e = this.#pending.get(p.id);
+        if (e === undefined || e.conn !== conn) return; // answered after its timeout
+        if (p.kind === 'error') {
+          let data;
+          try { data = decodeJSON(p.data); } catch { data = p.data; }
+          this.#settle(e, new RPCError(p.code, p.message, data));
+          return;
+        }
+        let value;
+        try {
+          value = e.raw ? p.payload : decodeJSON(p.payload);
+        } catch (err) {
+          this.#settle(e, err);
+          return;
+        }
+        this.#settle(e, null, value);
+        return;
+      }
+      case 'event':
+        this.#deliver(`event:${p.event}`, p.payload, { event: p.event });
+        return;
+      case 'emit':
+        this.#deliver(JSON.stringify([p.room, p.event]), p.payload, { room: p.room, event: p.event });
+        return;
+      case 'ask':
+        this.#runAsk(conn, p);
+        return;
+      case 'ping':
+        this.#add({ packet: encodePacket({ kind: 'pong', data: p.data }), conn });
+        return;
+      case 'pong':
+        return;
+      case 'capabilities': {
+        this.#capabilities = Object.fromEntries(p.pairs);
+        const maxBatch = Number(this.#capabilities.maxBatch);
+        const maxMessage = Number(this.#capabilities.maxMessage);
+        if (Number.isInteger(maxBatch) && maxBatch > 0) this.#maxBatch = Math.min(this.#maxBatch, maxBatch);
+        if (Number.isInteger(maxMessage) && maxMessage > 0) this.#maxMessage = maxMessage;
+        return;
+      }
+      default: // a kind only clients send
+        this.#violate(conn, 1008, 'HP_ERR_UNKNOWN_KIND');
+    }
+  }
+
+  // violate closes a connection whose server broke the protocol (§7).
+  // Browsers may send only 1000 and 3000-4999, so the frame carries 4000 +
+  // the protocol's code (4008 for 1008); the error keeps the protocol's.
+  #violate(conn, code, reason) {
+    conn.ws.close(4000 + (code - 1000), reason);
+    this.#drop(conn, new CloseError(code, reason));
+  }
+
+  async #runAsk(conn, p) {
+    const ac = new AbortController();
+    conn.asks.add(ac);
+    const timer = p.timeout > 0
+      ? this.#timers.setTimeout(() => ac.abort(new RPCError(Code.Timeout, 'ask timed out')), p.timeout)
+      : null;
+    let answer;
+    try {
+      const fn = this.#handlers.get(p.method);
+      if (fn === undefined) throw new RPCError(Code.NotFound, `method not found: ${p.method}`);
+      let params;
+      try { params = decodeJSON(p.payload); } catch { throw new RPCError(Code.InvalidParams, 'params are not valid JSON'); }
+      const result = await fn(params, { method: p.method, signal: ac.signal });
+      answer = encodePacket({ kind: 'answer', id: p.id, status: 0, payload: encodeJSON(result) });
+    } catch (err) {
+      answer = this.#errorAnswer(p.id, err);
+    } finally {
+      this.#timers.clearTimeout(timer);
+      conn.asks.delete(ac);
+    }
+    // After the timeout or on another connection nobody waits for it.
+    if (!ac.signal.aborted && conn === this.#conn) this.#add({ packet: answer, conn });
+  }
+
+  #errorAnswer(id, err) {
+    if (err instanceof RPCError && Number.isInteger(err.code) && err.code > 0 && err.code <= MAX_U32) {
+      try {
+        const message = truncateUTF8(String(err.message), MAX_VALUE);
+        return encodePacket({ kind: 'answer', id, status: 1, code: err.code, message, data: encodeJSON(err.data) });
+      } catch (encodeErr) {
+        err = encodeErr;
+      }
+    }
+    this.#report(err);
+    return encodePacket({ kind: 'answer', id, status: 1, code: Code.Internal, message: 'internal error' });
+  }
+
+  // drop ends conn, once: calls sent on it fail, joins and leaves sent on
+  // it go back to the queue, and a reconnect is scheduled.
+  #drop(conn, err) {
+    if (conn !== this.#conn) return;
+    this.#conn = null;
+    this.#timers.clearTimeout(conn.timer);
+    for (const ac of conn.asks) ac.abort(err);
+    const resend = [];
+    for (const e of this.#pending.values()) {
+      if (e.conn !== conn) continue;
+      if (e.kind === 'call') {
+        this.#settle(e, err);
+      } else {
+        e.conn = null;
+        resend.push(e);
+      }
+    }
+    this.#queue.unshift(...resend);
+    if (this.#closed || this.#reconnect === null) {
+      this.#shutdown(err);
+      return;
+    }
+    const { minDelay, maxDelay, stableAfter } = this.#reconnect;
+    if (conn.openedAt >= 0 && this.#timers.now() - conn.openedAt >= stableAfter) {
+      this.#step = minDelay;
+      this.#attempt = 0;
+    }
+    // Capped exponential backoff; the delay is drawn from the upper half of
+    // the step, so that clients dropped together do not return together.
+    const step = this.#step;
+    const delay = Math.round(step / 2 + this.#random() * step / 2);
+    this.#step = Math.min(2 * step, maxDelay);
+    this.#attempt++;
+    this.#retryTimer = this.#timers.setTimeout(() => this.#connect(), delay);
+    this.#setState('reconnecting', { error: err, delay, attempt: this.#attempt });
+  }
+
+  #shutdown(err) {
+    this.#closed = true;
+    for (const e of this.#pending.values()) this.#settle(e, err);
+    this.#queue = [];
+    this.#setState('closed', { error: err });
+  }
+
+  #entry(kind, fields) {
+    do this.#nextId = this.#nextId === MAX_U32 ? 1 : this.#nextId + 1;
+    while (this.#pending.has(this.#nextId));
+    const e = { id: this.#nextId, kind, conn: null, deadline: 0, timer: null, ...fields };
+    if (e.timeout > 0) {
+      e.deadline = this.#timers.now() + e.timeout;
+      e.timer = this.#timers.setTimeout(() => this.#settle(e, new RPCError(Code.Timeout, `timeout after ${e.timeout} ms`)), e.timeout);
+    }
+    this.#pending.set(e.id, e);
+    return e;
+  }
+
+  // settle completes a pending entry once; a failed join forgets its room.
+  #settle(e, err, value) {
+    if (this.#pending.get(e.id) !== e) return;
+    this.#pending.delete(e.id);
+    this.#timers.clearTimeout(e.timer);
+    if (err === null) {
+      e.resolve(value);
+      return;
+    }
+    if (e.kind === 'join') this.#rooms.delete(e.room);
+    e.reject(err);
+  }
+
+  #checkSize(n) {
+    if (n > this.#maxMessage) throw new RangeError(`hotpath: a packet of up to ${n} bytes is over the server's limit of ${this.#maxMessage}`);
+  }
+
+  // add queues a pending entry or a {packet, conn} item and schedules a
+  // flush at the end of the current task.
+  #add(item) {
+    const open = this.#conn !== null && this.#conn.openedAt >= 0;
+    let err = null;
+    if (this.#closed) {
+      err = new CloseError(1000, 'closed by client');
+    } else if (!open && this.#queue.length >= this.#maxQueue) {
+      err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets already wait for the connection`);
+    }
+    if (err !== null) {
+      if (item.packet === undefined) this.#settle(item, err);
+      throw err;
+    }
+    this.#queue.push(item);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      queueMicrotask(() => this.#flush());
+    }
+  }
+
+  // flush sends the queue: one packet as itself, several as Batches of at
+  // most maxBatch items and maxMessage bytes.
+  #flush() {
+    this.#flushScheduled = false;
+    const conn = this.#conn;
+    if (conn === null || conn.openedAt < 0 || this.#queue.length === 0) return;
+    const queue = this.#queue;
+    this.#queue = [];
+    const now = this.#timers.now();
+    let items = [];
+    let size = 0;
+    for (const q of queue) {
+      const packet = this.#packetOf(q, conn, now);
+      if (packet === null) continue;
+      if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > this.#maxMessage - 6)) {
+        this.#send(conn, items);
+        items = [];
+        size = 0;
+      }
+      items.push(packet);
+      size += packet.length + 5;
+    }
+    if (items.length > 0) this.#send(conn, items);
+  }
+
+  // packetOf encodes a queued item for conn, or returns null for a call
+  // settled while it waited and for an answer meant for an older connection.
+  #packetOf(q, conn, now) {
+    if (q.packet !== undefined) return q.conn === undefined || q.conn === conn ? q.packet : null;
+    if (this.#pending.get(q.id) !== q) return null;
+    q.conn = conn;
+    if (q.kind !== 'call') return encodePacket({ kind: q.kind, id: q.id, room: q.room });
+    // The server's deadline is what is left of the caller's.
+    const timeout = q.deadline > 0 ? Math.max(1, Math.ceil(q.deadline - now)) : 0;
+    return encodePacket({ kind: 'call', id: q.id, method: q.method, timeout, payload: q.payload });
+  }
+
+  #send(conn, items) {
+    conn.ws.send(items.length === 1 ? items[0] : encodePacket({ kind: 'batch', items }));
+  }
+
+  #listen(key, fn) {
+    if (typeof fn !== 'function') throw new TypeError('hotpath: a listener must be a function');
+    let set = this.#listeners.get(key);
+    if (set === undefined) this.#listeners.set(key, set = new Set());
+    const entry = (...args) => fn(...args); // one entry per registration
+    set.add(entry);
+    return () => {
+      set.delete(entry);
+      if (set.size === 0 && this.#listeners.get(key) === set) this.#listeners.delete(key);
+    };
+  }
+
+  // emit calls the listeners of key; one that throws does not stop the
+  // others, nor the connection's read loop.
+  #emit(key, ...args) {
+    const set = this.#listeners.get(key);
+    if (set === undefined) return false;
+    for (const fn of [...set]) {
+      try {
+        fn(...args);
+      } catch (err) {
+        if (key === 'error') globalThis.reportError?.(err); else this.#report(err);
+      }
+    }
+    return true;
+  }
+
+  #deliver(key, payload, meta) {
+    if (!this.#listeners.has(key)) return;
+    let data;
+    try {
+      data = decodeJSON(payload);
+    } catch (err) {
+      this.#report(new Error(`hotpath: ${meta.event} payload is not JSON`, { cause: err }));
+      return;
+    }
+    this.#emit(key, data, meta);
+  }
+
+  #setState(state, detail = {}) {
+    this.#state = state;
+    this.#emit('state', { state, ...detail });
+  }
+
+  #report(err) {
+    if (this.#emit('error', err)) return;
+    if (globalThis.reportError) globalThis.reportError(err);
+    else console.error(err);
+  }
+}

@@ -1,0 +1,484 @@
+// Tests of the Client against a fake WebSocket and a fake clock.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, CloseError, RPCError, Code, SUBPROTOCOL, decodePacket } from '../hotpath.js';
+import { fakeSockets, fakeClock, settle, json, text } from './fakes.mjs';
+
+/** newClient returns a client on fake sockets and a fake clock, its first
+ * socket not yet open. */
+function newClient(options = {}) {
+  const net = fakeSockets();
+  const clock = fakeClock();
+  const client = new Client('ws://test.invalid/ws', { WebSocket: net.FakeWebSocket, timers: clock, random: () => 1, ...options });
+  return { client, net, clock };
+}
+
+function connected(options) {
+  const env = newClient(options);
+  env.net.last.open();
+  return env;
+}
+
+/** Records every state change of client. */
+function states(client) {
+  const seen = [];
+  client.onState((s) => seen.push(s));
+  return seen;
+}
+
+test('connects with the hotpath.v1 subprotocol, binary frames, capabilities first', () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  assert.equal(ws.protocol, SUBPROTOCOL);
+  assert.equal(ws.binaryType, 'arraybuffer');
+  assert.deepEqual(ws.sent, [{ kind: 'capabilities', pairs: [['codec', 'json']] }]);
+  assert.equal(client.state, 'open');
+  client.close();
+});
+
+test('http URLs and paths become WebSocket URLs', () => {
+  const net = fakeSockets();
+  const c1 = new Client('http://example.test/ws', { WebSocket: net.FakeWebSocket });
+  assert.equal(net.last.url, 'ws://example.test/ws');
+  const c2 = new Client('https://example.test/ws', { WebSocket: net.FakeWebSocket });
+  assert.equal(net.last.url, 'wss://example.test/ws');
+  c1.close();
+  c2.close();
+});
+
+test('one call alone is sent as a Call packet, with its timeout', async () => {
+  const { client, net } = connected({ callTimeout: 5000 });
+  const ws = net.last;
+  const answer = client.call('echo/say', { text: 'hi' });
+  assert.equal(ws.packets.length, 0, 'nothing sent before the task ends');
+  await settle();
+  assert.equal(ws.packets.length, 1);
+  const [p] = ws.packets;
+  assert.equal(p.kind, 'call');
+  assert.equal(p.method, 'echo/say');
+  assert.equal(p.timeout, 5000);
+  assert.deepEqual(JSON.parse(text(p.payload)), { text: 'hi' });
+  ws.receive({ kind: 'result', id: p.id, payload: json({ text: 'hi' }) });
+  assert.deepEqual(await answer, { text: 'hi' });
+  client.close();
+});
+
+test('calls issued in one task leave as one Batch in one microtask (§4.7)', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  const answers = [client.call('a/b', 1), client.call('a/b', 2), client.call('a/c')];
+  await Promise.resolve(); // one microtask: the flush has run
+  assert.equal(ws.frames.length, 2, 'capabilities, then one frame');
+  const batch = ws.sent[1];
+  assert.equal(batch.kind, 'batch');
+  const items = batch.items.map(decodePacket);
+  assert.deepEqual(items.map((p) => [p.kind, p.method, text(p.payload)]), [['call', 'a/b', '1'], ['call', 'a/b', '2'], ['call', 'a/c', '']]);
+  assert.equal(new Set(items.map((p) => p.id)).size, 3, 'distinct ids');
+  // Answers in any order, in one batch, matched by id.
+  ws.receive({
+    kind: 'batch',
+    items: [
+      { kind: 'result', id: items[2].id, payload: '' },
+      { kind: 'error', id: items[0].id, code: 1001, message: 'quota', data: json({ left: 0 }) },
+      { kind: 'result', id: items[1].id, payload: '"two"' },
+    ],
+  });
+  const [first, second, third] = await Promise.allSettled(answers);
+  assert.ok(first.reason instanceof RPCError);
+  assert.equal(first.reason.code, 1001);
+  assert.equal(first.reason.message, 'quota');
+  assert.deepEqual(first.reason.data, { left: 0 });
+  assert.equal(second.value, 'two');
+  assert.equal(third.value, undefined);
+  // A call in a later task goes alone.
+  client.call('a/d').catch(() => {});
+  await settle();
+  assert.equal(ws.sent.at(-1).kind, 'call');
+  client.close();
+});
+
+test('batches respect the server maxBatch from capabilities', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxBatch', '2'], ['maxMessage', '1048576'], ['server', 'hotpath/test']] });
+  assert.equal(client.capabilities.server, 'hotpath/test');
+  for (let i = 0; i < 5; i++) client.call('a/b', i).catch(() => {});
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => (p.kind === 'batch' ? p.items.length : 1)), [2, 2, 1]);
+  client.close();
+});
+
+test('a raw call sends and returns bytes untouched (§5)', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  const answer = client.call('echo/raw', new Uint8Array([0, 255]), { raw: true });
+  await settle();
+  const [p] = ws.packets;
+  assert.deepEqual([...p.payload], [0, 255]);
+  ws.receive({ kind: 'result', id: p.id, payload: new Uint8Array([7]) });
+  assert.deepEqual([...(await answer)], [7]);
+  client.close();
+});
+
+test('calls made before the connection opens wait and then leave together', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  const a = client.call('time/now');
+  const b = client.call('echo/say', { text: 'x' });
+  await settle();
+  assert.equal(ws.frames.length, 0);
+  ws.open();
+  assert.equal(ws.sent[0].kind, 'capabilities');
+  assert.equal(ws.sent[1].kind, 'batch');
+  const ids = ws.sent[1].items.map((i) => decodePacket(i).id);
+  ws.receive({ kind: 'result', id: ids[0], payload: json({ now: 'T' }) });
+  ws.receive({ kind: 'result', id: ids[1], payload: json({ text: 'x' }) });
+  assert.deepEqual(await a, { now: 'T' });
+  assert.deepEqual(await b, { text: 'x' });
+  client.close();
+});
+
+test('a call times out with RPCError code 5; a late answer is ignored', async () => {
+  const { client, net, clock } = connected();
+  const ws = net.last;
+  const answer = client.call('slow/op', null, { timeout: 100 });
+  await settle();
+  const [p] = ws.packets;
+  assert.equal(p.timeout, 100);
+  clock.advance(99);
+  let done = false;
+  answer.then(() => { done = true; }, () => { done = true; });
+  await settle();
+  assert.equal(done, false, 'still pending at 99 ms');
+  clock.advance(1);
+  await assert.rejects(answer, (err) => err instanceof RPCError && err.code === Code.Timeout);
+  ws.receive({ kind: 'result', id: p.id, payload: '1' }); // ignored, no throw
+  client.close();
+});
+
+test('a call that times out while queued is never sent; the server gets what is left of a deadline', async () => {
+  const { client, net, clock } = newClient({ connectTimeout: 60_000 });
+  const ws = net.last;
+  const gone = client.call('a/b', null, { timeout: 100 });
+  const kept = client.call('a/c', null, { timeout: 1000 });
+  clock.advance(400);
+  await assert.rejects(gone, (err) => err.code === Code.Timeout);
+  ws.open();
+  assert.equal(ws.packets.length, 1);
+  assert.equal(ws.packets[0].method, 'a/c');
+  assert.equal(ws.packets[0].timeout, 600);
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: '' });
+  await kept;
+  client.close();
+});
+
+test('calls in flight fail with a CloseError carrying the close code', async () => {
+  const { client, net } = connected();
+  const answer = client.call('a/b');
+  await settle();
+  net.last.drop(1001, 'HP_ERR_SHUTDOWN');
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1001 && err.reason === 'HP_ERR_SHUTDOWN');
+  client.close();
+});
+
+test('reconnect backoff: capped exponential, jitter from the upper half of the step', async () => {
+  for (const [jitter, want] of [
+    [1, [250, 500, 1000, 2000, 4000, 8000, 10000, 10000]],
+    [0, [125, 250, 500, 1000, 2000, 4000, 5000, 5000]],
+  ]) {
+    const { client, net, clock } = newClient({ random: () => jitter });
+    const seen = states(client);
+    const delays = [];
+    for (let i = 0; i < want.length; i++) {
+      net.last.drop(); // the handshake fails
+      const s = seen.at(-1);
+      assert.equal(s.state, 'reconnecting');
+      assert.equal(s.attempt, i + 1);
+      assert.ok(s.error instanceof CloseError && s.error.code === 1006);
+      delays.push(s.delay);
+      const sockets = net.sockets.length;
+      clock.advance(s.delay - 1);
+      assert.equal(net.sockets.length, sockets, 'no attempt before the delay');
+      clock.advance(1);
+      assert.equal(net.sockets.length, sockets + 1, 'an attempt at the delay');
+    }
+    assert.deepEqual(delays, want);
+    client.close();
+    assert.equal(client.state, 'closed');
+  }
+});
+
+test('a connection that stayed open resets the backoff; a short one does not', async () => {
+  const { client, net, clock } = newClient();
+  const seen = states(client);
+  net.last.drop();
+  clock.advance(250);
+  net.last.drop();
+  assert.equal(seen.at(-1).delay, 500);
+  clock.advance(500);
+  net.last.open();
+  clock.advance(100);
+  net.last.drop(1006); // open for 100 ms: still failing
+  assert.equal(seen.at(-1).delay, 1000);
+  clock.advance(1000);
+  net.last.open();
+  clock.advance(5000);
+  net.last.drop(1001); // open for 5 s: healthy again
+  assert.equal(seen.at(-1).delay, 250);
+  assert.equal(seen.at(-1).attempt, 1);
+  assert.deepEqual(seen.map((s) => s.state), ['reconnecting', 'reconnecting', 'open', 'reconnecting', 'open', 'reconnecting']);
+  client.close();
+});
+
+test('a handshake that hangs times out and is retried', () => {
+  const { client, net, clock } = newClient({ connectTimeout: 3000 });
+  const seen = states(client);
+  const first = net.last;
+  clock.advance(3000);
+  assert.ok(first.closedWith, 'the hung socket is closed');
+  assert.equal(seen.at(-1).state, 'reconnecting');
+  assert.equal(seen.at(-1).error.reason, 'HP_ERR_CONNECT_TIMEOUT');
+  clock.advance(seen.at(-1).delay);
+  assert.notEqual(net.last, first);
+  client.close();
+});
+
+test('rooms: join resolves {room, members}; rejoined after a reconnect; left rooms are not', async () => {
+  const { client, net, clock } = connected();
+  let ws = net.last;
+  const joined = [client.join('lobby'), client.join('ticker')];
+  await settle();
+  const ids = ws.packets[0].items.map((i) => decodePacket(i));
+  assert.deepEqual(ids.map((p) => [p.kind, p.room]), [['join', 'lobby'], ['join', 'ticker']]);
+  ws.receive({ kind: 'result', id: ids[0].id, payload: json({ room: 'lobby', members: 3 }) });
+  ws.receive({ kind: 'result', id: ids[1].id, payload: json({ room: 'ticker', members: 1 }) });
+  assert.deepEqual(await joined[0], { room: 'lobby', members: 3 });
+  await joined[1];
+  const left = client.leave('ticker');
+  await settle();
+  ws.receive({ kind: 'result', id: ws.packets.at(-1).id, payload: json({ room: 'ticker', members: 0 }) });
+  assert.deepEqual(await left, { room: 'ticker', members: 0 });
+  assert.deepEqual(client.rooms, ['lobby']);
+
+  ws.drop(1006);
+  clock.advance(250);
+  ws = net.last;
+  ws.open();
+  assert.deepEqual(ws.packets.map((p) => [p.kind, p.room]), [['join', 'lobby']]);
+  client.close();
+});
+
+test('a join in flight when the connection drops is sent again and resolves', async () => {
+  const { client, net, clock } = connected();
+  const joined = client.join('lobby');
+  await settle();
+  net.last.drop(1006);
+  clock.advance(250);
+  const ws = net.last;
+  ws.open();
+  assert.deepEqual(ws.packets.map((p) => [p.kind, p.room]), [['join', 'lobby']], 'once, not twice');
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json({ room: 'lobby', members: 1 }) });
+  assert.deepEqual(await joined, { room: 'lobby', members: 1 });
+  client.close();
+});
+
+test('rejoins go before emits queued while reconnecting', async () => {
+  const { client, net, clock } = connected();
+  const joined = client.join('lobby');
+  await settle();
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json({ room: 'lobby', members: 1 }) });
+  await joined;
+  net.last.drop(1006);
+  client.emit('lobby', 'message', { text: 'while away' });
+  clock.advance(250);
+  const ws = net.last;
+  ws.open();
+  const items = ws.packets[0].items.map((i) => decodePacket(i));
+  assert.deepEqual(items.map((p) => [p.kind, p.room]), [['join', 'lobby'], ['emit', 'lobby']]);
+  client.close();
+});
+
+test('a refused join forgets its room', async () => {
+  const { client, net } = connected();
+  const joined = client.join('full');
+  await settle();
+  net.last.receive({ kind: 'error', id: net.last.packets[0].id, code: Code.BadRequest, message: 'too many rooms' });
+  await assert.rejects(joined, (err) => err instanceof RPCError && err.code === Code.BadRequest);
+  assert.deepEqual(client.rooms, []);
+  assert.throws(() => client.emit('full', 'x', 1), /not a member/);
+  client.close();
+});
+
+test('emit sends room, event, flags and JSON payload (§4.6)', async () => {
+  const { client, net } = connected();
+  client.join('lobby').catch(() => {});
+  client.emit('lobby', 'message', { name: 'a', text: 'hi', at: 1 });
+  client.emit('lobby', 'typing', true, { exceptSelf: true });
+  await settle();
+  const items = net.last.packets[0].items.map((i) => decodePacket(i));
+  assert.equal(items[1].kind, 'emit');
+  assert.equal(items[1].flags, 0);
+  assert.deepEqual(JSON.parse(text(items[1].payload)), { name: 'a', text: 'hi', at: 1 });
+  assert.equal(items[2].event, 'typing');
+  assert.equal(items[2].flags, 1);
+  assert.throws(() => client.emit('lobby', '$join', {}), RangeError);
+  assert.throws(() => client.emit('elsewhere', 'x', {}), /not a member/);
+  client.close();
+});
+
+test('room emits, presence and server events reach their listeners; off stops them', () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  const got = [];
+  const off = client.onRoom('lobby', 'message', (data, meta) => got.push(['message', data, meta]));
+  client.onRoom('lobby', '$join', (data) => got.push(['$join', data]));
+  client.onRoom('lobby', '$leave', (data) => got.push(['$leave', data]));
+  client.on('notice', (data, meta) => got.push(['notice', data, meta]));
+  ws.receive({ kind: 'emit', room: 'lobby', event: '$join', flags: 0, payload: json({ members: 2 }) });
+  ws.receive({ kind: 'emit', room: 'lobby', event: 'message', flags: 0, payload: json({ text: 'hi' }) });
+  ws.receive({ kind: 'emit', room: 'other', event: 'message', flags: 0, payload: json({ text: 'no' }) });
+  ws.receive({ kind: 'event', event: 'notice', payload: json('up') });
+  ws.receive({ kind: 'emit', room: 'lobby', event: '$leave', flags: 0, payload: json({ members: 1 }) });
+  off();
+  ws.receive({ kind: 'emit', room: 'lobby', event: 'message', flags: 0, payload: json({ text: 'after off' }) });
+  assert.deepEqual(got, [
+    ['$join', { members: 2 }],
+    ['message', { text: 'hi' }, { room: 'lobby', event: 'message' }],
+    ['notice', 'up', { event: 'notice' }],
+    ['$leave', { members: 1 }],
+  ]);
+  client.close();
+});
+
+test('a listener that throws is reported and does not stop the others', () => {
+  const { client, net } = connected();
+  const errors = [];
+  client.onError((err) => errors.push(err.message));
+  let second = 0;
+  client.on('e', () => { throw new Error('boom'); });
+  client.on('e', () => { second++; });
+  net.last.receive({ kind: 'event', event: 'e', payload: '' });
+  assert.deepEqual(errors, ['boom']);
+  assert.equal(second, 1);
+  assert.equal(client.state, 'open');
+  client.close();
+});
+
+test('asks are answered: result, RPCError, unexpected error, unknown method (§4.4)', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  const reported = [];
+  client.onError((err) => reported.push(err.message));
+  client.handle('ui/confirm', async (params, { method, signal }) => {
+    assert.equal(method, 'ui/confirm');
+    assert.equal(signal.aborted, false);
+    return { ok: params.q === 'ok?' };
+  });
+  client.handle('ui/deny', () => { throw new RPCError(1000, 'denied', { why: 'no' }); });
+  client.handle('ui/bug', () => { throw new Error('secret detail'); });
+  ws.receive({ kind: 'ask', id: 1, method: 'ui/confirm', timeout: 0, payload: json({ q: 'ok?' }) });
+  ws.receive({ kind: 'ask', id: 2, method: 'ui/deny', timeout: 0, payload: '' });
+  ws.receive({ kind: 'ask', id: 3, method: 'ui/bug', timeout: 0, payload: '' });
+  ws.receive({ kind: 'ask', id: 4, method: 'ui/none', timeout: 0, payload: '' });
+  await settle();
+  const answers = ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  const byId = Object.fromEntries(answers.map((a) => [a.id, a]));
+  assert.deepEqual([byId[1].status, JSON.parse(text(byId[1].payload))], [0, { ok: true }]);
+  assert.deepEqual([byId[2].status, byId[2].code, byId[2].message, text(byId[2].data)], [1, 1000, 'denied', '{"why":"no"}']);
+  assert.deepEqual([byId[3].status, byId[3].code, byId[3].message], [1, Code.Internal, 'internal error']);
+  assert.deepEqual([byId[4].status, byId[4].code], [1, Code.NotFound]);
+  assert.deepEqual(reported, ['secret detail']);
+  client.close();
+});
+
+test('an ask past its timeout is aborted and not answered', async () => {
+  const { client, net, clock } = connected();
+  const ws = net.last;
+  let signal;
+  let finish;
+  client.handle('slow', (params, meta) => { signal = meta.signal; return new Promise((r) => { finish = r; }); });
+  ws.receive({ kind: 'ask', id: 9, method: 'slow', timeout: 50, payload: '' });
+  clock.advance(50);
+  assert.equal(signal.aborted, true);
+  assert.equal(signal.reason.code, Code.Timeout);
+  finish('late');
+  await settle();
+  assert.equal(ws.packets.length, 0);
+  client.close();
+});
+
+test('ping is answered with pong carrying the same data (§4.8)', async () => {
+  const { client, net } = connected();
+  net.last.receive({ kind: 'ping', data: 'abc' });
+  await settle();
+  assert.equal(net.last.packets[0].kind, 'pong');
+  assert.equal(text(net.last.packets[0].data), 'abc');
+  client.close();
+});
+
+test('protocol violations close the connection, then it reconnects (§7)', async () => {
+  for (const [send, code, reason, wire] of [
+    [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
+    [(ws) => ws.receive(new Uint8Array([1])), 1008, 'HP_ERR_MALFORMED_PACKET', 4008],
+    [(ws) => ws.receive(new Uint8Array([0x7f])), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
+    [(ws) => ws.receive(new Uint8Array([0x82, 0])), 1008, 'HP_ERR_UNNEGOTIATED_COMPRESSION', 4008],
+    [(ws) => ws.receive({ kind: 'join', id: 1, room: 'r' }), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
+  ]) {
+    const { client, net } = connected();
+    const seen = states(client);
+    const answer = client.call('a/b');
+    await settle();
+    send(net.last);
+    // Browsers may only send 1000 and 3000-4999: the frame carries 4000+.
+    assert.deepEqual(net.last.closedWith, { code: wire, reason });
+    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === code && err.reason === reason);
+    assert.equal(seen.at(-1).state, 'reconnecting');
+    assert.equal(seen.at(-1).error.code, code);
+    client.close();
+  }
+});
+
+test('close flushes what is queued, closes with 1000, fails what waits, stops reconnecting', async () => {
+  const { client, net, clock } = connected();
+  const ws = net.last;
+  const seen = states(client);
+  client.join('lobby').catch(() => {});
+  const answer = client.call('a/b');
+  client.close();
+  assert.equal(ws.packets[0].kind, 'batch', 'queued packets were sent first');
+  assert.equal(ws.closedWith.code, 1000);
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1000);
+  assert.deepEqual(seen.map((s) => s.state), ['closed']);
+  clock.advance(60_000);
+  assert.equal(net.sockets.length, 1);
+  await assert.rejects(client.call('a/b'), CloseError);
+});
+
+test('with reconnect off, a drop closes the client', async () => {
+  const { client, net } = connected({ reconnect: false });
+  const seen = states(client);
+  net.last.drop(1001);
+  assert.equal(client.state, 'closed');
+  assert.equal(seen[0].error.code, 1001);
+  await assert.rejects(client.call('a/b'), CloseError);
+});
+
+test('the queue while disconnected is bounded', async () => {
+  const { client } = newClient({ maxQueue: 2 });
+  const a = client.call('a/b');
+  const b = client.call('a/b');
+  await assert.rejects(client.call('a/b'), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+  client.close();
+  await assert.rejects(a, CloseError);
+  await assert.rejects(b, CloseError);
+});
+
+test('arguments that cannot be sent are refused at once', async () => {
+  const { client } = connected();
+  await assert.rejects(client.call(''), RangeError);
+  await assert.rejects(client.call('x'.repeat(256)), RangeError);
+  await assert.rejects(client.call('a/b', () => {}), TypeError);
+  await assert.rejects(client.call('a/b', 'x'.repeat(2 << 20)), RangeError);
+  await assert.rejects(client.join(''), RangeError);
+  client.close();
+});
