@@ -171,48 +171,62 @@ func BenchmarkArmCancel(b *testing.B) {
 	})
 }
 
-// BenchmarkArmCancelParallel is the client case under contention: every
-// goroutine arms a call timeout on one scheduler and cancels it again,
-// beside 1,024 pending.
+// parallelRing runs the client pattern of BenchmarkArmCancel from every
+// core: each goroutine keeps its own share of the n calls in flight, and
+// every operation arms a new call's timeout and cancels the one its
+// goroutine armed n/GOMAXPROCS operations earlier.
+func parallelRing[H any](b *testing.B, n int, arm func(i int) H, cancel func(H) bool) {
+	per := max(1, n/runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	var next atomic.Int64
+	cpu := startCPU()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919
+		ring := make([]H, per)
+		for k := range ring {
+			ring[k] = arm(i + k)
+		}
+		for pb.Next() {
+			h := arm(i)
+			if !cancel(ring[i%per]) {
+				b.Error("a deadline that should be pending was not")
+				return
+			}
+			ring[i%per] = h
+			i++
+		}
+		for _, h := range ring {
+			cancel(h)
+		}
+	})
+	cpu.report(b, b.N, "cpu-ns/op")
+}
+
+// BenchmarkArmCancelParallel is the client case under contention: 1,024
+// calls in flight on one scheduler, armed and cancelled from every core.
 func BenchmarkArmCancelParallel(b *testing.B) {
 	const n = 1024
 	b.Run("pending=1024/impl=scheduler", func(b *testing.B) {
 		s := New(noopBatch)
 		defer s.Stop()
-		for k := range n {
-			s.ArmAfter(pendingAfter(k, n), uint64(k))
-		}
 		at := s.Now().Add(armedTimeout)
-		parallel(b, func(i int) bool { return s.Cancel(s.Arm(at.Add(jitter(i)), uint64(i))) })
+		parallelRing(b, n, func(i int) Handle { return s.Arm(at.Add(jitter(i)), uint64(i)) }, s.Cancel)
 	})
 	b.Run("pending=1024/impl=scheduler-after", func(b *testing.B) {
 		s := New(noopBatch)
 		defer s.Stop()
-		for k := range n {
-			s.ArmAfter(pendingAfter(k, n), uint64(k))
-		}
-		parallel(b, func(i int) bool { return s.Cancel(s.ArmAfter(armedTimeout+jitter(i), uint64(i))) })
+		parallelRing(b, n, func(i int) Handle { return s.ArmAfter(armedTimeout+jitter(i), uint64(i)) }, s.Cancel)
 	})
 	b.Run("pending=1024/impl=afterfunc", func(b *testing.B) {
-		timers := make([]*time.Timer, n)
-		for k := range n {
-			timers[k] = time.AfterFunc(pendingAfter(k, n), noop)
-		}
-		defer func() {
-			for _, t := range timers {
-				t.Stop()
-			}
-		}()
-		parallel(b, func(i int) bool { return time.AfterFunc(armedTimeout+jitter(i), noop).Stop() })
+		parallelRing(b, n, func(i int) *time.Timer { return time.AfterFunc(armedTimeout+jitter(i), noop) },
+			(*time.Timer).Stop)
 	})
 	b.Run("pending=1024/impl=heap", func(b *testing.B) {
 		q := newHeapQueue(noopBatch)
 		defer q.Stop()
-		for k := range n {
-			q.ArmAfter(pendingAfter(k, n), uint64(k))
-		}
 		at := time.Now().Add(armedTimeout)
-		parallel(b, func(i int) bool { return q.Cancel(q.Arm(at.Add(jitter(i)), uint64(i))) })
+		parallelRing(b, n, func(i int) heapHandle[uint64] { return q.Arm(at.Add(jitter(i)), uint64(i)) }, q.Cancel)
 	})
 }
 
