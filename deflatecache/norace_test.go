@@ -1,0 +1,5 @@
+//go:build !race
+
+package deflatecache
+
+const raceEnabled = false
