@@ -115,7 +115,8 @@ func BenchmarkAppendHeader(b *testing.B) {
 	}
 }
 
-// maskBytewise is the textbook loop, kept as the baseline Mask is judged by.
+// maskBytewise is the textbook loop, the baseline the word loop is judged
+// by.
 func maskBytewise(b []byte, key [4]byte, offset int) int {
 	for i := range b {
 		b[i] ^= key[(offset+i)&3]
@@ -123,36 +124,10 @@ func maskBytewise(b []byte, key [4]byte, offset int) int {
 	return (offset + len(b)) & 3
 }
 
-// BenchmarkMask masks in place, beside copy of the same size (masking
-// touches each byte as a copy does) and the byte-at-a-time loop.
-func BenchmarkMask(b *testing.B) {
-	for _, s := range sizes {
-		buf := jsonText(s.n)
-		dst := make([]byte, s.n)
-		b.Run("Mask/"+s.name, func(b *testing.B) {
-			b.SetBytes(int64(s.n))
-			for b.Loop() {
-				Mask(buf, testKey, 1)
-			}
-		})
-		b.Run("copy/"+s.name, func(b *testing.B) {
-			b.SetBytes(int64(s.n))
-			for b.Loop() {
-				copy(dst, buf)
-			}
-		})
-		b.Run("bytewise/"+s.name, func(b *testing.B) {
-			b.SetBytes(int64(s.n))
-			for b.Loop() {
-				maskBytewise(buf, testKey, 1)
-			}
-		})
-	}
-}
-
 // BenchmarkMaskVsCopy runs Mask and copy alternately: speed-ratio is
-// Mask's throughput over copy's. MaskWords is the portable word loop alone,
-// what builds other than amd64 run.
+// Mask's throughput over copy's (masking touches each byte as a copy
+// does). MaskWords is the portable word loop alone, what builds other than
+// amd64 run; bytewise is the textbook loop.
 func BenchmarkMaskVsCopy(b *testing.B) {
 	for _, s := range sizes {
 		buf := jsonText(s.n)
@@ -163,6 +138,9 @@ func BenchmarkMaskVsCopy(b *testing.B) {
 		b.Run("MaskWords/"+s.name, func(b *testing.B) {
 			k64, _ := maskKey(testKey, 1, s.n)
 			paired(b, func() { maskWords(buf, k64) }, func() { copy(dst, buf) })
+		})
+		b.Run("bytewise/"+s.name, func(b *testing.B) {
+			paired(b, func() { maskBytewise(buf, testKey, 1) }, func() { copy(dst, buf) })
 		})
 	}
 }
@@ -175,44 +153,27 @@ func BenchmarkUTF8VsStdlib(b *testing.B) {
 		name string
 		p    []byte
 	}{{"json", jsonText(64 << 10)}, {"multilingual", multilingualText(64 << 10)}, {"json-200B", jsonText(200)}} {
+		if !utf8.Valid(c.p) {
+			b.Fatalf("%s corpus is not valid UTF-8", c.name)
+		}
+		stdlib := func() {
+			if !utf8.Valid(c.p) {
+				b.Fatal("invalid")
+			}
+		}
 		b.Run(c.name, func(b *testing.B) {
 			paired(b, func() {
 				var v UTF8Validator
 				if !v.Valid(c.p) || !v.Complete() {
 					b.Fatal("invalid")
 				}
-			}, func() {
-				if !utf8.Valid(c.p) {
-					b.Fatal("invalid")
-				}
-			})
+			}, stdlib)
 		})
-	}
-}
-
-// BenchmarkUTF8 validates ASCII-heavy JSON and multilingual text, whole and
-// in 1 KiB fragments, beside utf8.Valid on the same bytes.
-func BenchmarkUTF8(b *testing.B) {
-	corpora := []struct {
-		name string
-		p    []byte
-	}{{"json", jsonText(64 << 10)}, {"multilingual", multilingualText(64 << 10)}}
-	for _, c := range corpora {
-		if !utf8.Valid(c.p) {
-			b.Fatalf("%s corpus is not valid UTF-8", c.name)
+		if len(c.p) < 4096 {
+			continue
 		}
-		b.Run(c.name+"/Validator", func(b *testing.B) {
-			b.SetBytes(int64(len(c.p)))
-			for b.Loop() {
-				var v UTF8Validator
-				if !v.Valid(c.p) || !v.Complete() {
-					b.Fatal("invalid")
-				}
-			}
-		})
-		b.Run(c.name+"/Validator-1KiB-pieces", func(b *testing.B) {
-			b.SetBytes(int64(len(c.p)))
-			for b.Loop() {
+		b.Run(c.name+"/1KiB-pieces", func(b *testing.B) {
+			paired(b, func() {
 				var v UTF8Validator
 				for p := c.p; len(p) > 0; {
 					k := min(1024, len(p))
@@ -224,15 +185,7 @@ func BenchmarkUTF8(b *testing.B) {
 				if !v.Complete() {
 					b.Fatal("incomplete")
 				}
-			}
-		})
-		b.Run(c.name+"/utf8.Valid", func(b *testing.B) {
-			b.SetBytes(int64(len(c.p)))
-			for b.Loop() {
-				if !utf8.Valid(c.p) {
-					b.Fatal("invalid")
-				}
-			}
+			}, stdlib)
 		})
 	}
 }
@@ -273,32 +226,11 @@ func BenchmarkDecode(b *testing.B) {
 		b.ReportMetric(float64(b.N*decodeMessages)/b.Elapsed().Seconds(), "msgs/s")
 	}
 	b.Run("slice", func(b *testing.B) {
-		work := make([]byte, 2*segmentSize)
-		var d Decoder
-		var buf []byte
+		dec := newSliceDecode(segs, false)
 		b.ReportAllocs()
 		for b.Loop() {
-			d.Reset(Config{})
-			pending := work[:0]
-			count := 0
-			for _, seg := range segs {
-				n := copy(work, pending)
-				n += copy(work[n:], seg)
-				pending = work[:n]
-				for {
-					m, used, err := d.DecodeMessage(pending, &buf)
-					pending = pending[used:]
-					if err != nil {
-						if errors.Is(err, ErrNeedMore) {
-							break
-						}
-						b.Fatal(err)
-					}
-					count += len(m.Payload) / decodePayload
-				}
-			}
-			if count != decodeMessages {
-				b.Fatalf("%d messages", count)
+			if n := dec(); n != decodeMessages {
+				b.Fatalf("%d messages", n)
 			}
 		}
 		report(b)
@@ -360,6 +292,58 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		report(b)
 	})
+}
+
+// newSliceDecode returns a read loop over segs that keeps one buffer,
+// copies each segment into it (the copy a read from a socket makes), moves
+// the frame cut at its end to the front, and returns the number of
+// messages decoded. general sends every frame through DecodeFrame, the
+// general path, instead of DecodeMessage with its fast path.
+func newSliceDecode(segs [][]byte, general bool) func() int {
+	work := make([]byte, 2*segmentSize)
+	var d Decoder
+	var buf []byte
+	return func() int {
+		d.Reset(Config{})
+		pending := work[:0]
+		count := 0
+		for _, seg := range segs {
+			n := copy(work, pending)
+			n += copy(work[n:], seg)
+			pending = work[:n]
+			for {
+				var size, used int
+				var err error
+				if general {
+					var f Frame
+					f, used, err = d.DecodeFrame(pending)
+					size = len(f.Payload)
+				} else {
+					var m Message
+					m, used, err = d.DecodeMessage(pending, &buf)
+					size = len(m.Payload)
+				}
+				pending = pending[used:]
+				if err != nil {
+					if errors.Is(err, ErrNeedMore) {
+						break
+					}
+					panic(err)
+				}
+				count += size / decodePayload
+			}
+		}
+		return count
+	}
+}
+
+// BenchmarkDecodeFastVsGeneral runs the corpus through DecodeMessage, with
+// its fast path for whole single-frame messages, and through DecodeFrame,
+// the general path, alternately: speed-ratio is the fast path's.
+func BenchmarkDecodeFastVsGeneral(b *testing.B) {
+	segs := decodeCorpus()
+	fast, general := newSliceDecode(segs, false), newSliceDecode(segs, true)
+	paired(b, func() { fast() }, func() { general() })
 }
 
 // segmentReader delivers segments through Read, copying as a read from a

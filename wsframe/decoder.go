@@ -58,14 +58,15 @@ type Config struct {
 // directly. Peek returns the first n bytes (a slice of the queue when they
 // lie in one segment, else a copy in scratch[:n]); Next removes and returns
 // the first n bytes as one slice (copied only when they span segments);
-// Segments appends the segments covering the first n bytes to dst. Each
-// fails when fewer than n bytes are buffered.
+// Segments appends the segments covering the first n bytes to dst (the
+// Decoder also copes with a last segment that extends past n). Each fails
+// when fewer than n bytes are buffered. What Next returns must stay valid
+// at least until the next call to Next.
 //
 // The Decoder unmasks payloads in place, in the memory the Source hands out.
 type Source interface {
 	Len() int
 	Peek(n int, scratch []byte) ([]byte, error)
-	Discard(n int) error
 	Next(n int) ([]byte, error)
 	Segments(n int, dst [][]byte) ([][]byte, error)
 }
@@ -121,7 +122,7 @@ func (m Message) CloseReason() []byte {
 // not arrived yet, so invalid UTF-8 fails the connection at the first
 // byte that makes it invalid.
 //
-// A Decoder is about 200 bytes and holds no buffer between messages: only
+// A Decoder is 224 bytes (64-bit) and holds no buffer between messages: only
 // while a fragmented message is being assembled does it hold the assembly
 // buffer (the caller's, when one is given). It is not safe for concurrent
 // use.
@@ -424,15 +425,13 @@ func (d *Decoder) NextFrame(src Source) (Frame, error) {
 		}
 		return Frame{}, ErrNeedMore
 	}
-	if err := src.Discard(hn); err != nil {
-		return Frame{}, fmt.Errorf("wsframe: discarding frame header: %w", err)
+	// Header and payload in one call: one copy at most, and only when the
+	// frame spans segments.
+	f, err := src.Next(hn + int(h.Length))
+	if err != nil {
+		return Frame{}, fmt.Errorf("wsframe: taking frame: %w", err)
 	}
-	var p []byte
-	if h.Length > 0 {
-		if p, err = src.Next(int(h.Length)); err != nil {
-			return Frame{}, fmt.Errorf("wsframe: taking frame payload: %w", err)
-		}
-	}
+	p := f[hn:len(f):len(f)]
 	if err := d.finish(h, p); err != nil {
 		return Frame{}, d.fail(err)
 	}
@@ -630,16 +629,11 @@ func (d *Decoder) nextWhole(src Source) (m Message, ok bool, err error) {
 	if !ok || int64(avail-hn) < h.Length {
 		return Message{}, false, nil
 	}
-	if err := src.Discard(hn); err != nil {
-		return Message{}, true, fmt.Errorf("wsframe: discarding frame header: %w", err)
+	f, err := src.Next(hn + int(h.Length))
+	if err != nil {
+		return Message{}, true, fmt.Errorf("wsframe: taking frame: %w", err)
 	}
-	var p []byte
-	if h.Length > 0 {
-		if p, err = src.Next(int(h.Length)); err != nil {
-			return Message{}, true, fmt.Errorf("wsframe: taking frame payload: %w", err)
-		}
-	}
-	m, err = d.wholeMessage(h, p)
+	m, err = d.wholeMessage(h, f[hn:len(f):len(f)])
 	return m, true, err
 }
 

@@ -145,7 +145,8 @@ func (q *fakeQueue) copyOut(out []byte) {
 	}
 }
 
-func (q *fakeQueue) Discard(n int) error {
+// drop removes the first n bytes.
+func (q *fakeQueue) drop(n int) error {
 	if n > q.Len() {
 		return errShortQueue
 	}
@@ -166,7 +167,7 @@ func (q *fakeQueue) Next(n int) ([]byte, error) {
 	}
 	if len(q.segs) > 0 && len(q.segs[0]) >= n {
 		out := q.segs[0][:n:n]
-		return out, q.Discard(n)
+		return out, q.drop(n)
 	}
 	q.copies++
 	if cap(q.loan) < n {
@@ -174,7 +175,7 @@ func (q *fakeQueue) Next(n int) ([]byte, error) {
 	}
 	out := q.loan[:n:n]
 	q.copyOut(out)
-	return out, q.Discard(n)
+	return out, q.drop(n)
 }
 
 func (q *fakeQueue) Segments(n int, dst [][]byte) ([][]byte, error) {
