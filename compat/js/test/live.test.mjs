@@ -1,0 +1,153 @@
+// End-to-end tests of the client against the real server command,
+// `go run ./compat/cmd/hotpath`, over loopback, with Node's own WebSocket
+// (global from Node 22; Node 20 needs --experimental-websocket).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, RPCError, CloseError, Code } from '../hotpath.js';
+
+const repo = fileURLToPath(new URL('../../..', import.meta.url));
+const skip = typeof WebSocket === 'undefined'
+  ? 'no global WebSocket: run node with --experimental-websocket on Node 20'
+  : false;
+
+let dir;
+let binary;
+let server; // {child, addr}
+
+/** startServer runs the built command on addr and resolves once it listens. */
+function startServer(addr) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, ['-addr', addr, '-ticker', '100ms'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let errOut = '';
+    child.stderr.on('data', (b) => { errOut += b; });
+    child.stdout.on('data', (b) => {
+      out += b;
+      const m = out.match(/http:\/\/([0-9.]+:[0-9]+)/);
+      if (m) resolve({ child, addr: m[1] });
+    });
+    child.on('exit', (code) => reject(new Error(`server exited with ${code}: ${out}${errOut}`)));
+  });
+}
+
+function stopServer(s) {
+  return new Promise((resolve) => {
+    if (s.child.exitCode !== null) return resolve();
+    s.child.once('exit', resolve);
+    s.child.kill('SIGTERM');
+  });
+}
+
+/** until resolves once fn() is truthy, checking every 10 ms. */
+async function until(fn, what, ms = 5000) {
+  const end = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function connect() {
+  return new Client(`ws://${server.addr}/ws`, { reconnect: { minDelay: 50, maxDelay: 200 } });
+}
+
+before(async () => {
+  if (skip) return;
+  dir = mkdtempSync(join(tmpdir(), 'hotpath-js-'));
+  binary = join(dir, 'hotpath');
+  execFileSync('go', ['build', '-o', binary, './compat/cmd/hotpath'], { cwd: repo, stdio: 'inherit' });
+  server = await startServer('127.0.0.1:0');
+}, { timeout: 300_000 });
+
+after(async () => {
+  if (server) await stopServer(server);
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test('calls: time/now, echo/say, batches, errors', { skip }, async () => {
+  const c = connect();
+  try {
+    const { now } = await c.call('time/now');
+    assert.ok(!Number.isNaN(Date.parse(now)), `time/now answered ${now}`);
+    assert.match(c.capabilities.server, /^hotpath\//);
+    assert.deepEqual(await c.call('echo/say', { text: 'héllo' }), { text: 'héllo' });
+    // 50 calls in one task: one Batch each way, every answer matched by id.
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => c.call('echo/say', { text: `#${i}` })));
+    assert.deepEqual(answers.map((a) => a.text), Array.from({ length: 50 }, (_, i) => `#${i}`));
+    await assert.rejects(c.call('no/such'), (err) => err instanceof RPCError && err.code === Code.NotFound);
+    await assert.rejects(c.call('echo/say', { text: 42 }), (err) => err instanceof RPCError && err.code === Code.InvalidParams);
+  } finally {
+    c.close();
+  }
+});
+
+test('rooms: presence, emits to all and to all but the sender, ticker', { skip }, async () => {
+  const a = connect();
+  const b = connect();
+  try {
+    const atB = [];
+    b.onRoom('lobby', 'message', (d) => atB.push(d.text));
+    b.onRoom('lobby', '$join', (d) => atB.push(`$join ${d.members}`));
+    b.onRoom('lobby', '$leave', (d) => atB.push(`$leave ${d.members}`));
+    const atA = [];
+    a.onRoom('lobby', 'message', (d) => atA.push(d.text));
+    assert.deepEqual(await b.join('lobby'), { room: 'lobby', members: 1 });
+    assert.deepEqual(await a.join('lobby'), { room: 'lobby', members: 2 });
+    a.emit('lobby', 'message', { name: 'a', text: 'to all', at: Date.now() });
+    a.emit('lobby', 'message', { name: 'a', text: 'to others', at: Date.now() }, { exceptSelf: true });
+    await until(() => atB.includes('to others'), 'the emits at b');
+    assert.deepEqual(await a.leave('lobby'), { room: 'lobby', members: 1 });
+    await until(() => atB.includes('$leave 1'), 'presence at b');
+    assert.deepEqual(atB, ['$join 1', '$join 2', 'to all', 'to others', '$leave 1']);
+    assert.deepEqual(atA, ['to all']);
+    assert.throws(() => a.emit('lobby', 'message', {}), /not a member/);
+
+    const ticks = [];
+    a.onRoom('ticker', 'tick', (t) => ticks.push(t));
+    await a.join('ticker');
+    await until(() => ticks.length >= 3, 'ticks');
+    for (const t of ticks) {
+      assert.equal(typeof t.symbol, 'string');
+      assert.equal(typeof t.price, 'number');
+      assert.equal(typeof t.at, 'number');
+    }
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test('reconnect after the server restarts: close code surfaced, rooms rejoined', { skip }, async () => {
+  const watcher = connect();
+  const c = connect();
+  try {
+    const states = [];
+    c.onState((s) => states.push(s));
+    await c.join('lobby');
+    await watcher.join('lobby');
+    const addr = server.addr;
+    await stopServer(server);
+    await until(() => states.some((s) => s.state === 'reconnecting'), 'reconnecting');
+    // A graceful Shutdown closes every peer with 1001 (PROTOCOL.md §7).
+    const dropped = states.find((s) => s.state === 'reconnecting');
+    assert.ok(dropped.error instanceof CloseError);
+    assert.equal(dropped.error.code, 1001);
+    server = await startServer(addr);
+    await until(() => c.state === 'open' && watcher.state === 'open', 'both reconnected', 10_000);
+    const atWatcher = [];
+    watcher.onRoom('lobby', 'message', (d) => atWatcher.push(d.text));
+    // c emits at once: the emit waits for c's rejoin, which went first.
+    await until(() => c.rooms.includes('lobby'), 'room kept');
+    await c.call('time/now');
+    c.emit('lobby', 'message', { text: 'back' });
+    await until(() => atWatcher.includes('back'), 'the emit after rejoin');
+  } finally {
+    c.close();
+    watcher.close();
+  }
+});
