@@ -189,7 +189,7 @@ func (s *Server) upgradeRaw(nc net.Conn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	s.serveConn(nc, up, nil)
+	go s.serveConn(nc, up, nil) // a fresh goroutine: the upgrade grew this one's stack
 }
 
 // serveConn runs one connection until it ends. The caller did conns.Add.

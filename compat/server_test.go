@@ -40,7 +40,7 @@ func testRouter() *Router {
 
 // startServer serves s on a loopback listener, raw (Serve) or through
 // net/http, and returns the address.
-func startServer(t *testing.T, s *Server, viaHTTP bool) string {
+func startServer(t testing.TB, s *Server, viaHTTP bool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +62,7 @@ func startServer(t *testing.T, s *Server, viaHTTP bool) string {
 	return ln.Addr().String()
 }
 
-func newTestServer(t *testing.T, opts Options) (*Server, string) {
+func newTestServer(t testing.TB, opts Options) (*Server, string) {
 	t.Helper()
 	if opts.Router == nil {
 		opts.Router = testRouter()

@@ -117,7 +117,7 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, onWriteErr
 // early holds bytes that arrived with the upgrade request, if any.
 func (c *wsConn) readLoop(h messageHandler, early []byte) error {
 	if len(early) > 0 {
-		if err := c.turn(early, false, h); err != nil {
+		if err := c.turn(early, h); err != nil {
 			return err
 		}
 	}
@@ -133,12 +133,17 @@ func (c *wsConn) readLoop(h messageHandler, early []byte) error {
 		}
 		buf, pooled := c.readBuffer()
 		n, err := c.nc.Read(buf)
+		var herr error
 		if n > 0 {
-			if herr := c.turn(buf[:n], pooled, h); herr != nil {
-				return herr
-			}
-		} else if pooled {
+			herr = c.turn(buf[:n], h)
+		}
+		if pooled {
+			// The turn copied whatever it keeps (a partial frame) into
+			// the queue, so the whole buffer goes back.
 			readBufs.Put(&buf)
+		}
+		if herr != nil {
+			return herr
 		}
 		if err != nil {
 			if c.takeCloseRequest(err) {
@@ -151,11 +156,11 @@ func (c *wsConn) readLoop(h messageHandler, early []byte) error {
 
 // turn handles the bytes of one read, corked: everything the handlers send
 // meanwhile leaves in one writev when it ends.
-func (c *wsConn) turn(b []byte, pooled bool, h messageHandler) error {
+func (c *wsConn) turn(b []byte, h messageHandler) error {
 	c.lastRead.Store(time.Now().UnixNano())
 	c.pongPending.Store(false)
 	c.out.Cork()
-	err := c.consume(b, pooled, h)
+	err := c.consume(b, h)
 	if werr := c.out.Uncork(); err == nil && werr != nil {
 		err = werr
 	}
@@ -215,20 +220,16 @@ func (c *wsConn) readBuffer() (buf []byte, pooled bool) {
 }
 
 // consume decodes and handles every message in b and keeps a trailing
-// partial frame in the queue.
-func (c *wsConn) consume(b []byte, pooled bool, h messageHandler) error {
+// partial frame in the queue. When the queue is empty, b is decoded in
+// place and a partial frame at its end is copied into the queue, so the
+// caller may reuse b; otherwise b joins the queue and belongs to it.
+func (c *wsConn) consume(b []byte, h messageHandler) error {
 	if c.q.Len() > 0 {
 		if err := c.q.Push(b); err != nil {
 			return err
 		}
 		return c.drainQueue(h)
 	}
-	defer func() {
-		if pooled {
-			b = b[:cap(b)]
-			readBufs.Put(&b)
-		}
-	}()
 	for len(b) > 0 {
 		m, n, err := c.dec.DecodeMessage(b, &c.asm)
 		b = b[n:]
