@@ -59,8 +59,18 @@ const (
 	numActions
 )
 
-// maxNesting bounds emits raised from inside listeners.
-const maxNesting = 2
+// Bounds on the work one script can cause, so that listeners which add
+// listeners and raise nested emits cannot make it grow without limit: a
+// fuzzer input once ran for ten minutes without them. Both sides apply them
+// the same way, so they stay in step.
+const (
+	// maxNesting bounds how deep emits raised from listeners nest.
+	maxNesting = 2
+	// maxNestedEmits bounds the nested emits under one top-level emit.
+	maxNestedEmits = 8
+	// maxRegistrations bounds the registrations of one script.
+	maxRegistrations = 64
+)
 
 // modelEntry is one registration in the model.
 type modelEntry struct {
@@ -82,17 +92,19 @@ type harness struct {
 
 	// The subject's side: the off function of every registration, by
 	// number, the depth of nested emits, and the calls made ("id:value").
-	offs     []func()
-	subDepth int
-	got      []string
+	offs      []func()
+	subDepth  int
+	subNested int
+	got       []string
 
 	// The model's side: the listener list as the emitter should hold it,
 	// the number of registrations so far, the depth of nested emits, and
 	// the calls it predicts.
-	model      []*modelEntry
-	registered int
-	modelDepth int
-	want       []string
+	model       []*modelEntry
+	registered  int
+	modelDepth  int
+	modelNested int
+	want        []string
 }
 
 var errListener = errors.New("listener failed")
@@ -118,9 +130,12 @@ func (h *harness) subPerform(id int, act action, v int) error {
 	case actOffOther:
 		h.offs[act.target%len(h.offs)]()
 	case actAdd:
-		h.subRegister(false, action{})
+		if len(h.offs) < maxRegistrations {
+			h.subRegister(false, action{})
+		}
 	case actNested:
-		if h.subDepth < maxNesting {
+		if h.subDepth < maxNesting && h.subNested < maxNestedEmits {
+			h.subNested++
 			h.subDepth++
 			defer func() { h.subDepth-- }()
 			return h.sub.emit(v + 100)
@@ -147,9 +162,12 @@ func (h *harness) modelPerform(id int, act action, v int) error {
 	case actOffOther:
 		h.modelOff(act.target % h.registered)
 	case actAdd:
-		h.modelRegister(false, action{})
+		if h.registered < maxRegistrations {
+			h.modelRegister(false, action{})
+		}
 	case actNested:
-		if h.modelDepth < maxNesting {
+		if h.modelDepth < maxNesting && h.modelNested < maxNestedEmits {
+			h.modelNested++
 			h.modelDepth++
 			defer func() { h.modelDepth-- }()
 			return h.modelEmit(v + 100)
@@ -197,6 +215,9 @@ func (h *harness) run(script []byte) {
 		case 0, 1:
 			once := op%4 == 1
 			a := next()
+			if h.registered >= maxRegistrations {
+				continue
+			}
 			act := action{kind: a % numActions, target: int(a / numActions)}
 			h.subRegister(once, act)
 			h.modelRegister(once, act)
@@ -207,6 +228,7 @@ func (h *harness) run(script []byte) {
 				h.modelOff(id)
 			}
 		case 3:
+			h.subNested, h.modelNested = 0, 0
 			gotErr := h.sub.emit(step)
 			wantErr := h.modelEmit(step)
 			if gotErr != wantErr {
