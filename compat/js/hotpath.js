@@ -35,6 +35,8 @@ const EXCEPT_SENDER = 0x01;
 const MAX_NAME = 255; // method, event and room names (§2)
 const MAX_VALUE = 4096; // capability values and error messages (§2)
 const MAX_U32 = 0xffffffff;
+// setTimeout fires at once for delays past 2^31-1 ms; no timer goes past it.
+const MAX_DELAY = 2 ** 31 - 1;
 const EMPTY = new Uint8Array(0);
 
 const utf8 = new TextEncoder();
@@ -377,6 +379,11 @@ function checkName(name, field) {
   if (n < 1 || n > MAX_NAME) throw new RangeError(`hotpath: ${field} must be 1-255 bytes of UTF-8, got ${n}`);
 }
 
+/** Checks a timeout in ms: 0 for none, else at most about 24.8 days. */
+function checkTimeout(ms) {
+  if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_DELAY)) throw new RangeError(`hotpath: timeout must be 0 to ${MAX_DELAY} ms, got ${ms}`);
+}
+
 /** Resolves a URL against the page and maps http(s) to ws(s). */
 function resolveURL(url) {
   const base = globalThis.location?.href;
@@ -460,6 +467,8 @@ export class Client {
     this.#random = options.random ?? Math.random;
     this.#callTimeout = options.callTimeout ?? 30_000;
     this.#connectTimeout = options.connectTimeout ?? 10_000;
+    checkTimeout(this.#callTimeout);
+    checkTimeout(this.#connectTimeout);
     this.#reconnect = options.reconnect === false ? null
       : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...options.reconnect };
     this.#step = this.#reconnect?.minDelay;
@@ -591,6 +600,7 @@ export class Client {
    */
   handle(method, fn) {
     checkName(method, 'method');
+    if (typeof fn !== 'function') throw new TypeError('hotpath: a handler must be a function');
     this.#handlers.set(method, fn);
     return () => { if (this.#handlers.get(method) === fn) this.#handlers.delete(method); };
   }
@@ -761,7 +771,7 @@ export class Client {
     const ac = new AbortController();
     conn.asks.add(ac);
     const timer = p.timeout > 0
-      ? this.#timers.setTimeout(() => ac.abort(new RPCError(Code.Timeout, 'ask timed out')), p.timeout)
+      ? this.#timers.setTimeout(() => ac.abort(new RPCError(Code.Timeout, 'ask timed out')), Math.min(p.timeout, MAX_DELAY))
       : null;
     let answer;
     try {
@@ -839,6 +849,7 @@ export class Client {
   }
 
   #entry(kind, fields) {
+    checkTimeout(fields.timeout);
     do this.#nextId = this.#nextId === MAX_U32 ? 1 : this.#nextId + 1;
     while (this.#pending.has(this.#nextId));
     const e = { id: this.#nextId, kind, conn: null, deadline: 0, timer: null, ...fields };

@@ -57,7 +57,12 @@ function fakeClock() {
   let seq = 0;
   const timers = new Map();
   return {
-    setTimeout(fn, ms) { timers.set(++seq, { at: now + ms, fn }); return seq; },
+    setTimeout(fn, ms) {
+      // As Node and browsers do: a delay past 2^31-1 ms, or under 1, is 1.
+      if (!(ms >= 1 && ms <= 2 ** 31 - 1)) ms = 1;
+      timers.set(++seq, { at: now + ms, fn });
+      return seq;
+    },
     clearTimeout(id) { timers.delete(id); },
     now: () => now,
     /** Moves time forward by ms, firing due timers in order. */
@@ -491,6 +496,19 @@ test('an ask past its timeout is aborted and not answered', async () => {
   client.close();
 });
 
+test('an ask with the longest timeout a server sends is not aborted at once', async () => {
+  const { client, net, clock } = connected();
+  let signal;
+  client.handle('slow', (params, meta) => { signal = meta.signal; return 'done'; });
+  // The Go server caps an ask's timeout at 2^31 ms, one past setTimeout's limit.
+  net.last.receive({ kind: 'ask', id: 1, method: 'slow', timeout: 2 ** 31, payload: '' });
+  clock.advance(1000);
+  await settle();
+  assert.equal(signal.aborted, false);
+  assert.equal(net.last.packets[0].status, 0);
+  client.close();
+});
+
 test('ping is answered with pong carrying the same data (§4.8)', async () => {
   const { client, net } = connected();
   net.last.receive({ kind: 'ping', data: 'abc' });
@@ -564,5 +582,8 @@ test('arguments that cannot be sent are refused at once', async () => {
   await assert.rejects(client.call('a/b', () => {}), TypeError);
   await assert.rejects(client.call('a/b', 'x'.repeat(2 << 20)), RangeError);
   await assert.rejects(client.join(''), RangeError);
+  await assert.rejects(client.call('a/b', null, { timeout: 2 ** 31 }), RangeError);
+  await assert.rejects(client.call('a/b', null, { timeout: -1 }), RangeError);
+  assert.throws(() => client.handle('a/b', 'not a function'), TypeError);
   client.close();
 });
