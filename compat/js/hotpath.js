@@ -411,7 +411,7 @@ const defaultTimers = {
  * @typedef {object} ClientOptions
  * @property {Function} [WebSocket] the WebSocket constructor; globalThis.WebSocket by default
  * @property {number} [callTimeout=30000] timeout of calls, joins and leaves that give none, ms; 0: none
- * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms
+ * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms; 0: no limit
  * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
  * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
@@ -471,6 +471,11 @@ export class Client {
     checkTimeout(this.#connectTimeout);
     this.#reconnect = options.reconnect === false ? null
       : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...options.reconnect };
+    if (this.#reconnect !== null) {
+      const { minDelay, maxDelay } = this.#reconnect;
+      checkTimeout(maxDelay);
+      if (!(minDelay >= 1 && minDelay <= maxDelay)) throw new RangeError('hotpath: reconnect needs 1 <= minDelay <= maxDelay');
+    }
     this.#step = this.#reconnect?.minDelay;
     this.#maxBatch = options.maxBatch ?? 1024;
     this.#maxMessage = options.maxMessage ?? 1 << 20;
@@ -653,6 +658,7 @@ export class Client {
     ws.onmessage = (ev) => this.#onMessage(conn, ev.data);
     ws.onclose = (ev) => this.#drop(conn, new CloseError(ev.code ?? 1006, ev.reason ?? ''));
     ws.onerror = () => {}; // a close event follows every error
+    if (this.#connectTimeout === 0) return;
     conn.timer = this.#timers.setTimeout(() => {
       ws.close();
       this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));

@@ -332,6 +332,26 @@ test('a handshake that hangs times out and is retried', () => {
   client.close();
 });
 
+test('options out of range are refused', () => {
+  const net = fakeSockets();
+  const make = (options) => () => new Client('ws://test.invalid/ws', { WebSocket: net.FakeWebSocket, ...options });
+  assert.throws(make({ reconnect: { minDelay: 0 } }), RangeError);
+  assert.throws(make({ reconnect: { minDelay: 500, maxDelay: 100 } }), RangeError);
+  assert.throws(make({ callTimeout: -5 }), RangeError);
+  assert.throws(make({ connectTimeout: 2 ** 40 }), RangeError);
+  assert.equal(net.sockets.length, 0);
+});
+
+test('connectTimeout 0 waits for the handshake as long as it takes', () => {
+  const { client, net, clock } = newClient({ connectTimeout: 0 });
+  clock.advance(3_600_000);
+  assert.equal(net.sockets.length, 1);
+  assert.equal(net.last.closedWith, null);
+  net.last.open();
+  assert.equal(client.state, 'open');
+  client.close();
+});
+
 test('rooms: join resolves {room, members}; rejoined after a reconnect; left rooms are not', async () => {
   const { client, net, clock } = connected();
   let ws = net.last;
