@@ -96,13 +96,15 @@ func (p *Peer) closeWith(code wsframe.CloseCode, reason string) {
 	}
 }
 
-// serve runs the connection and releases everything it held.
-func (p *Peer) serve(early []byte) error {
-	err := p.ws.run(p, early)
-	p.closed.Store(true)
-	p.cancel()
-	p.failAsks(err)
-	return err
+// start serves the connection on goroutines of its own and calls done
+// when it has ended and released what it held.
+func (p *Peer) start(early []byte, done func(error)) {
+	p.ws.start(p, early, func(err error) {
+		p.closed.Store(true)
+		p.cancel()
+		p.failAsks(err)
+		done(err)
+	})
 }
 
 // onWriteError is the outbox's report that a write failed or the queue

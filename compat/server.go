@@ -111,7 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		early = append([]byte(nil), early...)
 	}
 	s.conns.add()
-	go s.serveConn(nc, up, early)
+	s.serveConn(nc, up, early)
 }
 
 func (s *Server) refuse(w http.ResponseWriter, err error) {
@@ -189,26 +189,29 @@ func (s *Server) upgradeRaw(nc net.Conn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	go s.serveConn(nc, up, nil) // a fresh goroutine: the upgrade grew this one's stack
+	s.serveConn(nc, up, nil)
 }
 
-// serveConn runs one connection until it ends. The caller did conns.Add.
+// serveConn starts serving one connection. The caller did conns.add; the
+// connection's last goroutine calls conns.done.
 func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
-	defer s.conns.done()
 	p := s.newPeer(nc, up)
 	if !s.register(p) {
 		p.ws.sendClose(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
 		p.ws.finish(ErrClosed)
+		s.conns.done()
 		return
 	}
 	if s.opts.OnConnect != nil {
 		s.opts.OnConnect(p)
 	}
-	err := p.serve(early)
-	s.unregister(p, err)
-	if s.opts.OnDisconnect != nil {
-		s.opts.OnDisconnect(p, err)
-	}
+	p.start(early, func(err error) {
+		s.unregister(p, err)
+		if s.opts.OnDisconnect != nil {
+			s.opts.OnDisconnect(p, err)
+		}
+		s.conns.done()
+	})
 }
 
 func (s *Server) register(p *Peer) bool {

@@ -115,15 +115,23 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, onWriteErr
 // returns why it ended. Handlers run on this goroutine; what they queue on
 // the outbox during one read leaves in one writev at the end of that read.
 // early holds bytes that arrived with the upgrade request, if any.
-func (c *wsConn) readLoop(h messageHandler, early []byte) error {
+//
+// With handoff, the loop returns errIdle instead of waiting once it has
+// handled a read and has nothing buffered: the caller continues on a fresh
+// goroutine, whose small stack is all an idle connection then holds (see
+// start).
+func (c *wsConn) readLoop(h messageHandler, early []byte, handoff bool) error {
 	if len(early) > 0 {
 		if err := c.turn(early, h); err != nil {
 			return err
 		}
 	}
-	for {
+	for turned := false; ; turned = true {
 		if c.q.Len() == 0 {
 			c.q.Release()
+			if handoff && turned {
+				return errIdle
+			}
 			if err := c.waitReadable(); err != nil {
 				if c.takeCloseRequest(err) {
 					continue
@@ -396,7 +404,35 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 // violation fails the connection at once (RFC 6455 §7.1.7): the close frame
 // is sent and the socket closed without waiting for the peer's.
 func (c *wsConn) run(h messageHandler, early []byte) error {
-	err := c.readLoop(h, early)
+	return c.end(c.readLoop(h, early, false))
+}
+
+// errIdle is how readLoop hands an idle connection to a fresh goroutine.
+var errIdle = errors.New("compat: connection idle")
+
+// start serves the connection on goroutines of its own and calls done with
+// why it ended. Each time the connection falls idle, the goroutine that
+// handled the last read hands over to a new one and exits: handling a call
+// grows a goroutine's stack (JSON codecs, handlers) and the runtime keeps
+// that size while the goroutine lives, so an idle connection would hold
+// 4 KiB or more of stack. A fresh goroutine parked on the socket holds the
+// minimum. The price is one goroutine start per idle period.
+func (c *wsConn) start(h messageHandler, early []byte, done func(error)) {
+	go c.serveTurns(h, early, done)
+}
+
+func (c *wsConn) serveTurns(h messageHandler, early []byte, done func(error)) {
+	err := c.readLoop(h, early, true)
+	if err == errIdle {
+		go c.serveTurns(h, nil, done)
+		return
+	}
+	done(c.end(err))
+}
+
+// end closes the connection after its read loop ended with err, and
+// returns err.
+func (c *wsConn) end(err error) error {
 	var ce *CloseError
 	if !errors.As(err, &ce) || !ce.Remote {
 		c.fail(err)
