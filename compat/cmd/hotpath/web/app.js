@@ -17,9 +17,9 @@ const state = {
   ticks: {}, // symbol → recent {price, at}, oldest first
   tickCount: 0,
   echo: null, // last echo/say: {text, rtt} or {error}
-  batch: null, // last batch run: {calls, ms}
+  batch: null, // last batch run: {calls, ms, inOrder} or {error}
   serverTime: null, // time/now answer at load: {now, rtt}
-  log: [], // connection state changes
+  log: [], // the last connection state changes: {at, line}
 };
 
 window.hotpathDemo = { client, state };
@@ -61,13 +61,15 @@ function describeClose(err) {
   return err.reason ? `${err.code} ${err.reason}` : String(err.code);
 }
 
+const MAX_LOG = 50;
+
 function addLog(line) {
-  const at = new Date().toLocaleTimeString();
   state.log.push({ at: Date.now(), line });
+  if (state.log.length > MAX_LOG) state.log.shift();
   const li = document.createElement('li');
-  li.textContent = `${at}  ${line}`;
+  li.textContent = `${new Date().toLocaleTimeString()}  ${line}`;
   $('log').prepend(li);
-  while ($('log').children.length > 50) $('log').lastChild.remove();
+  while ($('log').children.length > MAX_LOG) $('log').lastChild.remove();
 }
 
 client.onState(showState);
