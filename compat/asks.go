@@ -59,9 +59,11 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 		}
 	}
 	a.id = p.nextAsk
+	// Armed under asksMu: whoever settles the ask removes it under asksMu
+	// first, so it sees the handle.
+	a.handle = p.srv.timeouts.Arm(deadline, a)
 	p.asks[a.id] = a
 	p.asksMu.Unlock()
-	a.handle = p.srv.timeouts.Arm(deadline, a)
 
 	b := wire.AppendCall(beginFrame(*bp), dispatch.KindAsk, a.id, method, uint32(min(timeoutMS, 1<<31)), nil)
 	b, err := marshal(p.codec, b, req)

@@ -37,7 +37,7 @@ type Peer struct {
 	dict atomic.Pointer[dictCodec]
 
 	closed          atomic.Bool
-	keepaliveHandle scheduler.Handle // owned by the keepalive goroutine after register
+	keepaliveHandle atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
 	inflight        atomic.Int32     // Async calls running
 
 	roomsMu sync.Mutex
@@ -195,12 +195,13 @@ func (p *Peer) onCall(body []byte) error {
 		p.answerError(pk.ID, ErrUnavailable, true)
 		return nil
 	}
-	m, err := s.router.methodTable.Lookup(pk.Name)
-	if err != nil {
+	i, ok := s.router.methodTable.Index(pk.Name) // a miss allocates nothing
+	if !ok {
 		s.metrics.unknownMethods.Add(1)
 		p.answerError(pk.ID, &Error{Code: wire.CodeNotFound, Message: "method not found: " + string(pk.Name)}, true)
 		return nil
 	}
+	m := s.router.methodTable.Route(i).Handler
 	if !m.async {
 		p.runCall(m, pk.ID, pk.Timeout, pk.Payload, true)
 		return nil
@@ -351,12 +352,12 @@ func (p *Peer) onEvent(body []byte) error {
 	if err != nil {
 		return err
 	}
-	h, err := p.srv.router.eventTable.Lookup(pk.Name)
-	if err != nil {
+	i, ok := p.srv.router.eventTable.Index(pk.Name)
+	if !ok {
 		p.srv.metrics.droppedEvents.Add(1)
 		return nil
 	}
-	if err := h.call(p.ctx, p.codec, pk.Payload); err != nil {
+	if err := p.srv.router.eventTable.Route(i).Handler.call(p.ctx, p.codec, pk.Payload); err != nil {
 		p.srv.metrics.droppedEvents.Add(1)
 	}
 	return nil

@@ -225,12 +225,12 @@ func (s *Server) register(p *Peer) bool {
 	s.peers[p] = struct{}{}
 	s.metrics.connections.Add(1)
 	s.metrics.connectionsTotal.Add(1)
-	p.keepaliveHandle = s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)
+	p.keepaliveHandle.Store(uint64(s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)))
 	return true
 }
 
 func (s *Server) unregister(p *Peer, err error) {
-	s.keepalive.Cancel(p.keepaliveHandle)
+	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))
 	s.rooms.leaveAll(p)
 	s.mu.Lock()
 	delete(s.peers, p)
@@ -266,11 +266,11 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 		case silent >= s.opts.KeepaliveInterval && !p.ws.pongPending.Load():
 			p.ws.pongPending.Store(true)
 			p.ws.sendShared(wsframe.FramePing)
-			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)
+			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
 		case p.ws.pongPending.Load():
-			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)
+			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
 		default:
-			p.keepaliveHandle = s.keepalive.Arm(last.Add(s.opts.KeepaliveInterval), p)
+			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.KeepaliveInterval), p)))
 		}
 	}
 }

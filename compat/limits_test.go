@@ -1,0 +1,222 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+func TestOversizedFrameRefusedBeforeBuffering(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 64 << 10}})
+	c := dial(t, addr)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	// A header announcing 1 GiB, then a little of the payload.
+	h := wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Masked: true, Length: 1 << 30})
+	c.WriteRaw(append(h, make([]byte, 4096)...))
+	if code, _ := c.ReadClose(5 * time.Second); code != wsframe.CloseMessageTooBig {
+		t.Fatalf("close %d, want 1009", code)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("server allocated %d bytes for a refused 1 GiB frame", grew)
+	}
+}
+
+func TestFragmentFloodRefused(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxFragments: 16}})
+	c := dial(t, addr)
+	c.WriteFrame(wsframe.OpBinary, []byte{1}, 0)
+	for range 20 {
+		c.WriteFrame(wsframe.OpContinuation, []byte{1}, 0)
+	}
+	if code, _ := c.ReadClose(5 * time.Second); code != wsframe.CloseMessageTooBig {
+		t.Fatalf("close %d, want 1009", code)
+	}
+}
+
+func TestBatchTooLarge(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxBatch: 2}})
+	c := dial(t, addr)
+	var items []byte
+	for i := 1; i <= 3; i++ {
+		items = wire.AppendItem(items, wire.AppendCall(nil, dispatch.KindCall, uint32(i), "echo/raw", 0, nil))
+	}
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 3, Payload: items}))
+	if code, _ := c.ReadClose(5 * time.Second); code != wsframe.CloseMessageTooBig {
+		t.Fatalf("close %d, want 1009", code)
+	}
+}
+
+func TestInFlightLimit(t *testing.T) {
+	r := testRouter()
+	release := make(chan struct{})
+	Handle(r, "test/block", func(ctx context.Context, _ struct{}) (string, error) {
+		<-release
+		return "done", nil
+	}, Async())
+	s, addr := newTestServer(t, Options{Router: r, Limits: Limits{MaxInFlight: 2}})
+	c := dial(t, addr)
+	for id := uint32(1); id <= 3; id++ {
+		c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, id, "test/block", 0, nil))
+	}
+	p := readPacket(t, c)
+	if p.Kind != dispatch.KindError || p.ID != 3 || p.Code != wire.CodeOverloaded {
+		t.Fatalf("third call: %+v, want Overloaded", p)
+	}
+	close(release)
+	for range 2 {
+		if p := readPacket(t, c); p.Kind != dispatch.KindResult {
+			t.Errorf("blocked call: %+v", p)
+		}
+	}
+	if s.Metrics().Overloaded != 1 {
+		t.Errorf("Overloaded counter = %d", s.Metrics().Overloaded)
+	}
+}
+
+func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
+	s, addr := newTestServer(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	// A peer that never answers: pinged, then dropped with 1001.
+	silent := dial(t, addr)
+	sawPing := false
+	for {
+		m, err := silent.ReadMessage(5 * time.Second)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if m.Opcode == wsframe.OpPing {
+			sawPing = true
+			continue
+		}
+		if m.Opcode == wsframe.OpClose {
+			if m.CloseCode != wsframe.CloseGoingAway || !sawPing {
+				t.Fatalf("close %d after ping=%v, want 1001 after a ping", m.CloseCode, sawPing)
+			}
+			break
+		}
+	}
+	// A client that answers pings stays connected well past IdleTimeout.
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	time.Sleep(700 * time.Millisecond)
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "still here"}, &out); err != nil {
+		t.Fatalf("call after idle period: %v", err)
+	}
+	if s.Metrics().IdleTimeouts != 1 {
+		t.Errorf("IdleTimeouts = %d, want 1", s.Metrics().IdleTimeouts)
+	}
+}
+
+func TestAskTimeout(t *testing.T) {
+	r := testRouter()
+	result := make(chan error, 1)
+	Handle(r, "test/askslow", func(ctx context.Context, _ struct{}) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		var s string
+		err := PeerFrom(ctx).Ask(ctx, "never/answered", nil, &s)
+		result <- err
+		return s, nil
+	}, Async())
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/askslow", 0, nil))
+	if p := readPacket(t, c); p.Kind != dispatch.KindAsk || string(p.Name) != "never/answered" || p.Timeout == 0 {
+		t.Fatalf("got %+v, want the ask with a timeout", p)
+	}
+	select {
+	case err := <-result:
+		if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrCanceled) {
+			t.Fatalf("Ask = %v, want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ask never returned")
+	}
+	// A late answer is ignored and counted.
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 1, Payload: []byte(`"late"`)}))
+}
+
+func TestSlowConsumer(t *testing.T) {
+	for _, policy := range []SlowConsumerPolicy{DropEvent, Disconnect} {
+		s, addr := newTestServer(t, Options{SlowConsumer: policy, Limits: Limits{MaxOutboxBytes: 64 << 10}})
+		slow := dial(t, addr) // joins and never reads again
+		slow.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")}))
+		readPacket(t, slow)
+		fast := dialClient(t, addr, ClientOptions{})
+		got := make(chan struct{}, 4096)
+		fast.OnRoom("r", "big", func(Message) { got <- struct{}{} })
+		if _, err := fast.Join(context.Background(), "r"); err != nil {
+			t.Fatal(err)
+		}
+		payload := make([]byte, 16<<10)
+		dropped := 0
+		const emits = 1000 // 16 MiB in all: far past the kernel's socket buffers
+		for i := 0; i < emits; i++ {
+			res, err := s.Emit("r", "big", payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropped += res.Dropped
+			if i%50 == 0 {
+				// let the fast member keep up; the room itself never waits
+				waitFor(t, func() bool { return len(got) >= i-100 })
+			}
+		}
+		waitFor(t, func() bool { return len(got) == emits })
+		switch policy {
+		case DropEvent:
+			if dropped == 0 {
+				t.Errorf("DropEvent: no emit was dropped for the slow member")
+			}
+			if s.Members("r") != 2 {
+				t.Errorf("DropEvent: members = %d, want 2", s.Members("r"))
+			}
+		case Disconnect:
+			waitFor(t, func() bool { return s.Members("r") == 1 })
+			if s.Metrics().SlowConsumers == 0 {
+				t.Error("Disconnect: no slow consumer counted")
+			}
+		}
+	}
+}
+
+func TestNoGoroutineLeakAfterShutdown(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := NewServer(Options{Router: testRouter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, s, false)
+	var clients []*Client
+	for range 5 {
+		c, err := Dial(context.Background(), "ws://"+addr+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Join(context.Background(), "room")
+		clients = append(clients, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
