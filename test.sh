@@ -34,4 +34,7 @@ go test -race -count=1 "$MODULES"
 step "fuzz targets, $FUZZTIME each"
 go run ./fuzz -time "$FUZZTIME"
 
+step "bench runner (quick sanity run of one cheap scenario)"
+go run ./bench -quick -only '^framewrite$'
+
 step "all tests passed"
