@@ -47,9 +47,9 @@ type listSegments struct{ l list.List }
 func (l *listSegments) push(s segment) { l.l.PushBack(s) }
 func (l *listSegments) pop()           { l.l.Remove(l.l.Front()) }
 
-// containerOps runs one round of the pattern: push k segments behind a
-// backlog of 3 (a partial message), walk the first k+3 as Peek and Segments
-// do, and pop k.
+// backlog is how many segments stay buffered throughout (a partial
+// message). Each round of the benchmark pushes k = 1..7 segments behind
+// them, walks the first k+backlog as Peek and Segments do, and pops k.
 const backlog = 3
 
 func BenchmarkSegmentContainer(b *testing.B) {
