@@ -657,7 +657,12 @@ export class Client {
     ws.onopen = () => this.#onOpen(conn);
     ws.onmessage = (ev) => this.#onMessage(conn, ev.data);
     ws.onclose = (ev) => this.#drop(conn, new CloseError(ev.code ?? 1006, ev.reason ?? ''));
-    ws.onerror = () => {}; // a close event follows every error
+    // Browsers follow every error event with a close event; Node 20's
+    // WebSocket does not when the handshake fails, so one that fails
+    // before opening ends here (a close event after it is ignored).
+    ws.onerror = () => {
+      if (conn.openedAt < 0) this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_FAILED'));
+    };
     if (this.#connectTimeout === 0) return;
     conn.timer = this.#timers.setTimeout(() => {
       ws.close();

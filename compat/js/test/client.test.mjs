@@ -45,6 +45,9 @@ function fakeSockets() {
     }
     receiveText(s) { this.onmessage?.({ data: s }); }
     drop(code = 1006, reason = '') { this.readyState = 3; this.onclose?.({ code, reason, wasClean: code !== 1006 }); }
+    /** A failed handshake as Node 20's WebSocket reports it: an error
+     * event, no close event, readyState left at CONNECTING. */
+    failWithoutClose() { this.onerror?.({ type: 'error' }); }
     /** Packets sent after the capabilities that open every connection. */
     get packets() { return this.sent.filter((p) => p.kind !== 'capabilities'); }
   }
@@ -316,6 +319,22 @@ test('a connection that stayed open resets the backoff; a short one does not', a
   assert.equal(seen.at(-1).delay, 250);
   assert.equal(seen.at(-1).attempt, 1);
   assert.deepEqual(seen.map((s) => s.state), ['reconnecting', 'reconnecting', 'open', 'reconnecting', 'open', 'reconnecting']);
+  client.close();
+});
+
+test('a handshake that fails with an error event and no close event is retried', () => {
+  const { client, net, clock } = newClient();
+  const seen = states(client);
+  net.last.failWithoutClose();
+  assert.equal(seen.at(-1).state, 'reconnecting');
+  assert.equal(seen.at(-1).error.code, 1006);
+  assert.equal(seen.at(-1).delay, 250, 'not the connect timeout');
+  clock.advance(250);
+  assert.equal(net.sockets.length, 2);
+  // A browser: an error event, then a close event that adds nothing.
+  net.last.onerror?.({ type: 'error' });
+  net.last.drop();
+  assert.equal(seen.filter((s) => s.state === 'reconnecting').length, 2);
   client.close();
 });
 

@@ -56,11 +56,16 @@ function connect() {
   return new Client(`ws://${server.addr}/ws`, { reconnect: { minDelay: 50, maxDelay: 200 } });
 }
 
+// HOTPATH_BIN names a built ./compat/cmd/hotpath to use instead of
+// building one.
 before(async () => {
   if (skip) return;
-  dir = mkdtempSync(join(tmpdir(), 'hotpath-js-'));
-  binary = join(dir, 'hotpath');
-  execFileSync('go', ['build', '-o', binary, './compat/cmd/hotpath'], { cwd: repo, stdio: 'inherit' });
+  binary = process.env.HOTPATH_BIN;
+  if (!binary) {
+    dir = mkdtempSync(join(tmpdir(), 'hotpath-js-'));
+    binary = join(dir, 'hotpath');
+    execFileSync('go', ['build', '-o', binary, './compat/cmd/hotpath'], { cwd: repo, stdio: 'inherit' });
+  }
   server = await startServer('127.0.0.1:0');
 }, { timeout: 300_000 });
 
