@@ -43,11 +43,11 @@ type Config struct {
 	// sum of the payloads of one message, MaxFragments the number of frames
 	// of one message; control frames have their own bound of 125 bytes. A
 	// frame header that would exceed a limit fails the connection with 1009
-	// before any of its payload is buffered. Zero or
-	// negative means the default: DefaultMaxMessageSize, MaxMessageSize
-	// (one frame may carry a whole message), DefaultMaxFragments. For a
-	// compressed message the sizes count compressed bytes: bounding the
-	// inflated size is the inflater's job.
+	// before any of its payload is buffered. Zero or negative means the
+	// default: DefaultMaxMessageSize, MaxMessageSize (one frame may carry a
+	// whole message), DefaultMaxFragments. For a compressed message the
+	// sizes count compressed bytes: bounding the inflated size is the
+	// inflater's job.
 	MaxFrameSize   int64
 	MaxMessageSize int64
 	MaxFragments   int
@@ -122,10 +122,10 @@ func (m Message) CloseReason() []byte {
 // not arrived yet, so invalid UTF-8 fails the connection at the first
 // byte that makes it invalid.
 //
-// A Decoder is 224 bytes (64-bit) and holds no buffer between messages: only
-// while a fragmented message is being assembled does it hold the assembly
-// buffer (the caller's, when one is given). It is not safe for concurrent
-// use.
+// A Decoder is 224 bytes (on 64-bit platforms) and holds no buffer between
+// messages: only while a fragmented message is being assembled does it hold
+// the assembly buffer (the caller's, when one is given). It is not safe for
+// concurrent use.
 type Decoder struct {
 	cfg Config
 	err error
