@@ -13,7 +13,7 @@ var (
 	ErrNeedMore = errors.New("segmentqueue: fewer bytes buffered than requested")
 
 	// ErrNegativeCount reports a negative byte count passed to Peek,
-	// Discard, Next or Segments.
+	// Discard, Next, Segments or Reserve.
 	ErrNegativeCount = errors.New("segmentqueue: negative count")
 
 	// ErrInvalidRead reports an io.Reader, passed to Fill, that returned a
@@ -45,9 +45,10 @@ func (l Limit) String() string {
 	return fmt.Sprintf("Limit(%d)", int(l))
 }
 
-// LimitError reports a Push or Write refused because it would take the queue
-// past one of its limits. The queue is left as it was: nothing of the
-// refused call was buffered.
+// LimitError reports a Push, Write, Fill or Reserve refused because it would
+// take the queue past one of its limits. The queue is left as it was:
+// nothing of the refused call was buffered. For Fill, which cannot know how
+// much a read would bring, Adding is 1 (bytes) or 1 (a new segment).
 type LimitError struct {
 	Limit    Limit // which bound was hit
 	Max      int   // the bound in force
