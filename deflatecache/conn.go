@@ -2,6 +2,7 @@ package deflatecache
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/klauspost/compress/flate"
@@ -64,6 +65,8 @@ type Options struct {
 // calls (AppendCompressed, AppendCompressedFrame, BroadcastFrame), nor Close
 // with anything.
 type Conn struct {
+	id              uint64 // names the connection to pooled compressors
+	sendGen         uint64 // bumped when send changes behind the compressor's back
 	role            wsframe.Role
 	sendBits        int
 	level           int
@@ -106,6 +109,7 @@ func NewConn(params Params, role wsframe.Role, opts Options) (*Conn, error) {
 		opts.TakeoverHistory = DefaultTakeoverHistory
 	}
 	c := &Conn{
+		id:              connIDs.Add(1),
 		role:            role,
 		level:           opts.Level,
 		minSize:         opts.MinSize,
@@ -172,8 +176,19 @@ func (c *Conn) AppendCompressed(dst, payload []byte) ([]byte, bool) {
 		return dst, false
 	}
 	comp := getCompressor(c.sendBits, c.level)
-	out, ok := comp.appendDeflate(dst, payload, history)
-	putCompressor(comp, c.sendBits, c.level)
+	defer putCompressor(comp, c.sendBits, c.level)
+	// Priming a compressor with the history costs about as much as
+	// compressing the history. A compressor whose stream still is this
+	// connection's, untouched since its last message (the common case for
+	// a burst of messages on one goroutine, since the pool hands back the
+	// compressor last put on this P), resumes without it.
+	var out []byte
+	var ok bool
+	if c.send != nil && comp.owner == c.id && comp.gen == c.sendGen {
+		out, ok = comp.appendResume(dst, payload)
+	} else {
+		out, ok = comp.appendDeflate(dst, payload, history)
+	}
 	// A message that does not shrink is sent plain, except the first one
 	// of a connection with context takeover: sent compressed (a stored
 	// block costs about 5 bytes more than the message), it becomes the
@@ -181,13 +196,18 @@ func (c *Conn) AppendCompressed(dst, payload []byte) ([]byte, bool) {
 	// not, and a stream of short messages, none of which shrinks alone,
 	// would never start to.
 	if !ok || (len(out)-len(dst) >= len(payload) && (c.send == nil || len(history) > 0)) {
+		comp.owner = 0 // holds a message the peer never sees
 		return dst, false
 	}
 	if c.send != nil {
 		c.send.add(payload)
+		comp.owner, comp.gen = c.id, c.sendGen
 	}
 	return out, true
 }
+
+// connIDs numbers connections for compressor ownership; 0 is nobody.
+var connIDs atomic.Uint64
 
 var zeroHeader [wsframe.MaxHeaderSize]byte
 
@@ -271,6 +291,7 @@ func (c *Conn) broadcastSlow(p *wsframe.Prepared) ([]byte, error) {
 	}
 	if c.send != nil {
 		c.send.add(payload)
+		c.sendGen++ // a compressor holding this stream lacks the broadcast
 	}
 	return f, nil
 }

@@ -154,3 +154,57 @@ func TestErrorsCarryCloseCodes(t *testing.T) {
 		t.Fatal("no precompiled close frame for the code")
 	}
 }
+
+// TestTakeoverResume: a connection that sends several messages in a row
+// resumes its pooled compressor's stream without priming; a message sent
+// plain, a broadcast, or another connection using the compressor in
+// between makes it prime again from its history. The peer inflates every
+// message in all cases.
+func TestTakeoverResume(t *testing.T) {
+	server, client := pair(t, Params{}, Options{})
+	other, _ := pair(t, Params{}, Options{})
+	builder := mustConn(t, Params{ServerNoContextTakeover: true}, wsframe.Server, Options{})
+	r := rand.New(rand.NewPCG(8, 9))
+	send := func(i int, want []byte) {
+		t.Helper()
+		f, ok := server.AppendCompressedFrame(nil, wsframe.OpText, want)
+		if !ok {
+			t.Fatalf("message %d not compressed", i)
+		}
+		_, body := frameBody(t, f)
+		if got, err := client.Inflate(nil, body, 0); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	for i := range iterations(120, 30) {
+		switch i % 6 {
+		case 1:
+			other.AppendCompressed(nil, event(r, i)) // takes the compressor over
+			send(i, event(r, i))
+		case 2:
+			// Does not shrink: sent plain, so the peer never sees it, and
+			// the compressor that tried must not be resumed.
+			if _, ok := server.AppendCompressedFrame(nil, wsframe.OpBinary, noise(uint64(i), 300)); ok {
+				t.Fatal("noise compressed")
+			}
+		case 4:
+			// A broadcast whose frame another connection built: no
+			// compressor runs, but the history grows behind the one that
+			// holds this connection's stream.
+			doc := document(uint64(i), 700)
+			pm, _ := wsframe.NewPrepared(wsframe.OpText, doc)
+			builder.BroadcastFrame(pm)
+			send(i, event(r, i))
+			f, err := server.BroadcastFrame(pm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, body := frameBody(t, f)
+			if got, err := client.Inflate(nil, body, 0); err != nil || !bytes.Equal(got, doc) {
+				t.Fatalf("broadcast %d: %v", i, err)
+			}
+		default:
+			send(i, event(r, i))
+		}
+	}
+}

@@ -20,6 +20,10 @@ type compressor struct {
 	fw      *flate.Writer
 	out     appendWriter
 	scratch []byte // reused output buffer for shared frames
+	// owner and gen name the connection with context takeover whose
+	// stream the writer holds right now (Conn.id, Conn.sendGen), so that
+	// connection resumes it without priming; owner 0 is nobody.
+	owner, gen uint64
 }
 
 // appendWriter is the io.Writer a flate.Writer writes to: it appends to a
@@ -98,9 +102,17 @@ func Deflates() uint64 { return deflates.Load() }
 // an in-memory destination never makes it do; whether the result is worth
 // sending is the caller's decision.
 func (c *compressor) appendDeflate(dst, payload, history []byte) ([]byte, bool) {
+	c.owner = 0
+	c.fw.ResetDict(&c.out, history)
+	return c.appendResume(dst, payload)
+}
+
+// appendResume is appendDeflate continuing the writer's stream as it is:
+// after the sync flush that ended the previous message, its history is
+// that message and those before it.
+func (c *compressor) appendResume(dst, payload []byte) ([]byte, bool) {
 	deflates.Add(1)
 	c.out.b = dst
-	c.fw.ResetDict(&c.out, history)
 	_, werr := c.fw.Write(payload)
 	ferr := c.fw.Flush()
 	out := c.out.b

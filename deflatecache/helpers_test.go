@@ -28,6 +28,18 @@ func event(r *rand.Rand, seq int) []byte {
 	return b
 }
 
+// tick returns a 90-byte event of which only a counter and the time
+// change from one to the next: a presence or price tick.
+func tick(seq int) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, `{"t":"tick","room":"lobby","online":1024,"seq":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, int64(1767225600000+seq*250), 10)
+	b = append(b, `,"ok":true}`...)
+	return b
+}
+
 // document returns a JSON array of events of exactly n bytes (cut at n):
 // the 512 B, 4 KiB and 32 KiB messages of the benchmarks.
 func document(seed uint64, n int) []byte {

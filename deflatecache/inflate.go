@@ -1,12 +1,10 @@
 package deflatecache
 
 import (
-	"bufio"
+	"compress/flate"
 	"io"
 	"math"
 	"sync"
-
-	"github.com/klauspost/compress/flate"
 )
 
 // DefaultMaxInflate caps an inflated message when the caller passes no cap:
@@ -23,7 +21,8 @@ const DefaultMaxInflate = 1 << 20
 var trailer = []byte{0x00, 0x00, 0xff, 0xff, 0x01, 0x00, 0x00, 0xff, 0xff}
 
 // messageSource reads a message's payload and then the trailer, without
-// copying the payload into a buffer of its own.
+// copying the payload into a buffer of its own. It is an io.ByteReader, so
+// the inflater reads from it directly, with no buffer in between.
 type messageSource struct {
 	payload []byte
 	rest    []byte // what is left of trailer once payload is consumed
@@ -48,22 +47,40 @@ func (s *messageSource) Read(p []byte) (int, error) {
 	return 0, io.EOF
 }
 
-// An inflater is a klauspost/compress decompressor (a 32 KiB window and
-// its Huffman tables, about 40 KiB) with the source it reads, pooled
-// between messages: a connection keeps only its history, and only with
-// context takeover. The bufio.Reader in between is one of the sources
-// the decompressor has a fast path for; it reads the payload 4 KiB at a
-// time.
+func (s *messageSource) ReadByte() (byte, error) {
+	if len(s.payload) > 0 {
+		c := s.payload[0]
+		s.payload = s.payload[1:]
+		return c, nil
+	}
+	if len(s.rest) > 0 {
+		c := s.rest[0]
+		s.rest = s.rest[1:]
+		return c, nil
+	}
+	return 0, io.EOF
+}
+
+// An inflater is a DEFLATE decoder (a 32 KiB window and its Huffman
+// tables, about 40 KiB) with the source it reads, pooled between
+// messages: a connection keeps only its history, and only with context
+// takeover.
+//
+// The decoder is the standard library's, not klauspost/compress's:
+// klauspost's (v1.20.4) keeps the Huffman tables of an earlier stream
+// through Reset, and a block that declares an empty code (legal for
+// distances, never usable) then decodes with the tables of whatever
+// message the pooled decoder saw before, possibly another connection's,
+// where it must fail. compress/flate clears them. The README has the
+// benchmark of both (BenchmarkInflater).
 type inflater struct {
 	src messageSource
-	br  *bufio.Reader
 	fr  io.ReadCloser
 }
 
 var inflaters = sync.Pool{New: func() any {
 	in := &inflater{}
-	in.br = bufio.NewReaderSize(&in.src, 4096)
-	in.fr = flate.NewReader(in.br)
+	in.fr = flate.NewReader(&in.src)
 	return in
 }}
 
@@ -74,8 +91,7 @@ var inflaters = sync.Pool{New: func() any {
 // ErrCorrupt. On error dst is returned with its length unchanged.
 func (in *inflater) appendInflate(dst, payload, history []byte, limit int64) ([]byte, error) {
 	in.src.reset(payload)
-	in.br.Reset(&in.src)
-	if err := in.fr.(flate.Resetter).Reset(in.br, history); err != nil {
+	if err := in.fr.(flate.Resetter).Reset(&in.src, history); err != nil {
 		return dst, ErrCorrupt
 	}
 	start := len(dst)

@@ -231,3 +231,28 @@ func TestSteadyStateAllocations(t *testing.T) {
 		t.Errorf("BroadcastFrame allocates %.1f times", a)
 	}
 }
+
+// TestInflateNoStateBetweenMessages: pooled decoders are shared by every
+// connection, so a message must inflate the same whatever was inflated
+// before it. The target declares an empty distance code and then uses it:
+// corrupt on its own, and corrupt after anything else. (klauspost/compress
+// v1.20.4 decodes it with the distance code of the previous stream
+// instead; see the inflater type.)
+func TestInflateNoStateBetweenMessages(t *testing.T) {
+	previous := []byte{0xec, 0x19, 0x82, 0xa0, 0xec, 0xac, 0x29, 0x19, 0x06, 0x69, 0x8c, 0xec, 0xbb, 0x31, 0xa8, 0xb2, 0xa4, 0x47, 0xfe, 0x18, 0xf6, 0x46}
+	target := []byte("2A!2\x00d1")
+	history := []byte("Hello")
+	fresh := inflaters.New().(*inflater)
+	want, wantErr := fresh.appendInflate(nil, target, history, 36)
+	if wantErr != ErrCorrupt {
+		t.Fatalf("target alone: %q %v", want, wantErr)
+	}
+	used := inflaters.New().(*inflater)
+	used.appendInflate(nil, previous, nil, 86)
+	for i := range 3 {
+		got, err := used.appendInflate(nil, target, history, 36)
+		if err != wantErr || !bytes.Equal(got, want) {
+			t.Fatalf("after another stream, attempt %d: %q %v", i, got, err)
+		}
+	}
+}
