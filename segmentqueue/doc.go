@@ -24,13 +24,15 @@
 // # Lifetimes
 //
 // Push hands the segment to the queue until its bytes are consumed; Write
-// copies; Fill reads into memory the queue owns. Slices returned by Peek, Next and Segments stay valid, and may be
-// modified in place, until the next call to Discard, Next, Read, Release or
-// Reset. Adding bytes (Push, Write, Fill) never invalidates them. Next lends the
-// pooled memory behind its result rather than copying it out or handing it
-// to the garbage collector, which is what makes it allocation-free; the
-// loan ends at the caller's next removing call, so a caller that keeps a
-// message longer copies it (or Reads it into its own buffer).
+// copies; Fill reads into memory the queue owns. Slices returned by Peek,
+// Next and Segments stay valid, and may be modified in place, until the
+// next call to Discard, Next, Read, Release or Reset, or a Reserve that
+// moves bytes. Adding bytes (Push, Write, Fill) never invalidates them.
+// Next lends the pooled memory behind its result rather than copying it out
+// or handing it to the garbage collector, which is what makes it
+// allocation-free; the loan ends at the caller's next removing call, so a
+// caller that keeps a message longer copies it (or Reads it into its own
+// buffer).
 //
 // # Memory
 //
@@ -48,9 +50,9 @@
 //
 // Every queue bounds the bytes it buffers (Limits.MaxBytes, default 64 MiB)
 // and the number of segments (Limits.MaxSegments, default 4096); a flood of
-// one-byte reads is an attack on the second bound, not the first. A Push or
-// Write that would pass a bound buffers nothing and returns a *LimitError,
-// which matches ErrLimit with errors.Is.
+// one-byte reads is an attack on the second bound, not the first. A Push,
+// Write, Fill or Reserve that would pass a bound buffers nothing and returns
+// a *LimitError, which matches ErrLimit with errors.Is.
 //
 // # Costs
 //
