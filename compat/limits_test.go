@@ -82,7 +82,7 @@ func TestInFlightLimit(t *testing.T) {
 }
 
 func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
-	s, addr := newTestServer(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	s, addr := newTestServer(t, Options{KeepaliveInterval: 100 * time.Millisecond, IdleTimeout: time.Second})
 	// A peer that never answers: pinged, then dropped with 1001.
 	silent := dial(t, addr)
 	sawPing := false
@@ -104,7 +104,7 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 	}
 	// A client that answers pings stays connected well past IdleTimeout.
 	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // more than twice IdleTimeout: pings were answered
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "still here"}, &out); err != nil {
 		t.Fatalf("call after idle period: %v", err)

@@ -64,11 +64,7 @@ func PeerFrom(ctx context.Context) *Peer {
 
 func (s *Server) newPeer(nc net.Conn, up *upgrade) *Peer {
 	p := &Peer{srv: s, identity: up.identity, remoteAddr: up.remoteAddr, path: up.path, codec: s.opts.Codec}
-	var pmd *pmdConn
-	if up.pmd != nil {
-		pmd = newPMDConn(*up.pmd, s.opts.Compression, false)
-	}
-	p.ws = newWSConn(nc, false, s.opts.Limits, pmd, p.onWriteError)
+	p.ws = newWSConn(nc, false, s.opts.Limits, up.pmd, p.onWriteError)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.ctx, p.cancel = context.WithValue(ctx, peerKey{}, p), cancel
 	return p

@@ -337,22 +337,23 @@ func (c *wsConn) readError(err error) error {
 func (c *wsConn) sendFrame(op wsframe.Opcode, payload []byte, flags wsframe.Flags) corkwriter.Status {
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
-	*bp = c.appendFrame((*bp)[:0], op, payload, flags)
-	return c.sendEncoded(*bp)
-}
-
-// appendFrame appends one frame, masked when this end is the client.
-func (c *wsConn) appendFrame(dst []byte, op wsframe.Opcode, payload []byte, flags wsframe.Flags) []byte {
 	if c.pmd != nil && !op.IsControl() && c.pmd.worthCompressing(len(payload)) {
-		var ok bool
-		if dst, ok = c.pmd.appendCompressedFrame(dst, op, payload, c.client); ok {
-			return dst
+		c.pmd.sendMu.Lock()
+		frame, ok := c.pmd.dc.AppendCompressedFrame((*bp)[:0], op, payload)
+		if ok {
+			*bp = frame[:0]
+			st := c.sendEncoded(frame)
+			c.pmd.sendMu.Unlock()
+			return st
 		}
+		c.pmd.sendMu.Unlock()
 	}
 	if c.client {
-		return wsframe.AppendMaskedFrame(dst, op, payload, flags, wsframe.NewMaskKey())
+		*bp = wsframe.AppendMaskedFrame((*bp)[:0], op, payload, flags, wsframe.NewMaskKey())
+	} else {
+		*bp = wsframe.AppendFrame((*bp)[:0], op, payload, flags)
 	}
-	return wsframe.AppendFrame(dst, op, payload, flags)
+	return c.sendEncoded(*bp)
 }
 
 // sendEncoded queues a complete frame, copied.
@@ -529,13 +530,16 @@ func (c *wsConn) sendBuilt(b []byte, op wsframe.Opcode) corkwriter.Status {
 
 // sendPrepared queues a prepared broadcast message by reference: the plain
 // frame, or the compressed frame shared by every connection with the same
-// permessage-deflate window.
+// permessage-deflate window (built once, by the first that needs it).
 func (c *wsConn) sendPrepared(p *wsframe.Prepared) corkwriter.Status {
-	frame := p.Frame()
-	if c.pmd != nil && c.pmd.worthCompressing(len(p.Payload())) {
-		if f, err := c.pmd.preparedFrame(p); err == nil {
-			frame = f
-		}
+	if c.pmd == nil || !c.pmd.worthCompressing(len(p.Payload())) {
+		return c.sendShared(p.Frame())
+	}
+	c.pmd.sendMu.Lock()
+	defer c.pmd.sendMu.Unlock()
+	frame, err := c.pmd.dc.BroadcastFrame(p)
+	if err != nil {
+		frame = p.Frame()
 	}
 	return c.sendShared(frame)
 }

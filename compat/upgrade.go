@@ -16,7 +16,7 @@ import (
 type upgrade struct {
 	identity   any
 	protocol   string // "" when the client offered none
-	pmd        *pmdParams
+	pmd        *pmdConn // nil without permessage-deflate
 	extensions string // Sec-WebSocket-Extensions of the response, or ""
 	remoteAddr string
 	path       string
@@ -68,7 +68,12 @@ func (s *Server) prepareUpgrade(r *http.Request) (*upgrade, error) {
 			if err != nil {
 				return nil, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()}
 			}
-			up.pmd, up.extensions = params, response
+			if params != nil {
+				if up.pmd, err = newPMDConn(*params, s.opts.Compression, false); err != nil {
+					return nil, &HTTPError{Status: http.StatusInternalServerError, Message: err.Error()}
+				}
+				up.extensions = response
+			}
 		}
 	}
 	return up, nil

@@ -55,7 +55,11 @@ func Dial(addr, path string, headers ...string) (*Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &Conn{NC: nc, Response: resp, br: br, dec: wsframe.NewDecoder(wsframe.Config{Role: wsframe.Client, MaxMessageSize: 64 << 20})}
+	cfg := wsframe.Config{Role: wsframe.Client, MaxMessageSize: 64 << 20}
+	if strings.HasPrefix(resp.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate") {
+		cfg.Extensions = wsframe.Rsv1 // compressed messages arrive with RSV1 set
+	}
+	c := &Conn{NC: nc, Response: resp, br: br, dec: wsframe.NewDecoder(cfg)}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		nc.Close()
 		return c, fmt.Errorf("wstest: upgrade refused: %s", resp.Status)
