@@ -168,9 +168,11 @@ func (q *Queue) Write(p []byte) (int, error) {
 // server that blocks in Read per connection uses it instead of reading into
 // a buffer of its own and copying with Write: bytes reach the queue with the
 // kernel's copy only. The read goes into the free space of the last pooled
-// chunk when at least 4 KiB are free there, else into a new chunk (4 KiB at
-// first, doubling along a stream up to 64 KiB), and never past MaxBytes. Fill returns a *LimitError without reading when the queue is at
-// MaxBytes, or at MaxSegments and a new chunk is needed.
+// chunk when at least 4 KiB are free there (or the rest of a Reserve fits),
+// else into a new chunk (4 KiB at first, doubling along a stream up to
+// 64 KiB), and never past MaxBytes. Fill returns a *LimitError without
+// reading when the queue is at MaxBytes, or at MaxSegments and a new chunk
+// is needed.
 //
 // While r.Read blocks, the chunk it reads into is held: an event-loop
 // server that reads many connections into one shared buffer should Write

@@ -11,10 +11,11 @@ import (
 // (and bytes) than on n segments of segSize bytes. Each side is the fastest
 // of reps interleaved runs, so a burst of load from other processes cannot
 // inflate one side only; with collect set, each run starts after a GC so
-// that one side's garbage is not collected during the other. While the ratio is not below limit it measures
-// again, up to attempts times, and returns the smallest: a linear
-// reassembly measures about 16 on an idle machine, a quadratic one hundreds,
-// so a retry cannot turn the second into a pass.
+// that one side's garbage is not collected during the other. While the
+// ratio is not below limit it measures again, up to attempts times, and
+// returns the smallest: a linear reassembly measures about 16 on an idle
+// machine, a quadratic one hundreds, so a retry cannot turn the second into
+// a pass.
 func shapeRatio(segSize, n, reps, attempts int, collect bool, limit float64, reassemble func(segs [][]byte, size int)) (best float64) {
 	small := makeSegments(segSize*n, segSize)
 	big := makeSegments(16*segSize*n, segSize)
