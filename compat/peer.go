@@ -38,7 +38,7 @@ type Peer struct {
 
 	closed          atomic.Bool
 	keepaliveHandle atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
-	inflight        atomic.Int32     // Async calls running
+	inflight        atomic.Int32  // Async calls running
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room

@@ -15,9 +15,9 @@ import (
 // upgrade is what the checks before an upgrade decided.
 type upgrade struct {
 	identity   any
-	protocol   string // "" when the client offered none
+	protocol   string   // "" when the client offered none
 	pmd        *pmdConn // nil without permessage-deflate
-	extensions string // Sec-WebSocket-Extensions of the response, or ""
+	extensions string   // Sec-WebSocket-Extensions of the response, or ""
 	remoteAddr string
 	path       string
 }
