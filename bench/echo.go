@@ -57,11 +57,25 @@ func echoCases(cfg Config) ([]Case, error) {
 					Open:    openEchoRow(srv, size, window, d),
 				})
 			}
+			for _, ec := range echoCallers {
+				c.Rows = append(c.Rows, Row{Library: ec.Library, Role: ec.Role, Open: ec.Open(size, window, d)})
+			}
 			cases = append(cases, c)
 		}
 	}
 	return cases, nil
 }
+
+// An echoCaller is a row that brings its own client: an RPC stack whose
+// client is part of what is measured (compat's Go client). Its trials
+// report the echo scenario's metrics for calls that return their request.
+type echoCaller struct {
+	Library string
+	Role    Role
+	Open    func(size, window int, d time.Duration) func(context.Context) (Instance, error)
+}
+
+var echoCallers []echoCaller
 
 // echoRow is one server with one client connected to it, kept across the
 // trials of a case.
@@ -97,11 +111,12 @@ func openEchoRow(srv echoServer, size, window int, d time.Duration) func(context
 		for i := range payload {
 			payload[i] = 'a' + byte(i%26)
 		}
+		msg, answer := srv.message(payload)
 		return &echoRow{
 			stop:   stop,
 			client: client,
-			frame:  appendClientFrame(nil, 0x2, payload, newMaskKey()),
-			size:   size,
+			frame:  appendClientFrame(nil, 0x2, msg, newMaskKey()),
+			size:   answer,
 			window: window,
 			d:      d,
 		}, nil

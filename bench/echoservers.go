@@ -38,6 +38,19 @@ type echoServer struct {
 	// Serve serves ln until stop is called; stop closes the listener, and
 	// connections end when their clients close them.
 	Serve func(ln net.Listener) (stop func(), err error)
+	// Request, when set, wraps the payload the client sends in what the
+	// server expects (an RPC call) and says how long the answer is; nil
+	// for a raw echo, whose answer is the payload itself.
+	Request func(payload []byte) (request []byte, answerSize int)
+}
+
+// message returns what the client sends to srv for payload and the length
+// of the answer it expects back.
+func (srv echoServer) message(payload []byte) ([]byte, int) {
+	if srv.Request == nil {
+		return payload, len(payload)
+	}
+	return srv.Request(payload)
 }
 
 var echoServers = []echoServer{

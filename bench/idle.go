@@ -98,7 +98,7 @@ func idleTrial(ctx context.Context, srv echoServer, n int, settle time.Duration)
 		return Outcome{}, err
 	}
 	start := time.Now()
-	clients, ok, firstErr := dialMany(ctx, child.addr, n, srv.Handshake)
+	clients, ok, firstErr := dialMany(ctx, child.addr, n, srv)
 	setup := time.Since(start)
 	// Reset, not FIN: the server sees the end at once and no TIME_WAIT is
 	// left behind to hold source ports for the next trial.
@@ -133,9 +133,10 @@ func idleTrial(ctx context.Context, srv echoServer, n int, settle time.Duration)
 
 // dialMany opens n client connections to addr, each upgraded and checked
 // with one echo, spread over idleSources source addresses.
-func dialMany(ctx context.Context, addr string, n int, handshake bool) (clients []*wsClient, ok int, firstErr error) {
+func dialMany(ctx context.Context, addr string, n int, srv echoServer) (clients []*wsClient, ok int, firstErr error) {
 	clients = make([]*wsClient, n)
-	frame := appendClientFrame(nil, 0x2, make([]byte, 32), newMaskKey())
+	msg, answer := srv.message(make([]byte, 32))
+	frame := appendClientFrame(nil, 0x2, msg, newMaskKey())
 	var (
 		next    atomic.Int64
 		okCount atomic.Int64
@@ -151,7 +152,7 @@ func dialMany(ctx context.Context, addr string, n int, handshake bool) (clients 
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				c, err := dialAndEcho(ctx, addr, net.IPv4(127, 0, 0, byte(2+i%idleSources)), handshake, frame)
+				c, err := dialAndEcho(ctx, addr, net.IPv4(127, 0, 0, byte(2+i%idleSources)), srv.Handshake, frame, answer)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					continue
@@ -165,7 +166,7 @@ func dialMany(ctx context.Context, addr string, n int, handshake bool) (clients 
 	return clients, int(okCount.Load()), firstErr
 }
 
-func dialAndEcho(ctx context.Context, addr string, local net.IP, handshake bool, frame []byte) (*wsClient, error) {
+func dialAndEcho(ctx context.Context, addr string, local net.IP, handshake bool, frame []byte, answer int) (*wsClient, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// A small read buffer: this process holds thousands of these.
@@ -179,10 +180,10 @@ func dialAndEcho(ctx context.Context, addr string, local net.IP, handshake bool,
 		c.closeNow()
 		return nil, err
 	}
-	if _, size, err := c.readMessage(); err != nil || size != 32 {
+	if _, size, err := c.readMessage(); err != nil || size != answer {
 		c.closeNow()
 		if err == nil {
-			err = fmt.Errorf("echo of %d bytes, want 32", size)
+			err = fmt.Errorf("echo of %d bytes, want %d", size, answer)
 		}
 		return nil, err
 	}

@@ -35,7 +35,8 @@ func TestServeChildProtocol(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	clients, ok, err := dialMany(ctx, addr, 20, true)
+	srv, _ := findEchoServer("gorilla/websocket")
+	clients, ok, err := dialMany(ctx, addr, 20, srv)
 	if ok != 20 || err != nil {
 		t.Fatalf("dialMany: %d of 20 echoed, first error %v", ok, err)
 	}

@@ -26,6 +26,9 @@ func renderScenarioMarkdown(s ScenarioResult, level int, chartPath string) strin
 	if legend := ratioLegend(s); legend != "" {
 		b.WriteString(legend + "\n\n")
 	}
+	if t := renderTargets(s); t != "" {
+		b.WriteString(t + "\n")
+	}
 	for _, c := range s.Cases {
 		for _, r := range c.Rows {
 			if !r.Valid() {

@@ -27,6 +27,7 @@ type ScenarioResult struct {
 	Metrics  []Metric     `json:"metrics"`
 	Env      Env          `json:"env"`
 	Cases    []CaseResult `json:"cases"`
+	Targets  []Target     `json:"targets,omitempty"`
 }
 
 // CaseResult is one case of a scenario: rows in table order.

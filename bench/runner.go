@@ -218,6 +218,7 @@ func runScenario(ctx context.Context, s *Scenario, env Env, opts runOptions) (Sc
 		About:    s.About,
 		Loopback: s.Loopback,
 		Metrics:  s.Metrics,
+		Targets:  targets[s.Name],
 	}
 	cases, err := s.Cases(Config{Quick: opts.Quick})
 	if err != nil {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+)
+
+// hotpath's rows of the echo and idle scenarios: compat's server in echo
+// mode (the raw echo every other library runs), and in its normal RPC mode
+// answering a call to "echo/raw" that returns its request. The RPC server
+// is driven twice: by the bench's own client sending a call packet built
+// once (the same client as every other row, so the difference is the
+// server's), and by compat's Go client (the whole stack a user runs).
+func init() {
+	echoServers = append(echoServers,
+		echoServer{Library: "hotpath (echo)", Role: Ours, Mode: "goroutine", Handshake: true, Serve: serveHotpathEcho},
+		echoServer{Library: "hotpath RPC (bench client)", Role: Ours, Mode: "goroutine", Handshake: true, Serve: serveHotpathRPC, Request: rpcEchoRequest},
+	)
+	echoCallers = append(echoCallers,
+		echoCaller{Library: "hotpath RPC (Go client)", Role: Ours, Open: openGoClientRow(false)},
+		echoCaller{Library: "hotpath RPC (Go client, no batching)", Role: Ours, Open: openGoClientRow(true)},
+	)
+}
+
+// rpcEchoMethod is the method every RPC row calls: it returns its request.
+const rpcEchoMethod = "echo/raw"
+
+// hotpathRouter is the router of every hotpath RPC server in the bench.
+func hotpathRouter() *compat.Router {
+	r := compat.NewRouter()
+	compat.Handle(r, rpcEchoMethod, func(_ context.Context, req []byte) ([]byte, error) { return req, nil })
+	return r
+}
+
+var quietLogger = slog.New(slog.DiscardHandler)
+
+// serveCompat runs a compat server with opts on ln with its own raw
+// listener loop (Serve, gobwas/ws's zero-copy upgrade); stop shuts it down.
+func serveCompat(ln net.Listener, opts compat.Options) (*compat.Server, func(), error) {
+	if opts.Router == nil {
+		opts.Router = hotpathRouter()
+	}
+	opts.Logger = quietLogger
+	srv, err := compat.NewServer(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	return srv, stop, nil
+}
+
+// serveHotpathEcho: compat with Options.Echo, every message sent back as it
+// came through the same engine as the RPC server (wsframe decoder,
+// segmentqueue, corkwriter outbox, pooled read buffers).
+func serveHotpathEcho(ln net.Listener) (func(), error) {
+	_, stop, err := serveCompat(ln, compat.Options{Echo: true})
+	return stop, err
+}
+
+// serveHotpathRPC: compat's RPC server with the echo/raw method.
+func serveHotpathRPC(ln net.Listener) (func(), error) {
+	_, stop, err := serveCompat(ln, compat.Options{})
+	return stop, err
+}
+
+// rpcEchoRequest wraps payload in a hotpath.v1 call of echo/raw and says
+// how long the answer's packet is: a result carrying the same payload.
+func rpcEchoRequest(payload []byte) (request []byte, answerSize int) {
+	return wire.AppendCall(nil, dispatch.KindCall, 1, rpcEchoMethod, 0, payload),
+		len(wire.AppendResult(nil, 1, payload))
+}
+
+// goClientRow is compat's Go client calling echo/raw on compat's server:
+// the full RPC path, client included. It is the only row of the echo
+// scenario not driven by the bench's client, since the Go client is part of
+// what it measures.
+type goClientRow struct {
+	stop    func()
+	client  *compat.Client
+	payload []byte
+	window  int
+	d       time.Duration
+	hists   []latencyHist
+}
+
+func openGoClientRow(noBatching bool) func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
+	return func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
+		return func(ctx context.Context) (Instance, error) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			_, stop, err := serveCompat(ln, compat.Options{})
+			if err != nil {
+				ln.Close()
+				return nil, err
+			}
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			c, err := compat.Dial(dctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
+				NoBatching: noBatching,
+				Reconnect:  compat.Reconnect{Disabled: true},
+				Logger:     quietLogger,
+			})
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = 'a' + byte(i%26)
+			}
+			return &goClientRow{stop: stop, client: c, payload: payload, window: window, d: d, hists: make([]latencyHist, window)}, nil
+		}
+	}
+}
+
+func (g *goClientRow) Trial(ctx context.Context) (Outcome, error) {
+	for i := range g.hists {
+		g.hists[i].reset()
+	}
+	runtime.GC()
+	a0 := readAllocs()
+	var (
+		calls, wrong atomic.Int64
+		firstErr     error
+		errOnce      sync.Once
+		wg           sync.WaitGroup
+		start        = time.Now()
+		deadline     = start.Add(g.d)
+	)
+	// Each caller waits for its answer before its next call, so window
+	// callers keep window calls in flight.
+	for i := range g.window {
+		wg.Add(1)
+		go func(h *latencyHist) {
+			defer wg.Done()
+			var resp []byte
+			for n := 0; n < maxEchoMsgs; n++ {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				if err := g.client.Call(ctx, rpcEchoMethod, g.payload, &resp); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				h.add(time.Since(t0))
+				if len(resp) != len(g.payload) {
+					wrong.Add(1)
+				}
+				calls.Add(1)
+			}
+		}(&g.hists[i])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	a1 := readAllocs()
+	if firstErr != nil {
+		return Outcome{}, firstErr
+	}
+	n := calls.Load()
+	if n == 0 {
+		return Outcome{}, errors.New("no call was answered")
+	}
+	var all latencyHist
+	for i := range g.hists {
+		all.merge(&g.hists[i])
+	}
+	out := Outcome{Values: map[string]float64{
+		"rate":   float64(n) / elapsed.Seconds(),
+		"p50":    float64(all.quantile(0.50)) / 1e3,
+		"p99":    float64(all.quantile(0.99)) / 1e3,
+		"allocs": float64(a1.objects-a0.objects) / float64(n),
+	}}
+	if w := wrong.Load(); w > 0 {
+		out.Invalid = fmt.Sprintf("%d of %d answers had the wrong length", w, n)
+	}
+	return out, nil
+}
+
+func (g *goClientRow) Close() error {
+	err := g.client.Close()
+	g.stop()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+// merge adds the counts of o to h.
+func (h *latencyHist) merge(o *latencyHist) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+}
+
+// The goals issue 10 sets for compat's RPC path, against a raw gws echo
+// driven by the bench's client. The RPC row is compat's Go client with its
+// defaults (batching on), the stack a user runs.
+func init() {
+	const rpc, gws = "hotpath RPC (Go client)", "lxzan/gws"
+	addTargets("echo",
+		Target{Goal: "RPC echo call, 32 B, 1 in flight ≥ 0.9× a raw gws echo", Case: "32 B, 1 in flight", Row: rpc, Against: gws, Min: 0.9},
+		Target{Goal: "64 calls in flight ≥ 2× a raw gws echo", Case: "32 B, 64 in flight", Row: rpc, Against: gws, Min: 2},
+		Target{Goal: "10 KiB payload ≥ 1.0× a raw gws echo (1 in flight)", Case: "10 KiB, 1 in flight", Row: rpc, Against: gws, Min: 1},
+		Target{Goal: "10 KiB payload ≥ 1.0× a raw gws echo (64 in flight)", Case: "10 KiB, 64 in flight", Row: rpc, Against: gws, Min: 1},
+	)
+}
