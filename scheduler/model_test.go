@@ -238,6 +238,9 @@ func (h *harness) advance(d time.Duration) {
 	if got := h.s.Len(); got != len(h.pending) {
 		h.t.Fatalf("Len() = %d, model has %d pending", got, len(h.pending))
 	}
+	h.s.mu.Lock()
+	checkWheel(h.t, &h.s.w)
+	h.s.mu.Unlock()
 }
 
 // step runs one operation chosen by op with arguments x and y.
@@ -252,9 +255,6 @@ func (h *harness) step(op byte, x, y uint64) {
 	default:
 		h.advance(h.advanceFrom(x))
 	}
-	h.s.mu.Lock()
-	checkWheel(h.t, &h.s.w)
-	h.s.mu.Unlock()
 }
 
 // finish advances past every pending deadline and checks they all fired.
