@@ -89,7 +89,7 @@ type Scheduler[T any] struct {
 // of the scheduler waits for it. It may call Arm, Cancel, Reset and Stop.
 // The batch slice is reused once fire returns and must not be kept; the
 // order of values within a batch is unspecified, and batches come in
-// deadline order.
+// deadline order. fire must not be nil.
 func New[T any](fire func(batch []T), opts ...Option) *Scheduler[T] {
 	cfg := config{granularity: DefaultGranularity, clock: systemClock{}}
 	for _, o := range opts {
@@ -123,7 +123,7 @@ func (s *Scheduler[T]) Now() time.Time { return s.clock.Now() }
 // as many slots as its peak of pending deadlines.
 //
 // Arm returns the zero Handle, and v never fires, after Stop, or when
-// 2^32-1 deadlines are already pending.
+// 2^32-1024 deadlines (the most slot indexes can name) are already pending.
 func (s *Scheduler[T]) Arm(deadline time.Time, v T) Handle {
 	return s.arm(s.fireTick(deadline.Sub(s.origin)), v)
 }

@@ -68,7 +68,7 @@ func (w *wheel[T]) at(i uint32) *entry[T] {
 }
 
 // alloc takes a free slot, growing by one page when none is left. It
-// returns nilIndex when 2^32-1 slots are in use.
+// returns nilIndex when maxPages pages are full.
 func (w *wheel[T]) alloc() uint32 {
 	if w.free == nilIndex {
 		if len(w.pages) >= maxPages {
