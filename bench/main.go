@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"runtime/pprof"
 	"strings"
 )
 
@@ -31,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "print one JSON object per row and metric on stdout instead of tables")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	render := fs.String("render", "", "rebuild the .md, the .svg charts and the README section from a saved .json, without running")
+	rows := fs.String("rows", "", "run only the rows whose library matches this regular expression (a profile of one row)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	serve := fs.String("serve", "", "internal: serve LIB's echo server on 127.0.0.1 (the server process of the idle scenario)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -73,6 +77,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	var rowFilter *regexp.Regexp
+	if *rows != "" {
+		if rowFilter, err = regexp.Compile(*rows); err != nil {
+			return fail(fmt.Errorf("bad -rows pattern: %w", err))
+		}
+		if *save {
+			return fail(errors.New("-rows and -save do not go together: a saved run has every row"))
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if len(selected) == 0 {
 		return fail(fmt.Errorf("no scenario matches %q (see -list)", *only))
 	}
@@ -89,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var done Run
 	for _, s := range selected {
 		env := captureEnv(args, *count, *quick)
-		res, err := runScenario(ctx, s, env, runOptions{Count: *count, Quick: *quick, Progress: prog})
+		res, err := runScenario(ctx, s, env, runOptions{Count: *count, Quick: *quick, Progress: prog, Rows: rowFilter})
 		prog.done()
 		if err != nil {
 			return fail(err)

@@ -207,6 +207,8 @@ type runOptions struct {
 	Count    int
 	Quick    bool
 	Progress *progress
+	// Rows, when set, keeps only the rows whose library it matches.
+	Rows *regexp.Regexp
 }
 
 // runScenario runs every case of s and returns its results.
@@ -226,6 +228,17 @@ func runScenario(ctx context.Context, s *Scenario, env Env, opts runOptions) (Sc
 	}
 	env.LoadStart = loadAverage()
 	for _, c := range cases {
+		if opts.Rows != nil {
+			var keep []Row
+			for _, r := range c.Rows {
+				if opts.Rows.MatchString(r.Library) {
+					keep = append(keep, r)
+				}
+			}
+			if c.Rows = keep; len(keep) == 0 {
+				continue
+			}
+		}
 		cr, err := runCase(ctx, s, c, opts)
 		if err != nil {
 			return res, err

@@ -25,6 +25,9 @@ import (
 type wsClient struct {
 	conn net.Conn
 	br   *bufio.Reader
+	// extensions is the server's Sec-WebSocket-Extensions answer, when
+	// the client offered one.
+	extensions string
 }
 
 // dialOptions say how to open a client connection.
@@ -39,6 +42,9 @@ type dialOptions struct {
 	// ReadBuffer sizes the client's read buffer (default 64 KiB); the idle
 	// scenario holds 10,000 clients and asks for a small one.
 	ReadBuffer int
+	// Extensions, when set, is sent as Sec-WebSocket-Extensions (the
+	// fan-out scenario's permessage-deflate offers).
+	Extensions string
 }
 
 // errMessageTooLarge stops the client from trusting a broken length.
@@ -69,7 +75,7 @@ func dialWS(ctx context.Context, addr string, opt dialOptions) (*wsClient, error
 		if deadline, ok := ctx.Deadline(); ok {
 			_ = conn.SetDeadline(deadline)
 		}
-		if err := c.handshake(addr); err != nil {
+		if err := c.handshake(addr, opt.Extensions); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("handshake with %s: %w", addr, err)
 		}
@@ -80,7 +86,7 @@ func dialWS(ctx context.Context, addr string, opt dialOptions) (*wsClient, error
 
 // handshake sends the opening handshake of RFC 6455 §4.1 and checks the
 // server's answer.
-func (c *wsClient) handshake(host string) error {
+func (c *wsClient) handshake(host, extensions string) error {
 	// RFC 6455 §4.1: "The request MUST include a header field with the name
 	// |Sec-WebSocket-Key|. The value of this header field MUST be a nonce
 	// consisting of a randomly selected 16-byte value that has been
@@ -90,7 +96,11 @@ func (c *wsClient) handshake(host string) error {
 	key := base64.StdEncoding.EncodeToString(nonce[:])
 	req := "GET / HTTP/1.1\r\nHost: " + host +
 		"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + key +
-		"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+		"\r\nSec-WebSocket-Version: 13\r\n"
+	if extensions != "" {
+		req += "Sec-WebSocket-Extensions: " + extensions + "\r\n"
+	}
+	req += "\r\n"
 	if _, err := c.conn.Write([]byte(req)); err != nil {
 		return err
 	}
@@ -113,8 +123,13 @@ func (c *wsClient) handshake(host string) error {
 		if len(line) == 0 {
 			break
 		}
-		if k, v, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(k), "Sec-WebSocket-Accept") {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		switch {
+		case !ok:
+		case strings.EqualFold(string(k), "Sec-WebSocket-Accept"):
 			accept = string(bytes.TrimSpace(v))
+		case strings.EqualFold(string(k), "Sec-WebSocket-Extensions"):
+			c.extensions = string(bytes.TrimSpace(v))
 		}
 	}
 	// RFC 6455 §4.1: "If the response lacks a |Sec-WebSocket-Accept| header
