@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,10 +112,10 @@ type Client struct {
 	done         chan struct{} // closed when run returns
 }
 
-// clientConn is one WebSocket connection of a Client.
+// clientConn is one connection of a Client, on any carrier.
 type clientConn struct {
 	c    *Client
-	ws   *wsConn
+	link link
 	dict atomic.Pointer[dictCodec]
 
 	qmu      sync.Mutex
@@ -163,7 +165,7 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		done:     make(chan struct{}),
 	}
 	c.timeouts = scheduler.New(c.fireTimeouts, scheduler.WithGranularity(time.Millisecond))
-	cc, early, err := c.connect(ctx)
+	cc, err := c.connect(ctx)
 	if err != nil {
 		c.timeouts.Stop()
 		return nil, err
@@ -171,19 +173,37 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	c.mu.Lock()
 	c.conn = cc
 	c.mu.Unlock()
-	go c.run(cc, early)
+	go c.run(cc)
 	return c, nil
 }
 
-// connect opens one connection and sends the capabilities.
-func (c *Client) connect(ctx context.Context) (*clientConn, []byte, error) {
+// connect opens one connection, on the carrier the URL's scheme names,
+// and sends the capabilities.
+func (c *Client) connect(ctx context.Context) (*clientConn, error) {
+	l, err := c.dialLink(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cc := &clientConn{c: c, link: l}
+	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
+	n := uint32(1)
+	if d := c.opts.Dictionary; d != nil {
+		pairs = wire.AppendPair(pairs, "dict", "zstd:"+d.ID()+",deflate:"+d.ID())
+		n++
+	}
+	cc.sendPacket(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
+	return cc, nil
+}
+
+// dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
+func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: 10 * time.Second}
 	if len(c.opts.Header) > 0 {
 		d.Header = ws.HandshakeHeaderHTTP(c.opts.Header)
 	}
 	nc, br, _, err := d.Dial(ctx, c.url)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var early []byte
 	if br != nil {
@@ -193,24 +213,15 @@ func (c *Client) connect(ctx context.Context) (*clientConn, []byte, error) {
 		}
 		ws.PutReader(br)
 	}
-	cc := &clientConn{c: c}
-	cc.ws = newWSConn(nc, true, c.opts.Limits, nil, func(error) { nc.Close() })
-	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
-	n := uint32(1)
-	if d := c.opts.Dictionary; d != nil {
-		pairs = wire.AppendPair(pairs, "dict", "zstd:"+d.ID()+",deflate:"+d.ID())
-		n++
-	}
-	cc.sendPacket(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
-	return cc, early, nil
+	return newWSConn(nc, true, c.opts.Limits, nil, early), nil
 }
 
 // run serves connections until Close: it reads one until it drops, fails
 // the calls in flight, and reconnects with backoff.
-func (c *Client) run(cc *clientConn, early []byte) {
+func (c *Client) run(cc *clientConn) {
 	defer close(c.done)
 	for {
-		err := cc.ws.run(cc, early)
+		err := cc.link.run(cc)
 		c.mu.Lock()
 		c.conn = nil
 		closed := c.closed
@@ -225,7 +236,7 @@ func (c *Client) run(cc *clientConn, early []byte) {
 			return
 		}
 		c.setState(Reconnecting)
-		cc, early = c.reconnect()
+		cc = c.reconnect()
 		if cc == nil {
 			c.setState(Closed)
 			c.timeouts.Stop()
@@ -236,17 +247,17 @@ func (c *Client) run(cc *clientConn, early []byte) {
 
 // reconnect dials until it succeeds or the client is closed, then rejoins
 // the rooms the client was in.
-func (c *Client) reconnect() (*clientConn, []byte) {
+func (c *Client) reconnect() *clientConn {
 	step := c.opts.Reconnect.MinDelay
 	for attempt := 1; ; attempt++ {
 		delay := step/2 + rand.N(step/2+1)
 		select {
 		case <-time.After(delay):
 		case <-c.closedCh():
-			return nil, nil
+			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cc, early, err := c.connect(ctx)
+		cc, err := c.connect(ctx)
 		cancel()
 		if err != nil {
 			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
@@ -256,8 +267,8 @@ func (c *Client) reconnect() (*clientConn, []byte) {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			cc.ws.nc.Close()
-			return nil, nil
+			cc.link.abort()
+			return nil
 		}
 		c.conn = cc
 		rooms := make([]string, 0, len(c.rooms))
@@ -267,7 +278,7 @@ func (c *Client) reconnect() (*clientConn, []byte) {
 		c.mu.Unlock()
 		c.setState(Connected)
 		go c.rejoin(rooms)
-		return cc, early
+		return cc
 	}
 }
 
@@ -316,7 +327,7 @@ func (c *Client) Close() error {
 	cc := c.conn
 	c.mu.Unlock()
 	if cc != nil {
-		cc.ws.requestClose(wsframe.CloseNormal, "")
+		cc.link.requestClose(wsframe.CloseNormal, "")
 	}
 	<-c.done
 	return nil
@@ -623,10 +634,10 @@ func (cc *clientConn) sendPacket(b []byte) corkwriter.Status {
 	if d := cc.dict.Load(); d != nil {
 		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
 			defer release()
-			return cc.ws.sendBuilt(cb, wsframe.OpBinary)
+			return cc.link.sendBuilt(cb)
 		}
 	}
-	return cc.ws.sendBuilt(b, wsframe.OpBinary)
+	return cc.link.sendBuilt(b)
 }
 
 // handleMessage is the entry of every packet the server sends.
@@ -751,4 +762,17 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 		}
 		cc.enqueue(wire.Append(nil, &a))
 	}()
+}
+
+// dialLink opens a connection on the carrier that the URL's scheme names.
+func (c *Client) dialLink(ctx context.Context) (link, error) {
+	u, err := url.Parse(c.url)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case "ws", "wss":
+		return c.dialWebSocket(ctx)
+	}
+	return nil, fmt.Errorf("compat: unsupported URL scheme %q", u.Scheme)
 }

@@ -3,8 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
-	"net"
-	"runtime/debug"
+		"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,7 @@ import (
 // concurrent use.
 type Peer struct {
 	srv        *Server
-	ws         *wsConn
+	link       link
 	id         uint64
 	identity   any
 	remoteAddr string
@@ -62,9 +61,8 @@ func PeerFrom(ctx context.Context) *Peer {
 	return p
 }
 
-func (s *Server) newPeer(nc net.Conn, up *upgrade) *Peer {
-	p := &Peer{srv: s, identity: up.identity, remoteAddr: up.remoteAddr, path: up.path, codec: s.opts.Codec}
-	p.ws = newWSConn(nc, false, s.opts.Limits, up.pmd, p.onWriteError)
+func (s *Server) newPeer(l link, up *upgrade) *Peer {
+	p := &Peer{srv: s, link: l, identity: up.identity, remoteAddr: up.remoteAddr, path: up.path, codec: s.opts.Codec}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.ctx, p.cancel = context.WithValue(ctx, peerKey{}, p), cancel
 	return p
@@ -79,6 +77,9 @@ func (p *Peer) Identity() any { return p.identity }
 // RemoteAddr returns the address of the client.
 func (p *Peer) RemoteAddr() string { return p.remoteAddr }
 
+// Carrier returns what the connection runs over.
+func (p *Peer) Carrier() Carrier { return p.link.carrier() }
+
 // Context returns a context canceled when the connection ends.
 func (p *Peer) Context() context.Context { return p.ctx }
 
@@ -88,14 +89,14 @@ func (p *Peer) Close() { p.closeWith(wsframe.CloseNormal, "") }
 
 func (p *Peer) closeWith(code wsframe.CloseCode, reason string) {
 	if !p.closed.Load() {
-		p.ws.requestClose(code, reason)
+		p.link.requestClose(code, reason)
 	}
 }
 
 // start serves the connection on goroutines of its own and calls done
 // when it has ended and released what it held.
-func (p *Peer) start(early []byte, done func(error)) {
-	p.ws.start(p, early, func(err error) {
+func (p *Peer) start(done func(error)) {
+	p.link.start(p, func(err error) {
 		p.closed.Store(true)
 		p.cancel()
 		p.failAsks(err)
@@ -103,13 +104,10 @@ func (p *Peer) start(early []byte, done func(error)) {
 	})
 }
 
-// onWriteError is the outbox's report that a write failed or the queue
-// overflowed: the connection cannot be written to any more, so it ends.
-func (p *Peer) onWriteError(err error) {
-	if errors.Is(err, corkwriter.ErrBackpressure) {
-		p.srv.metrics.slowConsumers.Add(1)
-	}
-	p.ws.nc.Close()
+// dropSlow disconnects a peer whose outbox could not take an answer.
+func (p *Peer) dropSlow() {
+	p.srv.metrics.slowConsumers.Add(1)
+	p.link.abort()
 }
 
 // handleMessage is the entry of every data message: one packet, dispatched
@@ -149,9 +147,18 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
 	p.srv.metrics.messagesOut.Add(1)
 	p.srv.metrics.bytesOut.Add(uint64(len(payload)))
-	if p.ws.sendFrame(op, payload, wsframe.Fin) == corkwriter.Dropped {
-		p.srv.metrics.slowConsumers.Add(1)
-		p.ws.nc.Close()
+	var st corkwriter.Status
+	if ws, ok := p.link.(*wsConn); ok {
+		st = ws.sendFrame(op, payload, wsframe.Fin)
+	} else {
+		bp := scratchBufs.Get().(*[]byte)
+		b := append(beginFrame(*bp), payload...)
+		st = p.link.sendBuilt(b)
+		*bp = b[:0]
+		scratchBufs.Put(bp)
+	}
+	if st == corkwriter.Dropped {
+		p.dropSlow()
 	}
 	return nil
 }
@@ -290,8 +297,7 @@ func (p *Peer) sendAnswer(b []byte, inTurn bool) {
 		return
 	}
 	if p.sendPacket(b) == corkwriter.Dropped {
-		p.srv.metrics.slowConsumers.Add(1)
-		p.ws.nc.Close()
+		p.dropSlow()
 	}
 }
 
@@ -304,10 +310,10 @@ func (p *Peer) sendPacket(b []byte) corkwriter.Status {
 		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
 			defer release()
 			p.srv.metrics.dictCompressed.Add(1)
-			return p.ws.sendBuilt(cb, wsframe.OpBinary)
+			return p.link.sendBuilt(cb)
 		}
 	}
-	return p.ws.sendBuilt(b, wsframe.OpBinary)
+	return p.link.sendBuilt(b)
 }
 
 func (p *Peer) onBatch(body []byte) error {
@@ -337,8 +343,7 @@ func (p *Peer) onBatch(body []byte) error {
 	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: p.batchCount, Payload: p.batchItems})
 	*out = b[:0]
 	if p.sendPacket(b) == corkwriter.Dropped {
-		p.srv.metrics.slowConsumers.Add(1)
-		p.ws.nc.Close()
+		p.dropSlow()
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/emitter"
-	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // rooms is the server's in-memory room table. A room exists while it has
@@ -184,7 +183,7 @@ func (rs *rooms) presence(r *room, event string, members int) {
 // (deflatecache); each member's outbox references the shared frame.
 func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
 	var res EmitResult
-	prep, err := wsframe.NewPrepared(wsframe.OpBinary, pkt)
+	bc, err := newBroadcast(pkt)
 	if err != nil {
 		return res
 	}
@@ -196,7 +195,7 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
 		if p == except {
 			continue
 		}
-		switch p.ws.sendPrepared(prep) {
+		switch p.link.sendPrepared(bc) {
 		case corkwriter.Sent, corkwriter.Queued:
 			res.Delivered++
 		case corkwriter.Dropped:
@@ -214,7 +213,7 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
 		// A close frame cannot pass a full outbox: the member's socket is
 		// closed and it sees the connection drop (1006 on its side).
 		m.slowConsumers.Add(1)
-		p.ws.nc.Close()
+		p.link.abort()
 	}
 	return res
 }

@@ -192,20 +192,25 @@ func (s *Server) upgradeRaw(nc net.Conn) {
 	s.serveConn(nc, up, nil)
 }
 
-// serveConn starts serving one connection. The caller did conns.add; the
-// connection's last goroutine calls conns.done.
+// serveConn starts serving one WebSocket connection. The caller did
+// conns.add; the connection's last goroutine calls conns.done.
 func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
-	p := s.newPeer(nc, up)
+	s.serveLink(newWSConn(nc, false, s.opts.Limits, up.pmd, early), up)
+}
+
+// serveLink starts serving one connection on any carrier. The caller did
+// conns.add; the connection's last goroutine calls conns.done.
+func (s *Server) serveLink(l link, up *upgrade) {
+	p := s.newPeer(l, up)
 	if !s.register(p) {
-		p.ws.sendClose(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
-		p.ws.finish(ErrClosed)
+		l.refuse(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
 		s.conns.done()
 		return
 	}
 	if s.opts.OnConnect != nil {
 		s.opts.OnConnect(p)
 	}
-	p.start(early, func(err error) {
+	p.start(func(err error) {
 		s.unregister(p, err)
 		if s.opts.OnDisconnect != nil {
 			s.opts.OnDisconnect(p, err)
@@ -256,18 +261,19 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 		if p.closed.Load() {
 			continue
 		}
-		last := time.Unix(0, p.ws.lastRead.Load())
+		live := p.link.liveness()
+		last := time.Unix(0, live.lastRead.Load())
 		silent := now.Sub(last)
 		switch {
 		case silent >= s.opts.IdleTimeout:
 			s.metrics.idleTimeouts.Add(1)
 			p.closeWith(wsframe.CloseGoingAway, "HP_IDLE_TIMEOUT")
 			continue
-		case silent >= s.opts.KeepaliveInterval && !p.ws.pongPending.Load():
-			p.ws.pongPending.Store(true)
-			p.ws.sendShared(wsframe.FramePing)
+		case silent >= s.opts.KeepaliveInterval && !live.pongPending.Load():
+			live.pongPending.Store(true)
+			p.link.ping()
 			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
-		case p.ws.pongPending.Load():
+		case live.pongPending.Load():
 			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
 		default:
 			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.KeepaliveInterval), p)))
@@ -297,7 +303,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if err != nil {
 		for _, p := range s.snapshotPeers() {
-			p.ws.nc.Close()
+			p.link.abort()
 		}
 		<-s.conns.idle()
 	}

@@ -47,10 +47,8 @@ type wsConn struct {
 	// after the answers of the turn in progress.
 	closeRequest atomic.Pointer[CloseError]
 
-	lastRead atomic.Int64 // unix nanoseconds of the last read, for keepalive
-	// pongPending is set when a keepalive ping went out and cleared by any
-	// read: a peer that reads nothing back within the next interval is gone.
-	pongPending atomic.Bool
+	live  liveness
+	early []byte // bytes that arrived with the upgrade, handled first
 
 	closeOnce sync.Once
 	closeErr  error // why the connection ended, set before done is closed
@@ -74,14 +72,10 @@ var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return
 // close frame waits for the peer's before it drops the connection.
 const closeTimeout = 3 * time.Second
 
-// messageHandler receives the data messages of a wsConn, decompressed when
-// they were compressed. payload is valid until the handler returns.
-type messageHandler interface {
-	handleMessage(op wsframe.Opcode, payload []byte) error
-}
-
-func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, onWriteError func(error)) *wsConn {
-	c := &wsConn{nc: nc, client: client, pmd: pmd, limits: limits, done: make(chan struct{})}
+// newWSConn returns the engine of a WebSocket connection on nc. early
+// holds bytes that arrived with the upgrade, if any.
+func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []byte) *wsConn {
+	c := &wsConn{nc: nc, client: client, pmd: pmd, limits: limits, early: early, done: make(chan struct{})}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.rc = rc
@@ -105,23 +99,28 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, onWriteErr
 	c.out = corkwriter.NewOutbox(nc, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
 		Overflow:  corkwriter.DropOnBackpressure,
-		OnError:   onWriteError,
+		OnError:   c.onWriteError,
 	})
-	c.lastRead.Store(time.Now().UnixNano())
+	c.live.touch()
 	return c
 }
+
+// onWriteError is the outbox's report that a write failed or the queue
+// overflowed: the connection cannot be written to any more, so it ends.
+func (c *wsConn) onWriteError(error) { c.nc.Close() }
 
 // readLoop reads and handles messages until the connection ends, and
 // returns why it ended. Handlers run on this goroutine; what they queue on
 // the outbox during one read leaves in one writev at the end of that read.
-// early holds bytes that arrived with the upgrade request, if any.
+// Bytes that arrived with the upgrade request are handled first.
 //
 // With handoff, the loop returns errIdle instead of waiting once it has
 // handled a read and has nothing buffered: the caller continues on a fresh
 // goroutine, whose small stack is all an idle connection then holds (see
 // start).
-func (c *wsConn) readLoop(h messageHandler, early []byte, handoff bool) error {
-	if len(early) > 0 {
+func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
+	if early := c.early; len(early) > 0 {
+		c.early = nil
 		if err := c.turn(early, h); err != nil {
 			return err
 		}
@@ -165,8 +164,7 @@ func (c *wsConn) readLoop(h messageHandler, early []byte, handoff bool) error {
 // turn handles the bytes of one read, corked: everything the handlers send
 // meanwhile leaves in one writev when it ends.
 func (c *wsConn) turn(b []byte, h messageHandler) error {
-	c.lastRead.Store(time.Now().UnixNano())
-	c.pongPending.Store(false)
+	c.live.touch()
 	c.out.Cork()
 	err := c.consume(b, h)
 	if werr := c.out.Uncork(); err == nil && werr != nil {
@@ -404,8 +402,8 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 // run serves the connection until it ends and returns why. A protocol
 // violation fails the connection at once (RFC 6455 §7.1.7): the close frame
 // is sent and the socket closed without waiting for the peer's.
-func (c *wsConn) run(h messageHandler, early []byte) error {
-	return c.end(c.readLoop(h, early, false))
+func (c *wsConn) run(h messageHandler) error {
+	return c.end(c.readLoop(h, false))
 }
 
 // errIdle is how readLoop hands an idle connection to a fresh goroutine.
@@ -418,14 +416,14 @@ var errIdle = errors.New("compat: connection idle")
 // that size while the goroutine lives, so an idle connection would hold
 // 4 KiB or more of stack. A fresh goroutine parked on the socket holds the
 // minimum. The price is one goroutine start per idle period.
-func (c *wsConn) start(h messageHandler, early []byte, done func(error)) {
-	go c.serveTurns(h, early, done)
+func (c *wsConn) start(h messageHandler, done func(error)) {
+	go c.serveTurns(h, done)
 }
 
-func (c *wsConn) serveTurns(h messageHandler, early []byte, done func(error)) {
-	err := c.readLoop(h, early, true)
+func (c *wsConn) serveTurns(h messageHandler, done func(error)) {
+	err := c.readLoop(h, true)
 	if err == errIdle {
-		go c.serveTurns(h, nil, done)
+		go c.serveTurns(h, done)
 		return
 	}
 	done(c.end(err))
@@ -509,11 +507,12 @@ var zeroHeadroom [frameHeadroom]byte
 // the caller appends the payload.
 func beginFrame(buf []byte) []byte { return append(buf[:0], zeroHeadroom[:]...) }
 
-// sendBuilt frames and queues the payload that follows the headroom of b
-// (see beginFrame). Uncompressed, the header is written in place and the
-// payload masked in place for a client; compressed, the payload is deflated
-// into a scratch frame.
-func (c *wsConn) sendBuilt(b []byte, op wsframe.Opcode) corkwriter.Status {
+// sendBuilt frames and queues the binary message that follows the headroom
+// of b (see beginFrame). Uncompressed, the header is written in place and
+// the payload masked in place for a client; compressed, the payload is
+// deflated into a scratch frame.
+func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
+	const op = wsframe.OpBinary
 	payload := b[frameHeadroom:]
 	if c.pmd != nil && c.pmd.worthCompressing(len(payload)) {
 		return c.sendFrame(op, payload, wsframe.Fin)
@@ -531,7 +530,8 @@ func (c *wsConn) sendBuilt(b []byte, op wsframe.Opcode) corkwriter.Status {
 // sendPrepared queues a prepared broadcast message by reference: the plain
 // frame, or the compressed frame shared by every connection with the same
 // permessage-deflate window (built once, by the first that needs it).
-func (c *wsConn) sendPrepared(p *wsframe.Prepared) corkwriter.Status {
+func (c *wsConn) sendPrepared(bc *broadcast) corkwriter.Status {
+	p := bc.prep
 	if c.pmd == nil || !c.pmd.worthCompressing(len(p.Payload())) {
 		return c.sendShared(p.Frame())
 	}
@@ -543,3 +543,27 @@ func (c *wsConn) sendPrepared(p *wsframe.Prepared) corkwriter.Status {
 	}
 	return c.sendShared(frame)
 }
+
+// sendDatagram: a WebSocket has no datagrams.
+func (c *wsConn) sendDatagram([]byte) (corkwriter.Status, bool) { return 0, false }
+
+// ping sends a ping frame; RFC 6455 §5.5.2: the peer "MUST send a Pong
+// frame in response".
+func (c *wsConn) ping() {
+	if c.client {
+		c.sendFrame(wsframe.OpPing, nil, wsframe.Fin)
+		return
+	}
+	c.sendShared(wsframe.FramePing)
+}
+
+// refuse sends a close frame on a connection that was never served, and
+// closes it.
+func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
+	c.sendClose(code, reason)
+	c.finish(ErrClosed)
+}
+
+func (c *wsConn) abort()               { c.nc.Close() }
+func (c *wsConn) liveness() *liveness  { return &c.live }
+func (c *wsConn) carrier() Carrier     { return CarrierWebSocket }

@@ -1,0 +1,131 @@
+package compat
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// link is the carrier under a Peer or a Client: a WebSocket (wsConn), a
+// byte stream with length-prefixed packets (streamConn: QUIC, WebTransport
+// and SCTP streams) or a message channel (msgConn: WebRTC data channels).
+// The router, rooms, limits, scheduler, batching and dictionary
+// negotiation talk to a link only, so none of them knows the carrier.
+//
+// Every method but run and start is safe for concurrent use.
+type link interface {
+	// start serves the link on goroutines of its own and calls done with
+	// why it ended; run serves it on the caller's goroutine.
+	start(h messageHandler, done func(error))
+	run(h messageHandler) error
+
+	// sendBuilt sends the packet that follows frameHeadroom in b (see
+	// beginFrame). The link may write its framing into the headroom and
+	// transform the packet in place; the caller owns b again on return.
+	sendBuilt(b []byte) corkwriter.Status
+	// sendPrepared sends a room broadcast by reference to its shared,
+	// immutable encoding for this link's framing.
+	sendPrepared(bc *broadcast) corkwriter.Status
+	// sendDatagram sends one packet without delivery guarantee; ok is false
+	// when the carrier has no datagrams, or the packet does not fit one,
+	// and the caller sends it reliably instead.
+	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
+	// ping sends a keepalive probe that the other end answers.
+	ping()
+
+	// requestClose asks the link to close with code after what is queued,
+	// exchanging close notices with the other end (PROTOCOL.md §7, §8).
+	requestClose(code wsframe.CloseCode, reason string)
+	// refuse closes a link that was never started, with code.
+	refuse(code wsframe.CloseCode, reason string)
+	// abort drops the link at once, without a closing handshake: a write
+	// failed, or the other end does not read.
+	abort()
+
+	// liveness is when the link last read, for the server's keepalive.
+	liveness() *liveness
+	// carrier names the carrier, for logs and metrics.
+	carrier() Carrier
+}
+
+// messageHandler receives the packets of a link, decompressed when they
+// were compressed. op is OpBinary on every carrier but WebSocket, where a
+// text message is possible (and refused). payload is valid until the
+// handler returns.
+type messageHandler interface {
+	handleMessage(op wsframe.Opcode, payload []byte) error
+}
+
+// Carrier names what a connection runs over.
+type Carrier uint8
+
+const (
+	CarrierWebSocket Carrier = iota + 1
+	CarrierQUIC
+	CarrierWebTransport
+	CarrierSCTP
+	CarrierWebRTC
+)
+
+func (c Carrier) String() string {
+	switch c {
+	case CarrierWebSocket:
+		return "websocket"
+	case CarrierQUIC:
+		return "quic"
+	case CarrierWebTransport:
+		return "webtransport"
+	case CarrierSCTP:
+		return "sctp"
+	case CarrierWebRTC:
+		return "webrtc"
+	}
+	return "unknown"
+}
+
+// liveness is what the keepalive scheduler reads of a link.
+type liveness struct {
+	lastRead atomic.Int64 // unix nanoseconds of the last read
+	// pongPending is set when a keepalive ping went out and cleared by any
+	// read: a peer that reads nothing back within the next interval is gone.
+	pongPending atomic.Bool
+}
+
+func (l *liveness) touch() {
+	l.lastRead.Store(time.Now().UnixNano())
+	l.pongPending.Store(false)
+}
+
+// broadcast is one room emit, encoded once per framing and shared by every
+// member: the WebSocket frame (and its compressed variants) through
+// wsframe.Prepared, the length-prefixed packet of stream carriers, and the
+// bare packet of message carriers.
+type broadcast struct {
+	prep *wsframe.Prepared
+	pkt  []byte
+
+	streamOnce sync.Once
+	stream     []byte
+}
+
+func newBroadcast(pkt []byte) (*broadcast, error) {
+	prep, err := wsframe.NewPrepared(wsframe.OpBinary, pkt)
+	if err != nil {
+		return nil, err
+	}
+	return &broadcast{prep: prep, pkt: pkt}, nil
+}
+
+// streamFrame returns the packet with its length prefix, built by the
+// first stream member that needs it.
+func (bc *broadcast) streamFrame() []byte {
+	bc.streamOnce.Do(func() {
+		b := make([]byte, 0, binary.MaxVarintLen32+len(bc.pkt))
+		bc.stream = append(binary.AppendUvarint(b, uint64(len(bc.pkt))), bc.pkt...)
+	})
+	return bc.stream
+}
