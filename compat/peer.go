@@ -3,7 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
-		"runtime/debug"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"

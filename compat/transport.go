@@ -564,6 +564,6 @@ func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
 	c.finish(ErrClosed)
 }
 
-func (c *wsConn) abort()               { c.nc.Close() }
-func (c *wsConn) liveness() *liveness  { return &c.live }
-func (c *wsConn) carrier() Carrier     { return CarrierWebSocket }
+func (c *wsConn) abort()              { c.nc.Close() }
+func (c *wsConn) liveness() *liveness { return &c.live }
+func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
