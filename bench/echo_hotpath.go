@@ -87,52 +87,29 @@ func rpcEchoRequest(payload []byte) (request []byte, answerSize int) {
 		len(wire.AppendResult(nil, 1, payload))
 }
 
-// goClientRow is compat's Go client calling echo/raw on compat's server:
-// the full RPC path, client included. It is the only row of the echo
-// scenario not driven by the bench's client, since the Go client is part of
-// what it measures.
-type goClientRow struct {
-	stop    func()
-	client  *compat.Client
+// callRow keeps window calls in flight through call, a client's request
+// that returns the length of its answer, for about d per trial: compat's
+// Go client here, and the RPC frameworks of the rpc scenario. Each caller
+// waits for its answer before its next call, and the calls in flight when
+// the time is up finish before the trial ends.
+type callRow struct {
+	call    func(ctx context.Context, req []byte) (int, error)
+	close   func() error
 	payload []byte
 	window  int
 	d       time.Duration
 	hists   []latencyHist
 }
 
-func openGoClientRow(noBatching bool) func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
-	return func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
-		return func(ctx context.Context) (Instance, error) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			_, stop, err := serveCompat(ln, compat.Options{})
-			if err != nil {
-				ln.Close()
-				return nil, err
-			}
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			c, err := compat.Dial(dctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
-				NoBatching: noBatching,
-				Reconnect:  compat.Reconnect{Disabled: true},
-				Logger:     quietLogger,
-			})
-			if err != nil {
-				stop()
-				return nil, err
-			}
-			payload := make([]byte, size)
-			for i := range payload {
-				payload[i] = 'a' + byte(i%26)
-			}
-			return &goClientRow{stop: stop, client: c, payload: payload, window: window, d: d, hists: make([]latencyHist, window)}, nil
-		}
+func newCallRow(size, window int, d time.Duration, call func(context.Context, []byte) (int, error), close func() error) *callRow {
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
 	}
+	return &callRow{call: call, close: close, payload: payload, window: window, d: d, hists: make([]latencyHist, window)}
 }
 
-func (g *goClientRow) Trial(ctx context.Context) (Outcome, error) {
+func (g *callRow) Trial(ctx context.Context) (Outcome, error) {
 	for i := range g.hists {
 		g.hists[i].reset()
 	}
@@ -146,24 +123,22 @@ func (g *goClientRow) Trial(ctx context.Context) (Outcome, error) {
 		start        = time.Now()
 		deadline     = start.Add(g.d)
 	)
-	// Each caller waits for its answer before its next call, so window
-	// callers keep window calls in flight.
 	for i := range g.window {
 		wg.Add(1)
 		go func(h *latencyHist) {
 			defer wg.Done()
-			var resp []byte
 			for n := 0; n < maxEchoMsgs; n++ {
 				t0 := time.Now()
 				if !t0.Before(deadline) {
 					return
 				}
-				if err := g.client.Call(ctx, rpcEchoMethod, g.payload, &resp); err != nil {
+				got, err := g.call(ctx, g.payload)
+				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
 				h.add(time.Since(t0))
-				if len(resp) != len(g.payload) {
+				if got != len(g.payload) {
 					wrong.Add(1)
 				}
 				calls.Add(1)
@@ -196,13 +171,51 @@ func (g *goClientRow) Trial(ctx context.Context) (Outcome, error) {
 	return out, nil
 }
 
-func (g *goClientRow) Close() error {
-	err := g.client.Close()
-	g.stop()
-	if errors.Is(err, io.EOF) {
-		err = nil
+func (g *callRow) Close() error { return g.close() }
+
+// openGoClientRow is compat's Go client calling echo/raw on compat's
+// server: the full RPC path, client included. It is the only row of the
+// echo scenario not driven by the bench's client, since the Go client is
+// part of what it measures.
+func openGoClientRow(noBatching bool) func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
+	return func(size, window int, d time.Duration) func(context.Context) (Instance, error) {
+		return func(ctx context.Context) (Instance, error) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			_, stop, err := serveCompat(ln, compat.Options{})
+			if err != nil {
+				ln.Close()
+				return nil, err
+			}
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			c, err := compat.Dial(dctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
+				NoBatching: noBatching,
+				Reconnect:  compat.Reconnect{Disabled: true},
+				Logger:     quietLogger,
+			})
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			call := func(ctx context.Context, req []byte) (int, error) {
+				var resp []byte
+				err := c.Call(ctx, rpcEchoMethod, req, &resp)
+				return len(resp), err
+			}
+			closeAll := func() error {
+				err := c.Close()
+				stop()
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				return err
+			}
+			return newCallRow(size, window, d, call, closeAll), nil
+		}
 	}
-	return err
 }
 
 // merge adds the counts of o to h.

@@ -14,6 +14,11 @@ require (
 	github.com/dolthub/maphash v0.1.0 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000 // indirect
+	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000 // indirect
+	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000 // indirect
+	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000 // indirect
+	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/lesismal/llib v1.2.2 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
@@ -21,20 +26,15 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/hotpath-go/hotpath/compat v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/corkwriter v0.0.0-00010101000000-000000000000
-	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000
-	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
-	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000
-	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000
-	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/wsframe v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 // The hotpath modules are developed together in this workspace; the
