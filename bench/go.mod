@@ -12,15 +12,15 @@ require (
 
 require (
 	github.com/dolthub/maphash v0.1.0 // indirect
+	github.com/dunglas/httpsfv v1.1.1 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/gobwas/pool v0.2.1 // indirect
-	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000 // indirect
-	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000 // indirect
 	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000 // indirect
 	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000 // indirect
-	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/lesismal/llib v1.2.2 // indirect
+	github.com/quic-go/qpack v0.6.0 // indirect
+	github.com/quic-go/quic-go v0.64.1 // indirect
+	github.com/quic-go/webtransport-go v0.13.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
@@ -31,8 +31,12 @@ require (
 require (
 	github.com/hotpath-go/hotpath/compat v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/corkwriter v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/wsframe v0.0.0-00010101000000-000000000000
+	github.com/klauspost/compress v1.20.4
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
