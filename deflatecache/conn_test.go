@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -207,4 +208,71 @@ func TestTakeoverResume(t *testing.T) {
 			send(i, event(r, i))
 		}
 	}
+}
+
+// TestTakeoverStaleCompressor: a connection's stream can be in several
+// pooled compressors at once when its goroutine moves between Ps; only
+// the one that compressed its last message may resume it. Here a
+// compressor that holds the stream as of the first message comes back
+// after a second message went through another compressor.
+func TestTakeoverStaleCompressor(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	server, client := pair(t, Params{}, Options{})
+	bits, level := server.sendBits, server.level
+	send := func(i int, msg []byte) {
+		t.Helper()
+		out, ok := server.AppendCompressed(nil, msg)
+		if !ok {
+			t.Fatalf("message %d not compressed", i)
+		}
+		if got, err := client.Inflate(nil, out, 0); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	r := rand.New(rand.NewPCG(10, 11))
+	send(0, event(r, 0))
+	stale := getCompressor(bits, level) // holds the stream after message 0
+	if stale.owner != server.id {
+		t.Skip("the pool did not hand back the compressor just used")
+	}
+	send(1, document(1, 700)) // through a new compressor
+	current := getCompressor(bits, level)
+	putCompressor(stale, bits, level)
+	send(2, event(r, 2)) // gets the stale one back: must prime, not resume
+	putCompressor(current, bits, level)
+}
+
+// TestTakeoverManyConnsConcurrently: connections with context takeover on
+// several goroutines share the compressor pools, so a connection's stream
+// moves between compressors, and compressors between connections and Ps.
+// Every message must still inflate at the peer.
+func TestTakeoverManyConnsConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			p := Params{ServerMaxWindowBits: 10 + g%2*5}
+			server, client := pair(t, p, Options{})
+			r := rand.New(rand.NewPCG(uint64(g), 12))
+			for i := range iterations(300, 30) {
+				msg := event(r, i)
+				if i%7 == 3 {
+					msg = document(uint64(i), 200+r.IntN(2000))
+				}
+				out, ok := server.AppendCompressed(nil, msg)
+				if i%3 == 0 {
+					runtime.Gosched()
+				}
+				if !ok {
+					continue
+				}
+				if got, err := client.Inflate(nil, out, 0); err != nil || !bytes.Equal(got, msg) {
+					t.Errorf("goroutine %d message %d: %v", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -21,8 +21,10 @@ type compressor struct {
 	out     appendWriter
 	scratch []byte // reused output buffer for shared frames
 	// owner and gen name the connection with context takeover whose
-	// stream the writer holds right now (Conn.id, Conn.sendGen), so that
-	// connection resumes it without priming; owner 0 is nobody.
+	// stream the writer holds, and how far: Conn.id and the Conn.sendGen
+	// after the writer's last message. The connection resumes the stream
+	// without priming only if no message joined its history since (sent
+	// with another pooled writer, or broadcast); owner 0 is nobody.
 	owner, gen uint64
 }
 

@@ -68,7 +68,7 @@
 // of one call, so their number follows the number of goroutines
 // compressing at once, not the number of connections. With context takeover
 // a Conn keeps the peer's window for Inflate (2^client_max_window_bits
-// bytes, 32 KiB by default) and up to Options.TakeoverHistory (4 KiB by
+// bytes, 32 KiB by default) and up to Options.TakeoverHistory (1 KiB by
 // default) of its own output; the README has the measured bytes per
 // connection. Each message compressed with takeover first primes a pooled
 // compressor with that history, which costs about as much as compressing
@@ -76,7 +76,7 @@
 // previous message, the common case in a burst.
 //
 // Takeover pays off for short, similar messages: a stream of 90-byte ticks
-// shrinks about 7.5 times with it and not at all without. For messages of
+// shrinks 6 to 7.5 times with it and not at all without. For messages of
 // a few KiB and more, one-shot compression already finds most of the
 // redundancy, and takeover adds memory for a few percent.
 package deflatecache
