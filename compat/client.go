@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,8 +31,13 @@ import (
 type ClientOptions struct {
 	// Codec encodes payloads; JSON when nil.
 	Codec Codec
-	// Header is sent with the upgrade request (authentication, cookies).
+	// Header is sent with the upgrade request (authentication, cookies)
+	// on WebSocket, WebTransport and WebRTC signalling.
 	Header http.Header
+	// TLSConfig configures TLS for quic:// and https:// (WebTransport)
+	// URLs: the roots or the certificate hash to trust, client
+	// certificates. Its NextProtos are set by the client.
+	TLSConfig *tls.Config
 	// Handlers answers the server's asks; nil answers every ask NotFound.
 	Handlers *Router
 	// Dictionary, when set, is offered to the server for per-message
@@ -116,7 +122,11 @@ type Client struct {
 type clientConn struct {
 	c    *Client
 	link link
-	dict atomic.Pointer[dictCodec]
+	// ready is closed when the server's capabilities arrive: from then on
+	// the server knows the control stream, and binary streams may open.
+	ready     chan struct{}
+	readyOnce sync.Once
+	dict      atomic.Pointer[dictCodec]
 
 	qmu      sync.Mutex
 	queue    []byte // encoded packets waiting, as batch items
@@ -184,7 +194,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &clientConn{c: c, link: l}
+	cc := &clientConn{c: c, link: l, ready: make(chan struct{})}
 	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
 	n := uint32(1)
 	if d := c.opts.Dictionary; d != nil {
@@ -556,6 +566,30 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	return cc.enqueue(b)
 }
 
+// EmitUnreliable is Emit for events the room may miss without harm: on
+// QUIC and WebTransport it goes as a datagram, never retransmitted and
+// never behind other traffic, and the server relays it to the members as
+// datagrams too (Server.EmitUnreliable); on other carriers, or when it is
+// too large for a datagram, it goes as Emit sends it.
+func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) error {
+	cc, err := c.current()
+	if err != nil {
+		return err
+	}
+	var flags uint8
+	if exceptSelf {
+		flags = wire.EmitExceptSender
+	}
+	b, err := marshal(c.opts.Codec, wire.AppendEmit(nil, room, event, flags, nil), v)
+	if err != nil {
+		return err
+	}
+	if st, ok := cc.link.sendDatagram(b); ok {
+		return statusError(st)
+	}
+	return cc.enqueue(b)
+}
+
 // Event sends a fire-and-forget event to the server's event handlers.
 func (c *Client) Event(name string, v any) error {
 	cc, err := c.current()
@@ -666,6 +700,16 @@ func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
 	return cc.handlePacket(&p, true)
 }
 
+// handleDatagram handles a packet that arrived as a datagram, on the
+// carrier's goroutine: an Emit or an Event (PROTOCOL.md §8.4).
+func (cc *clientConn) handleDatagram(pkt []byte) error {
+	p, err := wire.Decode(pkt)
+	if err != nil || p.Compressed || (p.Kind != dispatch.KindEmit && p.Kind != dispatch.KindEvent) {
+		return errMalformed
+	}
+	return cc.handlePacket(&p, false)
+}
+
 func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 	c := cc.c
 	switch p.Kind {
@@ -705,6 +749,7 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:
+		cc.readyOnce.Do(func() { close(cc.ready) })
 		for k, v := range p.Pairs() {
 			if string(k) == "dict" && c.opts.Dictionary != nil {
 				cc.chooseDictionary(string(v))
@@ -773,6 +818,10 @@ func (c *Client) dialLink(ctx context.Context) (link, error) {
 	switch u.Scheme {
 	case "ws", "wss":
 		return c.dialWebSocket(ctx)
+	case "quic":
+		return c.dialQUIC(ctx, u)
+	case "https":
+		return c.dialWebTransport(ctx, u)
 	}
 	return nil, fmt.Errorf("compat: unsupported URL scheme %q", u.Scheme)
 }

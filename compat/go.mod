@@ -6,18 +6,26 @@ require (
 	github.com/gobwas/httphead v0.1.0
 	github.com/gobwas/ws v1.4.0
 	github.com/hotpath-go/hotpath/corkwriter v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/wsframe v0.0.0-00010101000000-000000000000
+	github.com/quic-go/quic-go v0.64.1
+	github.com/quic-go/webtransport-go v0.13.0
 )
 
 require (
+	github.com/dunglas/httpsfv v1.1.1 // indirect
 	github.com/gobwas/pool v0.2.1 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/quic-go/qpack v0.6.0 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
 )
 
 // The hotpath modules are developed together in this workspace; the

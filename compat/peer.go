@@ -163,6 +163,46 @@ func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
 	return nil
 }
 
+// handleDatagram handles a packet that arrived as a datagram, on the
+// carrier's goroutine: only Emit and Event packets may travel so
+// (PROTOCOL.md §8.4); any other kind closes the connection with 1008.
+func (p *Peer) handleDatagram(pkt []byte) error {
+	p.srv.metrics.messagesIn.Add(1)
+	p.srv.metrics.bytesIn.Add(uint64(len(pkt)))
+	if len(pkt) == 0 {
+		return errMalformed
+	}
+	head, body := pkt[0], pkt[1:]
+	if head&wire.CompressedBit != 0 {
+		d := p.dict.Load()
+		if d == nil {
+			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
+		}
+		inflated, release, err := d.decompress(body)
+		if err != nil {
+			p.srv.metrics.compressionFailures.Add(1)
+			return err
+		}
+		defer release()
+		body = inflated
+	}
+	var err error
+	switch dispatch.Kind(head &^ wire.CompressedBit) {
+	case dispatch.KindEmit:
+		err = p.relayEmit(body, true)
+	case dispatch.KindEvent:
+		err = p.onEvent(body)
+	default:
+		p.srv.metrics.malformed.Add(1)
+		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_DATAGRAM_KIND"}
+	}
+	if errors.Is(err, wire.ErrMalformed) {
+		p.srv.metrics.malformed.Add(1)
+		return errMalformed
+	}
+	return err
+}
+
 var errMalformed = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_MALFORMED_PACKET"}
 
 func (p *Peer) dispatchPacket(kind dispatch.Kind, body []byte) error {

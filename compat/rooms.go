@@ -173,7 +173,7 @@ func (rs *rooms) presence(r *room, event string, members int) {
 	pkt := wire.AppendEmit(nil, r.name, event, 0, nil)
 	pkt, err := marshal(rs.srv.opts.Codec, pkt, presencePayload{Members: members})
 	if err == nil {
-		rs.emitPacket(r, nil, pkt)
+		rs.emitPacket(r, nil, pkt, false)
 	}
 }
 
@@ -181,7 +181,9 @@ func (rs *rooms) presence(r *room, event string, members int) {
 // packet is framed once (wsframe.Prepared) and, for members that
 // negotiated permessage-deflate, compressed once per distinct window
 // (deflatecache); each member's outbox references the shared frame.
-func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
+// Unreliable, it goes as a datagram to the members whose carrier has them
+// and reliably to the others.
+func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) EmitResult {
 	var res EmitResult
 	bc, err := newBroadcast(pkt)
 	if err != nil {
@@ -195,7 +197,15 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte) EmitResult {
 		if p == except {
 			continue
 		}
-		switch p.link.sendPrepared(bc) {
+		var st corkwriter.Status
+		sent := false
+		if unreliable {
+			st, sent = p.link.sendDatagram(pkt)
+		}
+		if !sent {
+			st = p.link.sendPrepared(bc)
+		}
+		switch st {
 		case corkwriter.Sent, corkwriter.Queued:
 			res.Delivered++
 		case corkwriter.Dropped:
@@ -225,8 +235,22 @@ func (s *Server) Emit(room, event string, v any) (EmitResult, error) {
 	return s.EmitExcept(room, nil, event, v)
 }
 
+// EmitUnreliable is Emit for events a member may miss without harm
+// (positions, cursors, levels): to members on QUIC and WebTransport it
+// goes as a datagram, which is never retransmitted and never waits behind
+// other traffic; members on other carriers, and events too large for a
+// datagram, get it as Emit sends it. Delivered counts datagrams handed to
+// the carrier, not datagrams that arrived.
+func (s *Server) EmitUnreliable(room, event string, v any) (EmitResult, error) {
+	return s.emit(room, nil, event, v, true)
+}
+
 // EmitExcept is Emit skipping one member, typically the sender.
 func (s *Server) EmitExcept(room string, except *Peer, event string, v any) (EmitResult, error) {
+	return s.emit(room, except, event, v, false)
+}
+
+func (s *Server) emit(room string, except *Peer, event string, v any, unreliable bool) (EmitResult, error) {
 	if strings.HasPrefix(event, "$") {
 		return EmitResult{}, errors.New("compat: event names starting with $ are reserved")
 	}
@@ -239,7 +263,7 @@ func (s *Server) EmitExcept(room string, except *Peer, event string, v any) (Emi
 	if err != nil {
 		return EmitResult{}, err
 	}
-	return s.rooms.emitPacket(r, except, pkt), nil
+	return s.rooms.emitPacket(r, except, pkt, unreliable), nil
 }
 
 // Join adds p to room and returns the room's member count.
@@ -306,7 +330,11 @@ func (p *Peer) onMembership(kind dispatch.Kind, body []byte) error {
 
 // onEmit relays a client's room event to the room (PROTOCOL.md §4.6). The
 // payload is passed through as the client encoded it.
-func (p *Peer) onEmit(body []byte) error {
+func (p *Peer) onEmit(body []byte) error { return p.relayEmit(body, false) }
+
+// relayEmit relays a client's emit; one that arrived as a datagram leaves
+// as datagrams too.
+func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	pk, err := decode(dispatch.KindEmit, body)
 	if err != nil {
 		return err
@@ -324,6 +352,6 @@ func (p *Peer) onEmit(body []byte) error {
 		except = p
 	}
 	pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
-	p.srv.rooms.emitPacket(r, except, pkt)
+	p.srv.rooms.emitPacket(r, except, pkt, unreliable)
 	return nil
 }

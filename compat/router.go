@@ -20,9 +20,11 @@ type Router struct {
 	frozen  bool
 	methods []*method
 	events  []*eventHandler
+	streams []*streamMethod
 
 	methodTable *dispatch.Router[*method]
 	eventTable  *dispatch.Router[*eventHandler]
+	streamTable *dispatch.Router[*streamMethod]
 }
 
 // NewRouter returns an empty Router.
@@ -144,7 +146,15 @@ func (r *Router) freeze() error {
 	if err != nil {
 		return fmt.Errorf("compat: events: %w", err)
 	}
-	r.methodTable, r.eventTable, r.frozen = methods, events, true
+	st := make([]dispatch.Route[*streamMethod], len(r.streams))
+	for i, m := range r.streams {
+		st[i] = dispatch.Route[*streamMethod]{Name: m.name, Handler: m}
+	}
+	streams, err := dispatch.NewRouter(st)
+	if err != nil {
+		return fmt.Errorf("compat: streams: %w", err)
+	}
+	r.methodTable, r.eventTable, r.streamTable, r.frozen = methods, events, streams, true
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/scheduler"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/webtransport-go"
 )
 
 // Subprotocol is the WebSocket subprotocol of PROTOCOL.md.
@@ -38,8 +40,11 @@ type Server struct {
 
 	mu        sync.Mutex
 	peers     map[*Peer]struct{}
-	listeners map[net.Listener]struct{}
+	listeners map[io.Closer]struct{} // closed by Shutdown
 	nextID    uint64
+
+	wtOnce sync.Once
+	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
 
 	shutting   atomic.Bool
 	asyncCalls tracker // Async calls running, waited for by Shutdown
@@ -60,7 +65,7 @@ func NewServer(opts Options) (*Server, error) {
 		opts:      opts,
 		router:    opts.Router,
 		peers:     map[*Peer]struct{}{},
-		listeners: map[net.Listener]struct{}{},
+		listeners: map[io.Closer]struct{}{},
 	}
 	s.rooms.init(s)
 	s.dispatch = dispatch.NewDispatcher(dispatch.Handlers[*Peer]{
@@ -140,18 +145,10 @@ func (s *Server) ListenAndServe(addr string) error {
 // Clients must wait for the upgrade response before they send frames, as
 // RFC 6455 clients do.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutting.Load() {
-		s.mu.Unlock()
+	if !s.track(ln) {
 		return http.ErrServerClosed
 	}
-	s.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
-	}()
+	defer s.untrack(ln)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -173,6 +170,24 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns.add()
 		go s.upgradeRaw(nc)
 	}
+}
+
+// track registers a listener for Shutdown to close; false when shutting
+// down already.
+func (s *Server) track(ln io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting.Load() {
+		return false
+	}
+	s.listeners[ln] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ln io.Closer) {
+	s.mu.Lock()
+	delete(s.listeners, ln)
+	s.mu.Unlock()
 }
 
 // handshakeTimeout bounds the reading of an upgrade request on a raw
@@ -306,6 +321,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			p.link.abort()
 		}
 		<-s.conns.idle()
+	}
+	s.mu.Lock()
+	wt := s.wt
+	s.mu.Unlock()
+	if wt != nil {
+		wt.Close()
 	}
 	s.keepalive.Stop()
 	s.timeouts.Stop()

@@ -1,0 +1,411 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
+)
+
+// carrierEnv is one server reachable over every carrier, on loopback.
+type carrierEnv struct {
+	srv  *Server
+	cert *DevCertificate
+	urls map[Carrier]string
+}
+
+var testCert = sync.OnceValue(func() *DevCertificate {
+	c, err := NewDevCertificate(13*24*time.Hour, "localhost", "127.0.0.1")
+	if err != nil {
+		panic(err)
+	}
+	return c
+})
+
+func newCarrierEnv(t testing.TB, opts Options) *carrierEnv {
+	t.Helper()
+	if opts.Router == nil {
+		opts.Router = testRouter()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &carrierEnv{srv: s, cert: testCert(), urls: map[Carrier]string{}}
+	e.urls[CarrierWebSocket] = "ws://" + startServer(t, s, false) + "/ws"
+	qln, err := s.ListenQUIC("127.0.0.1:0", e.cert.ServerTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeQUIC(qln)
+	t.Cleanup(func() { qln.Close() })
+	e.urls[CarrierQUIC] = "quic://" + qln.Addr().String()
+	e.urls[CarrierWebTransport] = "https://" + qln.Addr().String() + "/wt"
+	return e
+}
+
+func (e *carrierEnv) dial(t testing.TB, c Carrier, opts ClientOptions) *Client {
+	t.Helper()
+	if opts.TLSConfig == nil {
+		opts.TLSConfig = e.cert.ClientTLSConfig()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, e.urls[c], opts)
+	if err != nil {
+		t.Fatalf("dial %s: %v", c, err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+var streamCarriers = []Carrier{CarrierQUIC, CarrierWebTransport}
+
+// TestCarrierCalls runs the calls of TestClientCall on every carrier.
+func TestCarrierCalls(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			var out echoReq
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "hello"}, &out); err != nil || out.Text != "hello" {
+				t.Fatalf("Call = %+v, %v", out, err)
+			}
+			big := make([]byte, 300<<10) // many reads, reassembled
+			for i := range big {
+				big[i] = byte(i)
+			}
+			var raw []byte
+			if err := c.Call(ctx, "echo/raw", big, &raw); err != nil || string(raw) != string(big) {
+				t.Fatalf("large raw Call: %d bytes, %v", len(raw), err)
+			}
+			if err := c.Call(ctx, "test/fail", echoReq{}, &out); !errors.Is(err, &Error{Code: 1001}) {
+				t.Fatalf("failing call: %v", err)
+			}
+			tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if err := c.Call(tctx, "test/sleep", 5000, nil); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("slow call: %v, want ErrTimeout", err)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 100)
+			for i := range 100 {
+				wg.Go(func() {
+					var out echoReq
+					want := fmt.Sprint(i)
+					if err := c.Call(ctx, "echo/say", echoReq{Text: want}, &out); err != nil || out.Text != want {
+						errs <- fmt.Errorf("call %d = %q, %v", i, out.Text, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			for _, p := range e.srv.snapshotPeers() {
+				if p.Carrier() == carrier {
+					return
+				}
+			}
+			t.Errorf("no peer on %s", carrier)
+		})
+	}
+}
+
+// TestCarrierCloseHandshake: a client's Close and a server's Shutdown end
+// with the close codes of a WebSocket (1000, 1001), on both sides.
+func TestCarrierCloseHandshake(t *testing.T) {
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			ended := make(chan error, 4)
+			e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if err := <-ended; CloseStatus(err) != wsframe.CloseNormal {
+				t.Errorf("server saw %v, want 1000", err)
+			}
+			states := make(chan State, 4)
+			var lastErr error
+			c2 := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}, OnState: func(s State) { states <- s }})
+			c2.Call(context.Background(), "echo/say", echoReq{Text: "x"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := e.srv.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if err := <-ended; CloseStatus(err) != wsframe.CloseGoingAway {
+				t.Errorf("server saw %v, want 1001", err)
+			}
+			select {
+			case <-states:
+			case <-time.After(5 * time.Second):
+				t.Fatal("client did not see the close")
+			}
+			lastErr = c2.Call(context.Background(), "echo/say", nil, nil)
+			if lastErr == nil {
+				t.Error("call after shutdown succeeded")
+			}
+		})
+	}
+}
+
+// rawQUIC opens a bare QUIC connection and its control stream, to send
+// what a well-behaved client never would.
+func rawQUIC(t *testing.T, e *carrierEnv) (*quic.Conn, *quic.Stream) {
+	t.Helper()
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{ALPN}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, e.urls[CarrierQUIC][len("quic://"):], tc, QUICConfig(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	str, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qc, str
+}
+
+// quicCloseCode waits for the server to close qc and returns the code.
+func quicCloseCode(t *testing.T, qc *quic.Conn, str *quic.Stream) (wsframe.CloseCode, string) {
+	t.Helper()
+	str.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.Copy(io.Discard, str)
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not close the connection")
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(context.Cause(qc.Context()), &ae) {
+		t.Fatalf("connection ended with %v", context.Cause(qc.Context()))
+	}
+	return wsframe.CloseCode(ae.ErrorCode), ae.ErrorMessage
+}
+
+func framed(pkt []byte) []byte { return append(appendPrefix(nil, len(pkt)), pkt...) }
+
+// TestQUICBadInput: bad input closes the connection with the code a
+// WebSocket would get, and no other connection.
+func TestQUICBadInput(t *testing.T) {
+	e := newCarrierEnv(t, Options{Limits: Limits{MaxMessageSize: 1024}})
+	bystander := e.dial(t, CarrierQUIC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	cases := []struct {
+		name  string
+		bytes []byte
+		code  wsframe.CloseCode
+	}{
+		{"oversized length prefix (1009)", appendPrefix(nil, 2048), wsframe.CloseMessageTooBig},
+		{"prefix longer than five bytes (1002)", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, wsframe.CloseProtocolError},
+		{"malformed packet (1008)", framed([]byte{1}), wsframe.ClosePolicyViolation},
+		{"empty packet (1008)", framed(nil), wsframe.ClosePolicyViolation},
+		{"unknown kind (1008)", framed([]byte{0x7f}), wsframe.ClosePolicyViolation},
+		{"compressed before negotiation (1008)", framed([]byte{0x81, 0}), wsframe.ClosePolicyViolation},
+		{"server-only kind (1008)", framed(wire.AppendResult(nil, 1, nil)), wsframe.ClosePolicyViolation},
+		{"bad close notice (1002)", framed(append(append([]byte(nil), closeNoticeHead...), 0x03)), wsframe.CloseProtocolError},
+		{"batch over the limit (1009)", framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 2000, Payload: []byte{}})), wsframe.ClosePolicyViolation},
+	}
+	for _, tc := range cases {
+		qc, str := rawQUIC(t, e)
+		str.Write(tc.bytes)
+		if code, reason := quicCloseCode(t, qc, str); code != tc.code {
+			t.Errorf("%s: close %d (%s), want %d", tc.name, code, reason, tc.code)
+		}
+	}
+	if err := bystander.Call(context.Background(), "echo/say", echoReq{Text: "still"}, nil); err != nil {
+		t.Errorf("bystander: %v", err)
+	}
+}
+
+// TestQUICPartialPackets: a packet split at every byte is reassembled.
+func TestQUICPartialPackets(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	qc, str := rawQUIC(t, e)
+	_ = qc
+	var msg []byte
+	for id := uint32(1); id <= 3; id++ {
+		msg = append(msg, framed(wire.AppendCall(nil, dispatch.KindCall, id, "echo/raw", 0, []byte("0123456789")))...)
+	}
+	for i := range msg {
+		if _, err := str.Write(msg[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for id := uint32(1); id <= 3; id++ {
+		pkt, err := readStreamPacket(str, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := wire.Decode(pkt)
+		if err != nil || p.Kind != dispatch.KindResult || p.ID != id || string(p.Payload) != "0123456789" {
+			t.Fatalf("answer %d: %+v, %v", id, p, err)
+		}
+	}
+}
+
+var _ = net.ErrClosed
+
+// streamRouter serves "file/echo", a stream that echoes what it reads,
+// and "file/sum", which counts an upload and answers the count.
+func streamRouter() *Router {
+	r := testRouter()
+	HandleStream(r, "file/echo", func(ctx context.Context, prefix string, s *Stream) error {
+		if _, err := s.Write([]byte(prefix)); err != nil {
+			return err
+		}
+		_, err := io.Copy(s, s)
+		return err
+	})
+	HandleStream(r, "file/fail", func(ctx context.Context, _ struct{}, s *Stream) error {
+		return &Error{Code: 4321, Message: "refused"}
+	})
+	return r
+}
+
+// TestStreams: a binary stream runs beside calls, both ways, ends with
+// io.EOF, and a failing handler resets it with its code.
+func TestStreams(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: streamRouter()})
+	ws := e.dial(t, CarrierWebSocket, ClientOptions{})
+	if _, err := ws.OpenStream(context.Background(), "file/echo", "x"); !errors.Is(err, ErrStreamsUnsupported) {
+		t.Errorf("OpenStream over WebSocket: %v", err)
+	}
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			s, err := c.OpenStream(ctx, "file/echo", "head:")
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := make([]byte, 1<<20)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			go func() {
+				s.Write(payload)
+				s.CloseWrite()
+			}()
+			// A call completes while the stream is busy.
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "beside"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(s)
+			if err != nil || string(got) != "head:"+string(payload) {
+				t.Fatalf("echoed %d bytes, %v", len(got), err)
+			}
+			if _, err := c.OpenStream(ctx, "no/such", nil); !errors.Is(err, ErrNotFound) {
+				t.Errorf("unknown stream: %v", err)
+			}
+			// The handler's reset may overtake the answer: the error
+			// comes from OpenStream or from the first Read.
+			f, err := c.OpenStream(ctx, "file/fail", nil)
+			if err == nil {
+				_, err = io.ReadAll(f)
+			}
+			if !errors.Is(err, &Error{Code: 4321}) {
+				t.Errorf("failed stream: %v, want code 4321", err)
+			}
+		})
+	}
+}
+
+// TestRoomAcrossCarriers: members on every carrier receive every emit
+// once, reliable emits in order; unreliable ones as datagrams where the
+// carrier has them.
+func TestRoomAcrossCarriers(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	ctx := context.Background()
+	type member struct {
+		carrier Carrier
+		c       *Client
+		got     chan string
+	}
+	var members []*member
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport} {
+		m := &member{carrier: carrier, c: e.dial(t, carrier, ClientOptions{}), got: make(chan string, 256)}
+		m.c.OnRoom("mix", "msg", func(msg Message) {
+			var v echoReq
+			msg.Decode(&v)
+			m.got <- v.Text
+		})
+		if _, err := m.c.Join(ctx, "mix"); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, m)
+	}
+	const n = 50
+	for i := range n {
+		sender := members[i%len(members)].c
+		if err := sender.Emit("mix", "msg", echoReq{Text: fmt.Sprint(i)}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range members {
+		seen := map[string]int{}
+		for range n {
+			select {
+			case txt := <-m.got:
+				seen[txt]++
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: %d of %d emits", m.carrier, len(seen), n)
+			}
+		}
+		for i := range n {
+			if seen[fmt.Sprint(i)] != 1 {
+				t.Errorf("%s: emit %d arrived %d times", m.carrier, i, seen[fmt.Sprint(i)])
+			}
+		}
+		select {
+		case txt := <-m.got:
+			t.Errorf("%s: extra emit %q", m.carrier, txt)
+		default:
+		}
+	}
+	// Unreliable emits: on loopback nothing is lost, so every member gets
+	// each; the QUIC members get them as datagrams.
+	before := e.srv.Metrics().MessagesOut
+	for i := range 5 {
+		if _, err := e.srv.EmitUnreliable("mix", "msg", echoReq{Text: fmt.Sprint("u", i)}); err != nil {
+			t.Fatal(err)
+		}
+		members[1].c.EmitUnreliable("mix", "msg", echoReq{Text: fmt.Sprint("c", i)}, false)
+	}
+	for _, m := range members {
+		seen := 0
+		timeout := time.After(5 * time.Second)
+		for seen < 10 {
+			select {
+			case <-m.got:
+				seen++
+			case <-timeout:
+				t.Fatalf("%s: %d of 10 unreliable emits", m.carrier, seen)
+			}
+		}
+	}
+	if e.srv.Metrics().MessagesOut <= before {
+		t.Error("no unreliable emit counted")
+	}
+}

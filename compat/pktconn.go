@@ -1,0 +1,608 @@
+package compat
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/segmentqueue"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// pktTransport is the carrier connection under a pktConn: what it offers
+// beyond the control stream or channel the packets travel on.
+type pktTransport interface {
+	carrier() Carrier
+	// closeTransport ends the carrier connection, telling the other end
+	// code and reason where the carrier can (QUIC's CONNECTION_CLOSE).
+	closeTransport(code wsframe.CloseCode, reason string)
+	// closeErrorOf recovers the close code a carrier's error carries (a
+	// QUIC application error), or returns nil.
+	closeErrorOf(err error) *CloseError
+	// sendDatagram sends pkt in one datagram; ok is false when the carrier
+	// has none or pkt does not fit one.
+	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
+	// receiveDatagrams delivers received datagrams until the carrier
+	// closes; a carrier without datagrams returns at once.
+	receiveDatagrams(deliver func(pkt []byte))
+}
+
+// msgChannel is a message carrier: one packet per message (a WebRTC data
+// channel).
+type msgChannel interface {
+	// readMessage reads one message into p; io.ErrShortBuffer when p
+	// cannot hold it.
+	readMessage(p []byte) (n int, text bool, err error)
+	writeMessage(p []byte) error
+	// buffered is the number of bytes written and not yet sent.
+	buffered() int
+}
+
+// datagramHandler receives packets that arrived as datagrams, on a
+// goroutine of the carrier's, concurrently with the read loop.
+type datagramHandler interface {
+	handleDatagram(pkt []byte) error
+}
+
+// pktConn is the engine of every carrier but WebSocket: packets framed by
+// a length prefix on a byte stream (QUIC, WebTransport and SCTP streams),
+// or one per message on a message channel (WebRTC data channels), with the
+// close notices of PROTOCOL.md §8.3 in place of WebSocket close frames.
+//
+// On a byte stream, writes go through a corkwriter.Outbox, as on
+// WebSocket: the answers to what one read brought leave in one write, and
+// room broadcasts are queued by reference to one shared length-prefixed
+// packet. Reads go into pooled buffers and partial packets wait in a
+// segmentqueue.
+type pktConn struct {
+	t      pktTransport
+	limits Limits
+
+	// A byte stream: r and the outbox on its writer, the queue of a
+	// partial packet, and its size (need, prefix included, and prefix)
+	// once the prefix is read.
+	r    io.Reader
+	out  *corkwriter.Outbox
+	q    segmentqueue.Queue
+	need int
+	hdr  int
+
+	// A message channel, or nil.
+	ch msgChannel
+
+	live liveness
+
+	// wmu orders the close notice after every packet: senders hold it
+	// shared while they check closing and queue, sendClose exclusively.
+	wmu       sync.RWMutex
+	closing   bool
+	initiated bool        // this end sent the first close notice
+	noticed   bool        // the other end's close notice arrived
+	killer    *time.Timer // aborts the link when the closing handshake stalls
+
+	closeRequest atomic.Pointer[CloseError]
+	inTurn       atomic.Bool
+
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// newStreamConn returns the engine of a connection whose packets travel
+// length-prefixed on the byte stream rw.
+func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
+	c := &pktConn{t: t, r: rw, limits: limits, done: make(chan struct{})}
+	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + maxPrefixLen + readBufSize + largeReadSize})
+	c.out = corkwriter.NewOutbox(rw, &corkwriter.OutboxOptions{
+		MaxQueued: limits.MaxOutboxBytes,
+		Overflow:  corkwriter.DropOnBackpressure,
+		OnError:   func(error) { c.abort() },
+	})
+	c.live.touch()
+	return c
+}
+
+// newMessageConn returns the engine of a connection whose packets travel
+// one per message on ch.
+func newMessageConn(t pktTransport, ch msgChannel, limits Limits) *pktConn {
+	c := &pktConn{t: t, ch: ch, limits: limits, done: make(chan struct{})}
+	c.live.touch()
+	return c
+}
+
+func (c *pktConn) carrier() Carrier    { return c.t.carrier() }
+func (c *pktConn) liveness() *liveness { return &c.live }
+
+// start serves the link on a goroutine of its own.
+func (c *pktConn) start(h messageHandler, done func(error)) {
+	go func() { done(c.run(h)) }()
+}
+
+// run serves the link until it ends and returns why.
+func (c *pktConn) run(h messageHandler) error {
+	if dh, ok := h.(datagramHandler); ok {
+		go c.t.receiveDatagrams(func(pkt []byte) { c.onDatagram(dh, pkt) })
+	}
+	if sa, ok := c.t.(streamAcceptor); ok {
+		if p, ok := h.(*Peer); ok {
+			go sa.acceptStreams(p)
+		}
+	}
+	var err error
+	if c.ch != nil {
+		err = c.readMessages(h)
+	} else {
+		err = c.readStream(h)
+	}
+	return c.end(err)
+}
+
+// readStream reads and handles packets from a byte stream until it ends.
+// Handlers run on this goroutine; what they queue on the outbox during one
+// read leaves in one write at the end of that read.
+func (c *pktConn) readStream(h messageHandler) error {
+	for {
+		if c.q.Len() == 0 {
+			c.q.Release()
+		}
+		buf, pooled := c.readBuffer()
+		n, err := c.r.Read(buf)
+		var herr error
+		if n > 0 {
+			herr = c.turn(func() error { return c.consume(buf[:n], h, !pooled) })
+		}
+		if pooled {
+			readBufs.Put(&buf)
+		}
+		if herr != nil {
+			return herr
+		}
+		if err != nil {
+			return c.readError(err)
+		}
+	}
+}
+
+// readBuffer returns the buffer the next read fills: a pooled one while
+// no packet is partly read, else a fresh one sized to what the packet
+// still needs, which joins the queue without a copy.
+func (c *pktConn) readBuffer() (buf []byte, pooled bool) {
+	if c.q.Len() == 0 {
+		return *readBufs.Get().(*[]byte), true
+	}
+	n := max(min(c.need-c.q.Len(), largeReadSize), readBufSize)
+	return make([]byte, n), false
+}
+
+// turn runs the handling of one read, corked: everything the handlers send
+// meanwhile leaves in one write when it ends. A close asked for by another
+// goroutine meanwhile is sent after the turn's answers.
+func (c *pktConn) turn(handle func() error) error {
+	c.live.touch()
+	c.inTurn.Store(true)
+	if c.out != nil {
+		c.out.Cork()
+	}
+	err := handle()
+	if c.out != nil {
+		if werr := c.out.Uncork(); err == nil && werr != nil {
+			err = werr
+		}
+	}
+	c.inTurn.Store(false)
+	if req := c.closeRequest.Load(); req != nil {
+		c.sendClose(req.Code, req.Reason)
+	}
+	return err
+}
+
+// consume handles every packet in b and keeps a trailing partial packet in
+// the queue. When the queue is empty, b is decoded in place and a partial
+// packet copied, so the caller may reuse b; otherwise b (owned, a fresh
+// buffer) joins the queue.
+func (c *pktConn) consume(b []byte, h messageHandler, owned bool) error {
+	if c.q.Len() > 0 {
+		var err error
+		if owned {
+			err = c.q.Push(b)
+		} else {
+			_, err = c.q.Write(b)
+		}
+		if err != nil {
+			return errMessageTooBig
+		}
+		return c.drainQueue(h)
+	}
+	for len(b) > 0 {
+		length, n, err := parsePrefix(b)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		if length > uint64(c.limits.MaxMessageSize) {
+			return errMessageTooBig
+		}
+		total := n + int(length)
+		if len(b) < total {
+			c.need, c.hdr = total, n
+			break
+		}
+		if err := c.deliver(b[n:total], h); err != nil {
+			return err
+		}
+		b = b[total:]
+	}
+	if len(b) > 0 {
+		if _, err := c.q.Write(b); err != nil {
+			return errMessageTooBig
+		}
+	}
+	return nil
+}
+
+// drainQueue handles the packets complete in the queue.
+func (c *pktConn) drainQueue(h messageHandler) error {
+	for {
+		if c.need == 0 {
+			k := min(c.q.Len(), maxPrefixLen)
+			if k == 0 {
+				return nil
+			}
+			var scratch [maxPrefixLen]byte
+			head, err := c.q.Peek(k, scratch[:])
+			if err != nil {
+				return err
+			}
+			length, n, err := parsePrefix(head)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			if length > uint64(c.limits.MaxMessageSize) {
+				return errMessageTooBig
+			}
+			c.need, c.hdr = n+int(length), n
+		}
+		if c.q.Len() < c.need {
+			return nil
+		}
+		m, err := c.q.Next(c.need)
+		if err != nil {
+			return err
+		}
+		hdr := c.hdr
+		c.need, c.hdr = 0, 0
+		if err := c.deliver(m[hdr:], h); err != nil {
+			return err
+		}
+	}
+}
+
+// readMessages reads and handles packets from a message channel, one per
+// message, until it ends.
+func (c *pktConn) readMessages(h messageHandler) error {
+	size := int(min(c.limits.MaxMessageSize, maxChannelMessage))
+	buf := make([]byte, size)
+	for {
+		n, text, err := c.ch.readMessage(buf)
+		switch {
+		case errors.Is(err, io.ErrShortBuffer):
+			return errMessageTooBig
+		case err != nil:
+			return c.readError(err)
+		case text:
+			return errTextOnChannel
+		}
+		if err := c.turn(func() error { return c.deliver(buf[:n], h) }); err != nil {
+			return err
+		}
+	}
+}
+
+// maxChannelMessage bounds a packet on a message channel: 256 KiB, the
+// largest SCTP message Chromium's data channels accept
+// (a=max-message-size).
+const maxChannelMessage = 256 << 10
+
+// deliver handles one packet: a close notice here, anything else in h.
+func (c *pktConn) deliver(pkt []byte, h messageHandler) error {
+	if isCloseNotice(pkt) {
+		return c.onCloseNotice(pkt)
+	}
+	if c.isClosing() {
+		// As after a WebSocket close frame (RFC 6455 §1.4), an end that
+		// sent its close notice discards what it receives meanwhile.
+		return nil
+	}
+	return h.handleMessage(wsframe.OpBinary, pkt)
+}
+
+// onCloseNotice answers the other end's close notice with one of its own,
+// echoing the code as RFC 6455 §5.5.1 has it for close frames, and ends the
+// read loop.
+func (c *pktConn) onCloseNotice(pkt []byte) error {
+	ce, err := parseCloseNotice(pkt)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.noticed = true
+	c.wmu.Unlock()
+	code := ce.Code
+	if code == wsframe.CloseNoStatus {
+		code = wsframe.CloseNormal
+	}
+	c.sendClose(code, "")
+	return ce
+}
+
+// onDatagram handles a packet that arrived as a datagram; a malformed one
+// closes the connection, as on the control stream.
+func (c *pktConn) onDatagram(h datagramHandler, pkt []byte) {
+	c.live.touch()
+	if c.isClosing() {
+		return
+	}
+	if err := h.handleDatagram(pkt); err != nil {
+		c.failAsync(err)
+	}
+}
+
+// failAsync closes the connection for an error found off the read loop.
+func (c *pktConn) failAsync(err error) {
+	var ce *CloseError
+	if !errors.As(err, &ce) {
+		ce = &CloseError{Code: wsframe.CloseInternalError, Reason: "HP_ERR_INTERNAL"}
+	}
+	c.sendClose(ce.Code, ce.Reason)
+}
+
+func (c *pktConn) isClosing() bool {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	return c.closing
+}
+
+// sendBuilt queues the packet that follows the headroom of b: on a stream
+// with its length prefix written in place in the headroom.
+func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
+	pkt := b[frameHeadroom:]
+	if c.ch != nil {
+		return c.sendMessage(pkt)
+	}
+	start := frameHeadroom - prefixLen(len(pkt))
+	putPrefix(b[start:frameHeadroom], len(pkt))
+	c.wmu.RLock()
+	if c.closing {
+		c.wmu.RUnlock()
+		return corkwriter.Closed
+	}
+	// Off the read loop (a client's call, an Async answer) the packet is
+	// written on the sender's goroutine, as a WebSocket's is: a stream
+	// has no descriptor to try a write on, and the outbox would otherwise
+	// hand every such write to a goroutine of its own.
+	inline := !c.inTurn.Load()
+	if inline {
+		c.out.Cork()
+	}
+	st := c.out.Send(b[start:])
+	c.wmu.RUnlock()
+	if inline && c.out.Uncork() != nil {
+		st = corkwriter.Closed
+	}
+	return st
+}
+
+// putPrefix writes n as a uvarint filling dst, which is prefixLen(n) long.
+func putPrefix(dst []byte, n int) {
+	for i := range dst[:len(dst)-1] {
+		dst[i] = byte(n) | 0x80
+		n >>= 7
+	}
+	dst[len(dst)-1] = byte(n)
+}
+
+// sendPrepared queues a room broadcast: on a stream by reference to the
+// length-prefixed packet all stream members share.
+func (c *pktConn) sendPrepared(bc *broadcast) corkwriter.Status {
+	if c.ch != nil {
+		return c.sendMessage(bc.pkt)
+	}
+	frame := bc.streamFrame()
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closing {
+		return corkwriter.Closed
+	}
+	return c.out.SendShared(frame)
+}
+
+// sendMessage writes one packet as one message. A channel that has more
+// than MaxOutboxBytes waiting refuses it (Dropped), as a full outbox does.
+func (c *pktConn) sendMessage(pkt []byte) corkwriter.Status {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closing {
+		return corkwriter.Closed
+	}
+	return c.writeMessage(pkt)
+}
+
+func (c *pktConn) writeMessage(pkt []byte) corkwriter.Status {
+	if len(pkt) > maxChannelMessage {
+		return corkwriter.Dropped
+	}
+	if b := c.ch.buffered(); b > 0 && b+len(pkt) > c.limits.MaxOutboxBytes {
+		return corkwriter.Dropped
+	}
+	if err := c.ch.writeMessage(pkt); err != nil {
+		go c.abort()
+		return corkwriter.Closed
+	}
+	return corkwriter.Sent
+}
+
+func (c *pktConn) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
+	if c.isClosing() {
+		return corkwriter.Closed, true
+	}
+	return c.t.sendDatagram(pkt)
+}
+
+// ping sends a Ping packet, which the other end answers with a Pong
+// (PROTOCOL.md §4.8): these carriers have no ping frame.
+func (c *pktConn) ping() {
+	b := append(beginFrame(make([]byte, 0, frameHeadroom+1)), pingPacket...)
+	c.sendBuilt(b)
+}
+
+var pingPacket = []byte{8}
+
+// requestClose closes the link with code after the answers of the turn in
+// progress, if any: the read loop sends the close notice when the turn
+// ends, or this goroutine does when no turn is in progress.
+func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
+	if !c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
+		return
+	}
+	if !c.inTurn.Load() {
+		c.sendClose(code, reason)
+	}
+}
+
+// sendClose queues the close notice, once, and from then on refuses
+// packets. The closing handshake is bounded: when the other end has not
+// answered within closeTimeout the link is dropped.
+func (c *pktConn) sendClose(code wsframe.CloseCode, reason string) {
+	c.wmu.Lock()
+	if c.closing {
+		c.wmu.Unlock()
+		return
+	}
+	c.closing = true
+	c.initiated = !c.noticed
+	notice := appendCloseNotice(beginFrame(nil), code, reason)
+	if c.ch != nil {
+		c.writeMessage(notice[frameHeadroom:])
+	} else {
+		pkt := notice[frameHeadroom:]
+		start := frameHeadroom - prefixLen(len(pkt))
+		putPrefix(notice[start:frameHeadroom], len(pkt))
+		c.out.SendShared(notice[start:])
+	}
+	c.killer = time.AfterFunc(closeTimeout, func() { c.t.closeTransport(code, reason) })
+	c.wmu.Unlock()
+}
+
+// refuse closes a link that is not served: the close notice, then the
+// carrier, without waiting for an answer.
+func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
+	c.sendClose(code, reason)
+	c.finish(&CloseError{Code: code, Reason: reason})
+}
+
+// abort drops the carrier connection at once.
+func (c *pktConn) abort() {
+	c.t.closeTransport(wsframe.CloseAbnormal, "")
+}
+
+// readError turns the end of reading into the connection's error: the
+// close code the carrier brought, a clean end of a closing handshake, or
+// an abnormal closure.
+func (c *pktConn) readError(err error) error {
+	if ce := c.t.closeErrorOf(err); ce != nil {
+		return ce
+	}
+	if c.isClosing() && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)) {
+		return &CloseError{Code: wsframe.CloseGoingAway, Reason: "closed"}
+	}
+	if errors.Is(err, io.EOF) {
+		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close notice", Remote: true}
+	}
+	return err
+}
+
+// end closes the link after its read loop ended with err, and returns
+// err. A protocol violation is answered with a close notice first.
+func (c *pktConn) end(err error) error {
+	var ce *CloseError
+	switch {
+	case errors.As(err, &ce):
+		if !ce.Remote {
+			c.sendClose(ce.Code, ce.Reason)
+		}
+	default:
+		var le *segmentqueue.LimitError
+		if errors.As(err, &le) {
+			c.sendClose(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
+		}
+	}
+	c.finish(err)
+	return err
+}
+
+// finish ends the link once: it waits, bounded, for the close notice to
+// be written, and closes the carrier. The end that answered a close notice
+// lets the other end close the carrier first (RFC 6455 §7.1.1 has the
+// server close TCP first; here the initiator of the handshake does, so
+// that its close notice's answer is surely read).
+func (c *pktConn) finish(err error) {
+	c.closeOnce.Do(func() {
+		code, reason := wsframe.CloseAbnormal, ""
+		var ce *CloseError
+		if errors.As(err, &ce) {
+			code, reason = ce.Code, ce.Reason
+		}
+		c.wmu.Lock()
+		closing := c.closing
+		answered := closing && !c.initiated
+		c.wmu.Unlock()
+		if closing && c.out != nil {
+			drainOutbox(c.out, time.Now().Add(closeTimeout))
+		}
+		if answered && ce != nil && ce.Remote && c.r != nil {
+			c.awaitCarrierClose(time.Now().Add(closeTimeout))
+		}
+		if c.killer != nil {
+			c.killer.Stop()
+		}
+		if c.out != nil {
+			c.out.Close()
+		}
+		c.t.closeTransport(code, reason)
+		c.q.Reset()
+		close(c.done)
+	})
+}
+
+// awaitCarrierClose reads and discards until the other end closes the
+// carrier, or the deadline passes.
+func (c *pktConn) awaitCarrierClose(deadline time.Time) {
+	t := time.AfterFunc(time.Until(deadline), c.abort)
+	defer t.Stop()
+	var scratch [512]byte
+	for {
+		if _, err := c.r.Read(scratch[:]); err != nil {
+			return
+		}
+	}
+}
+
+// drainOutbox waits until out has written everything queued, or the
+// deadline passes.
+func drainOutbox(out *corkwriter.Outbox, deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-out.Drained():
+	case <-t.C:
+	}
+}

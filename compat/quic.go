@@ -1,0 +1,237 @@
+package compat
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
+)
+
+// ALPN is the TLS application protocol of a native hotpath QUIC
+// connection (PROTOCOL.md §8.2). A listener that also offers "h3" serves
+// WebTransport sessions on the same UDP port.
+const ALPN = Subprotocol
+
+// QUICConfig returns the QUIC settings compat serves and dials with:
+// datagrams on (unreliable room emits), stream resets with partial
+// delivery (which WebTransport requires), and an idle timeout of
+// idleTimeout (QUIC's default when 0).
+func QUICConfig(idleTimeout time.Duration) *quic.Config {
+	return &quic.Config{
+		EnableDatagrams:                  true,
+		EnableStreamResetPartialDelivery: true,
+		MaxIdleTimeout:                   idleTimeout,
+		MaxIncomingStreams:               1024,
+	}
+}
+
+// ListenQUIC listens on the UDP address addr for native hotpath QUIC
+// connections and, with the "h3" protocol, WebTransport sessions: tlsConf
+// needs a certificate (DevCertificate makes one for development); its
+// NextProtos are set to both protocols.
+func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, error) {
+	tlsConf = tlsConf.Clone()
+	tlsConf.NextProtos = []string{ALPN, "h3"}
+	return quic.ListenAddr(addr, tlsConf, QUICConfig(s.opts.IdleTimeout))
+}
+
+// ServeQUIC accepts connections on ln until it fails or Shutdown closes
+// it. A connection that negotiated ALPN "hotpath.v1" is a native hotpath
+// connection: its first stream is the control stream, which carries the
+// packets of PROTOCOL.md; further streams are the binary streams of
+// HandleStream. One that negotiated "h3" is served as HTTP/3 for
+// WebTransport sessions (ServeWebTransport's handler answers on every
+// path). ln should be made with QUICConfig's settings (ListenQUIC does).
+func (s *Server) ServeQUIC(ln *quic.Listener) error {
+	if !s.track(ln) {
+		return http.ErrServerClosed
+	}
+	defer s.untrack(ln)
+	for {
+		qc, err := ln.Accept(context.Background())
+		if err != nil {
+			if s.shutting.Load() {
+				return http.ErrServerClosed
+			}
+			return err
+		}
+		s.conns.add()
+		go s.serveQUICConn(qc)
+	}
+}
+
+// serveQUICConn serves one accepted QUIC connection; it calls conns.done
+// when the connection ends.
+func (s *Server) serveQUICConn(qc *quic.Conn) {
+	if qc.ConnectionState().TLS.NegotiatedProtocol == "h3" {
+		// Its sessions count as connections, not the HTTP/3 connection
+		// itself, which Shutdown closes once the sessions have ended.
+		s.conns.done()
+		s.webTransport().ServeQUICConn(qc)
+		return
+	}
+	state := qc.ConnectionState().TLS
+	up, err := s.prepareUpgrade(carrierRequest(qc.RemoteAddr(), "quic", &state))
+	if err != nil {
+		s.metrics.handshakeFailures.Add(1)
+		qc.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), err.Error())
+		s.conns.done()
+		return
+	}
+	ctx, cancel := context.WithTimeout(qc.Context(), handshakeTimeout)
+	str, err := qc.AcceptStream(ctx)
+	cancel()
+	if err != nil {
+		s.metrics.handshakeFailures.Add(1)
+		qc.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), "HP_ERR_NO_CONTROL_STREAM")
+		s.conns.done()
+		return
+	}
+	// The control stream goes first: a call never waits behind the bytes
+	// of a binary stream (RFC 9218 urgency 0, the most urgent).
+	str.SetPriority(0, false)
+	t := &quicTransport{conn: qc}
+	l := newStreamConn(t, str, s.opts.Limits)
+	s.serveLink(l, up)
+}
+
+// carrierRequest is the request that Options.CheckOrigin and
+// Options.Authenticate see for a connection that has no HTTP request of
+// its own (native QUIC, SCTP): the remote address, the carrier in
+// Proto, and the TLS state (client certificates) when there is one.
+func carrierRequest(remote net.Addr, proto string, state *tls.ConnectionState) *http.Request {
+	return &http.Request{
+		Method:     http.MethodGet,
+		Proto:      proto,
+		URL:        &url.URL{Scheme: proto, Host: remote.String(), Path: "/"},
+		Header:     http.Header{},
+		RemoteAddr: remote.String(),
+		TLS:        state,
+	}
+}
+
+// quicTransport is a native QUIC connection under a pktConn.
+type quicTransport struct {
+	conn *quic.Conn
+}
+
+func (t *quicTransport) carrier() Carrier { return CarrierQUIC }
+
+func (t *quicTransport) closeTransport(code wsframe.CloseCode, reason string) {
+	t.conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
+}
+
+func (t *quicTransport) closeErrorOf(err error) *CloseError { return quicCloseError(err) }
+
+// quicCloseError recovers the close code the other end sent in its
+// CONNECTION_CLOSE.
+func quicCloseError(err error) *CloseError {
+	var ae *quic.ApplicationError
+	if errors.As(err, &ae) && ae.Remote {
+		return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: ae.ErrorMessage, Remote: true}
+	}
+	return nil
+}
+
+func (t *quicTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
+	return sendQUICDatagram(t.conn.SendDatagram, pkt)
+}
+
+// sendQUICDatagram sends pkt in a datagram. One too large for the path
+// reports !ok, and the caller sends it on the control stream.
+func sendQUICDatagram(send func([]byte) error, pkt []byte) (corkwriter.Status, bool) {
+	err := send(pkt)
+	var tooLarge *quic.DatagramTooLargeError
+	switch {
+	case err == nil:
+		return corkwriter.Sent, true
+	case errors.As(err, &tooLarge):
+		return 0, false
+	}
+	return corkwriter.Closed, true
+}
+
+func (t *quicTransport) receiveDatagrams(deliver func([]byte)) {
+	for {
+		b, err := t.conn.ReceiveDatagram(t.conn.Context())
+		if err != nil {
+			return
+		}
+		deliver(b)
+	}
+}
+
+// openStream opens a binary stream (Client.OpenStream).
+func (t *quicTransport) openStream(ctx context.Context) (rawStream, error) {
+	str, err := t.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return quicStream{str}, nil
+}
+
+// acceptStreams serves the binary streams the client opens, until the
+// connection ends.
+func (t *quicTransport) acceptStreams(p *Peer) {
+	for {
+		str, err := t.conn.AcceptStream(p.ctx)
+		if err != nil {
+			return
+		}
+		go p.serveStream(quicStream{str})
+	}
+}
+
+// quicStream is a QUIC stream as a binary stream.
+type quicStream struct{ *quic.Stream }
+
+func (s quicStream) CloseWrite() error { return s.Stream.Close() }
+
+func (s quicStream) Close() error {
+	s.Stream.CancelRead(0)
+	return s.Stream.Close()
+}
+
+func (s quicStream) Reset(code uint32) {
+	s.Stream.CancelWrite(quic.StreamErrorCode(code))
+	s.Stream.CancelRead(quic.StreamErrorCode(code))
+}
+
+func (s quicStream) resetCode(err error) (uint32, bool) {
+	var se *quic.StreamError
+	if errors.As(err, &se) && se.Remote {
+		return uint32(se.ErrorCode), true
+	}
+	return 0, false
+}
+
+// dialQUIC opens a native QUIC connection to a quic://host:port URL and
+// its control stream.
+func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
+	tlsConf := c.opts.TLSConfig.Clone()
+	if tlsConf == nil {
+		tlsConf = &tls.Config{}
+	}
+	tlsConf.NextProtos = []string{ALPN}
+	if tlsConf.ServerName == "" {
+		tlsConf.ServerName = u.Hostname()
+	}
+	qc, err := quic.DialAddr(ctx, u.Host, tlsConf, QUICConfig(0))
+	if err != nil {
+		return nil, err
+	}
+	str, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		qc.CloseWithError(0, "")
+		return nil, err
+	}
+	str.SetPriority(0, false)
+	return newStreamConn(&quicTransport{conn: qc}, str, c.opts.Limits), nil
+}

@@ -1,0 +1,314 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+)
+
+// ErrStreamsUnsupported is returned by OpenStream on a carrier without
+// streams of its own (WebSocket, SCTP, WebRTC): there a large transfer
+// would queue the connection's calls behind it.
+var ErrStreamsUnsupported = errors.New("hotpath: this carrier has no binary streams")
+
+// rawStream is a carrier stream under a binary Stream.
+type rawStream interface {
+	io.Reader
+	io.Writer
+	// CloseWrite ends this side; the other end reads io.EOF.
+	CloseWrite() error
+	// Close abandons both directions.
+	Close() error
+	// Reset aborts both directions with an error code.
+	Reset(code uint32)
+	// resetCode returns the code with which the other end reset the
+	// stream, when err says it did.
+	resetCode(err error) (uint32, bool)
+	SetReadDeadline(t time.Time) error
+}
+
+// streamOpener is a transport on which a client opens binary streams;
+// streamAcceptor one on which a server accepts them.
+type (
+	streamOpener interface {
+		openStream(ctx context.Context) (rawStream, error)
+	}
+	streamAcceptor interface {
+		acceptStreams(p *Peer)
+	}
+)
+
+// Stream is a binary stream: raw bytes both ways, on a carrier stream of
+// its own beside the connection's control stream, so an upload or a
+// download never holds up a call (PROTOCOL.md §8.2). A client opens one
+// with Client.OpenStream; the server runs the handler registered with
+// HandleStream. Read and Write are those of an io.ReadWriter; a handler
+// that fails resets the stream, and the other end's Read or Write then
+// returns an *Error with the handler's code.
+//
+// A Stream is used by one reader and one writer at a time.
+type Stream struct {
+	raw rawStream
+}
+
+// Read reads bytes the other end wrote; io.EOF once it called CloseWrite
+// or its handler returned.
+func (s *Stream) Read(p []byte) (int, error) {
+	n, err := s.raw.Read(p)
+	return n, s.streamError(err)
+}
+
+// Write writes bytes to the other end.
+func (s *Stream) Write(p []byte) (int, error) {
+	n, err := s.raw.Write(p)
+	return n, s.streamError(err)
+}
+
+// CloseWrite ends this side of the stream: the other end reads io.EOF
+// after the bytes written so far.
+func (s *Stream) CloseWrite() error { return s.raw.CloseWrite() }
+
+// Close ends this side and stops reading the other.
+func (s *Stream) Close() error { return s.raw.Close() }
+
+func (s *Stream) streamError(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if code, ok := s.raw.resetCode(err); ok {
+		return &Error{Code: code, Message: "stream reset by the other end"}
+	}
+	return err
+}
+
+// streamMethod is one registered stream handler, its request type erased.
+type streamMethod struct {
+	name string
+	req  reflect.Type
+	call func(ctx context.Context, codec Codec, payload []byte, s *Stream) error
+}
+
+// HandleStream registers fn as the handler of the binary streams opened
+// for method name. The request is decoded as for Handle; fn then reads and
+// writes the stream. When fn returns nil the stream's write side is closed
+// (the client reads io.EOF); an error resets it with the error's code (an
+// *Error's, else Internal). Streams count against Limits.MaxInFlight with
+// Async calls, and run on goroutines of their own.
+func HandleStream[Req any](r *Router, name string, fn func(ctx context.Context, req Req, s *Stream) error) {
+	m := &streamMethod{
+		name: name,
+		req:  reflect.TypeFor[Req](),
+		call: func(ctx context.Context, codec Codec, payload []byte, s *Stream) error {
+			var req Req
+			if err := unmarshal(codec, payload, &req); err != nil {
+				return &Error{Code: ErrInvalidParams.Code, Message: "invalid params: " + err.Error()}
+			}
+			return fn(ctx, req, s)
+		},
+	}
+	r.add(func() { r.streams = append(r.streams, m) })
+}
+
+// writeStreamPacket writes one length-prefixed packet to w.
+func writeStreamPacket(w io.Writer, pkt []byte) error {
+	b := make([]byte, 0, maxPrefixLen+len(pkt))
+	b = append(appendPrefix(b, len(pkt)), pkt...)
+	_, err := w.Write(b)
+	return err
+}
+
+func appendPrefix(dst []byte, n int) []byte {
+	l := prefixLen(n)
+	dst = append(dst, make([]byte, l)...)
+	putPrefix(dst[len(dst)-l:], n)
+	return dst
+}
+
+// readStreamPacket reads one length-prefixed packet of at most max bytes
+// from r, without reading past it: what follows is the stream's payload.
+func readStreamPacket(r io.Reader, max int64) ([]byte, error) {
+	var head [maxPrefixLen]byte
+	for i := 0; ; i++ {
+		if i == maxPrefixLen {
+			return nil, errBadPrefix
+		}
+		if _, err := io.ReadFull(r, head[i:i+1]); err != nil {
+			return nil, err
+		}
+		length, n, err := parsePrefix(head[:i+1])
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			continue
+		}
+		if length > uint64(max) {
+			return nil, errMessageTooBig
+		}
+		pkt := make([]byte, length)
+		_, err = io.ReadFull(r, pkt)
+		return pkt, err
+	}
+}
+
+// serveStream runs the handler of a binary stream the client opened. Its
+// first packet is a Call naming the stream method (PROTOCOL.md §8.2); the
+// answer is a Result, after which the stream is the handler's, or an
+// Error, after which the stream is closed. A stream whose first packet is
+// not a Call closes the whole connection, as a malformed packet does.
+func (p *Peer) serveStream(raw rawStream) {
+	s := p.srv
+	raw.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	pkt, err := readStreamPacket(raw, s.opts.Limits.MaxMessageSize)
+	raw.SetReadDeadline(time.Time{})
+	if err != nil {
+		raw.Reset(uint32(ErrBadRequest.Code))
+		var ce *CloseError
+		if errors.As(err, &ce) {
+			p.closeWith(ce.Code, ce.Reason)
+		}
+		return
+	}
+	call, err := wire.Decode(pkt)
+	if err != nil || call.Kind != dispatch.KindCall || call.Compressed {
+		s.metrics.malformed.Add(1)
+		raw.Reset(uint32(ErrBadRequest.Code))
+		p.closeWith(errMalformed.Code, errMalformed.Reason)
+		return
+	}
+	refuse := func(e *Error) {
+		writeStreamPacket(raw, wire.AppendError(nil, call.ID, e.Code, e.Message, e.Data))
+		raw.CloseWrite()
+		raw.Close()
+	}
+	if s.shutting.Load() {
+		refuse(ErrUnavailable)
+		return
+	}
+	m, err := s.router.streamTable.Lookup(call.Name)
+	if err != nil {
+		s.metrics.unknownMethods.Add(1)
+		refuse(&Error{Code: wire.CodeNotFound, Message: "stream method not found: " + string(call.Name)})
+		return
+	}
+	if int(p.inflight.Add(1)) > s.opts.Limits.MaxInFlight {
+		p.inflight.Add(-1)
+		s.metrics.overloaded.Add(1)
+		refuse(ErrOverloaded)
+		return
+	}
+	s.asyncCalls.add()
+	defer s.asyncCalls.done()
+	defer p.inflight.Add(-1)
+	if err := writeStreamPacket(raw, wire.AppendResult(nil, call.ID, nil)); err != nil {
+		raw.Close()
+		return
+	}
+	ctx := p.ctx
+	if call.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(call.Timeout)*time.Millisecond)
+		defer cancel()
+	}
+	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw}); err != nil {
+		code := ErrInternal.Code
+		var e *Error
+		if errors.As(err, &e) {
+			code = e.Code
+		}
+		raw.Reset(code)
+		return
+	}
+	raw.CloseWrite()
+}
+
+// runStream runs a stream handler, turning a panic into ErrInternal.
+func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, st *Stream) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.srv.metrics.panics.Add(1)
+			p.srv.opts.Logger.Error("hotpath: stream handler panicked", "method", m.name, "peer", p.id, "panic", r)
+			err = ErrInternal
+		}
+	}()
+	return m.call(ctx, p.codec, payload, st)
+}
+
+// OpenStream opens a binary stream for the server's stream handler of
+// method, with req as its request, and returns it once the server accepted
+// it. It fails with the server's *Error (NotFound, Overloaded, ...), or
+// ErrStreamsUnsupported on a carrier without streams.
+func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Stream, error) {
+	cc, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	pc, ok := cc.link.(*pktConn)
+	if !ok {
+		return nil, ErrStreamsUnsupported
+	}
+	opener, ok := pc.t.(streamOpener)
+	if !ok {
+		return nil, ErrStreamsUnsupported
+	}
+	// Streams open once the server has answered on the control stream,
+	// so that it cannot take a binary stream for the control stream
+	// (PROTOCOL.md §8.2).
+	select {
+	case <-cc.ready:
+	case <-pc.done:
+		return nil, ErrDisconnected
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	raw, err := opener.openStream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hotpath: open stream: %w", err)
+	}
+	var timeoutMS uint32
+	if d, ok := ctx.Deadline(); ok {
+		timeoutMS = uint32(min(max(time.Until(d).Milliseconds(), 1), 1<<31))
+	}
+	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, method, timeoutMS, nil)
+	if pkt, err = marshal(c.opts.Codec, pkt, req); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { raw.Reset(uint32(ErrCanceled.Code)) })
+	defer stop()
+	if err := writeStreamPacket(raw, pkt); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("hotpath: open stream: %w", err)
+	}
+	answer, err := readStreamPacket(raw, c.opts.Limits.MaxMessageSize)
+	if err != nil {
+		raw.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if code, ok := raw.resetCode(err); ok {
+			// The handler failed at once: its reset overtook the answer.
+			return nil, &Error{Code: code, Message: "stream reset by the server"}
+		}
+		return nil, fmt.Errorf("hotpath: open stream: %w", err)
+	}
+	a, err := wire.Decode(answer)
+	switch {
+	case err != nil:
+		raw.Close()
+		return nil, errMalformed
+	case a.Kind == dispatch.KindError:
+		raw.Close()
+		return nil, &Error{Code: a.Code, Message: string(a.Message), Data: append([]byte(nil), a.Payload...)}
+	case a.Kind != dispatch.KindResult:
+		raw.Close()
+		return nil, errMalformed
+	}
+	return &Stream{raw: raw}, nil
+}

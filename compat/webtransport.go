@@ -1,0 +1,167 @@
+package compat
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+)
+
+// webTransport returns the server's WebTransport server, made on first
+// use: ServeQUIC hands it the connections that negotiated "h3", and its
+// HTTP/3 handler upgrades a CONNECT request on any path to a hotpath
+// session.
+func (s *Server) webTransport() *webtransport.Server {
+	s.wtOnce.Do(func() {
+		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport)}
+		// Options.CheckOrigin runs in prepareUpgrade, as for WebSocket.
+		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }}
+		s.mu.Lock()
+		s.wt = wt
+		s.mu.Unlock()
+	})
+	return s.wt
+}
+
+// serveWebTransport upgrades a WebTransport CONNECT request and serves the
+// session: its first bidirectional stream is the control stream, as on
+// native QUIC (PROTOCOL.md §8.2), and its datagrams carry unreliable
+// emits.
+func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
+	up, err := s.prepareUpgrade(r)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	sess, err := s.wt.Upgrade(w, r)
+	if err != nil {
+		s.metrics.handshakeFailures.Add(1)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	s.conns.add()
+	go func() {
+		ctx, cancel := context.WithTimeout(sess.Context(), handshakeTimeout)
+		str, err := sess.AcceptStream(ctx)
+		cancel()
+		if err != nil {
+			s.metrics.handshakeFailures.Add(1)
+			sess.CloseWithError(webtransport.SessionErrorCode(wsframe.ClosePolicyViolation), "HP_ERR_NO_CONTROL_STREAM")
+			s.conns.done()
+			return
+		}
+		s.serveLink(newStreamConn(&wtTransport{sess: sess}, str, s.opts.Limits), up)
+	}()
+}
+
+// wtTransport is a WebTransport session under a pktConn.
+type wtTransport struct {
+	sess   *webtransport.Session
+	dialer *webtransport.Transport // the client's, closed with the session
+}
+
+func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
+
+func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {
+	t.sess.CloseWithError(webtransport.SessionErrorCode(code), reason)
+	if t.dialer != nil {
+		t.dialer.Close()
+	}
+}
+
+// closeErrorOf recovers the code of the other end's CLOSE_WEBTRANSPORT_SESSION,
+// or of the QUIC connection's close.
+func (t *wtTransport) closeErrorOf(err error) *CloseError {
+	var se *webtransport.SessionError
+	if errors.As(err, &se) && se.Remote {
+		return &CloseError{Code: wsframe.CloseCode(se.ErrorCode), Reason: se.Message, Remote: true}
+	}
+	return quicCloseError(err)
+}
+
+func (t *wtTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
+	return sendQUICDatagram(t.sess.SendDatagram, pkt)
+}
+
+func (t *wtTransport) receiveDatagrams(deliver func([]byte)) {
+	for {
+		b, err := t.sess.ReceiveDatagram(t.sess.Context())
+		if err != nil {
+			return
+		}
+		deliver(b)
+	}
+}
+
+func (t *wtTransport) openStream(ctx context.Context) (rawStream, error) {
+	str, err := t.sess.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return wtStream{str}, nil
+}
+
+func (t *wtTransport) acceptStreams(p *Peer) {
+	for {
+		str, err := t.sess.AcceptStream(p.ctx)
+		if err != nil {
+			return
+		}
+		go p.serveStream(wtStream{str})
+	}
+}
+
+// wtStream is a WebTransport stream as a binary stream.
+type wtStream struct{ *webtransport.Stream }
+
+func (s wtStream) CloseWrite() error { return s.Stream.Close() }
+
+func (s wtStream) Close() error {
+	s.Stream.CancelRead(0)
+	return s.Stream.Close()
+}
+
+func (s wtStream) Reset(code uint32) {
+	s.Stream.CancelWrite(webtransport.StreamErrorCode(code))
+	s.Stream.CancelRead(webtransport.StreamErrorCode(code))
+}
+
+func (s wtStream) resetCode(err error) (uint32, bool) {
+	var se *webtransport.StreamError
+	if errors.As(err, &se) && se.Remote {
+		return uint32(se.ErrorCode), true
+	}
+	return 0, false
+}
+
+// dialWebTransport opens a WebTransport session at an https:// URL and
+// its control stream.
+func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error) {
+	tlsConf := c.opts.TLSConfig.Clone()
+	if tlsConf == nil {
+		tlsConf = &tls.Config{}
+	}
+	tlsConf.NextProtos = []string{http3.NextProtoH3}
+	d := &webtransport.Transport{TLSClientConfig: tlsConf, QUICConfig: QUICConfig(0)}
+	rsp, sess, err := d.Dial(ctx, u.String(), c.opts.Header)
+	if err != nil {
+		d.Close()
+		if rsp != nil && rsp.StatusCode != 0 {
+			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode)}
+		}
+		return nil, err
+	}
+	str, err := sess.OpenStreamSync(ctx)
+	if err != nil {
+		sess.CloseWithError(0, "")
+		d.Close()
+		return nil, err
+	}
+	return newStreamConn(&wtTransport{sess: sess, dialer: d}, str, c.opts.Limits), nil
+}
