@@ -72,6 +72,15 @@ func TestInflaterReadsCompressFlate(t *testing.T) {
 	}
 }
 
+func TestStoredDeflate(t *testing.T) {
+	for _, m := range testMessages() {
+		got, err := stdInflate(storedDeflate(m))
+		if err != nil || !bytes.Equal(got, m) {
+			t.Fatalf("%d bytes: compress/flate reads %d, %v", len(m), len(got), err)
+		}
+	}
+}
+
 // TestInflaterWindow: a reference 300 bytes back is fine in a 512-byte
 // window and an error in a 256-byte one.
 func TestInflaterWindow(t *testing.T) {
