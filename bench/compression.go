@@ -299,6 +299,8 @@ type (
 		Symbol string  `json:"sym"`
 		Price  float64 `json:"px"`
 		Qty    int     `json:"qty"`
+		Side   string  `json:"side"`
+		Seq    int     `json:"seq"`
 		Time   int64   `json:"ts"`
 	}
 	chatUser struct {
@@ -367,36 +369,44 @@ type jsonKind struct {
 
 var jsonKinds = []jsonKind{
 	{label: "90 B ticker event", count: 256, make: func(rng *rand.Rand) any {
-		return tickEvent{Type: "tick", Symbol: pick(rng, symbols), Price: float64(rng.IntN(100000)) / 100, Qty: rng.IntN(1000), Time: 1764684309123 + rng.Int64N(1e6)}
+		return tickEvent{Type: "tick", Symbol: pick(rng, symbols), Price: float64(rng.IntN(100000)) / 100, Qty: rng.IntN(1000),
+			Side: pick(rng, []string{"buy", "sell"}), Seq: 100000 + rng.IntN(900000), Time: 1764684309123 + rng.Int64N(1e6)}
 	}},
 	{label: "1.4 KB chat message", count: 64, make: func(rng *rand.Rand) any {
 		return makeChat(rng, 1400)
 	}},
 	{label: "27 KB room snapshot", count: 16, make: func(rng *rand.Rand) any {
 		s := roomSnapshot{Type: "snapshot", Room: "lobby", Topic: "release planning for the realtime gateway"}
-		for len(mustJSON(s)) < 27_000 {
-			s.Members = append(s.Members, roomMember{User: makeUser(rng), Role: pick(rng, []string{"member", "moderator", "owner", "guest"}),
-				Joined: makeTime(rng), LastSeen: makeTime(rng), Typing: rng.IntN(10) == 0})
+		for size := len(mustJSON(s)); size < 27_000; {
+			m := roomMember{User: makeUser(rng), Role: pick(rng, []string{"member", "moderator", "owner", "guest"}),
+				Joined: makeTime(rng), LastSeen: makeTime(rng), Typing: rng.IntN(10) == 0}
+			s.Members = append(s.Members, m)
+			size += len(mustJSON(m)) + 1
 		}
 		return s
 	}},
 	{label: "255 KB dashboard dataset", count: 4, make: func(rng *rand.Rand) any {
 		d := dashboardData{Type: "series", Panel: "latency-p99"}
 		t := int64(1764684300)
-		for len(mustJSON(d)) < 255_000 {
+		for size := len(mustJSON(d)); size < 255_000; {
 			t += 10
 			v := float64(rng.IntN(50000)) / 100
-			d.Points = append(d.Points, dataPoint{Time: t, Metric: pick(rng, []string{"http.latency.p99", "ws.rtt.p50", "cpu.user", "mem.rss"}),
+			p := dataPoint{Time: t, Metric: pick(rng, []string{"http.latency.p99", "ws.rtt.p50", "cpu.user", "mem.rss"}),
 				Host: fmt.Sprintf("edge-%02d", rng.IntN(24)), Region: pick(rng, []string{"eu-west", "us-east", "ap-south"}),
-				Value: v, Min: v * 0.8, Max: v * 1.3, Count: rng.IntN(5000)})
+				Value: v, Min: v * 0.8, Max: v * 1.3, Count: rng.IntN(5000)}
+			d.Points = append(d.Points, p)
+			size += len(mustJSON(p)) + 1
 		}
 		return d
 	}},
 }
 
-func (k jsonKind) corpus() [][]byte {
+func (k jsonKind) corpus() [][]byte { return k.corpusN(k.count) }
+
+// corpusN is the first n messages of the corpus.
+func (k jsonKind) corpusN(n int) [][]byte {
 	rng := rand.New(rand.NewPCG(1, uint64(len(k.label))))
-	out := make([][]byte, k.count)
+	out := make([][]byte, n)
 	for i := range out {
 		out[i] = mustJSON(k.make(rng))
 	}

@@ -42,7 +42,7 @@ func init() {
 }
 
 func echoCases(cfg Config) ([]Case, error) {
-	d := time.Second
+	d := 500 * time.Millisecond
 	if cfg.Quick {
 		d = 100 * time.Millisecond
 	}

@@ -113,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var done Run
 	for _, s := range selected {
 		env := captureEnv(args, *count, *quick)
-		res, err := runScenario(ctx, s, env, runOptions{Count: *count, Quick: *quick, Progress: prog, Rows: rowFilter})
+		res, err := runScenario(ctx, s, env, runOptions{Count: *count, CountSet: countSet, Quick: *quick, Progress: prog, Rows: rowFilter})
 		prog.done()
 		if err != nil {
 			return fail(err)

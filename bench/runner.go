@@ -145,7 +145,11 @@ type Scenario struct {
 	Title    string // table heading
 	About    string // what it measures and how, in a few sentences
 	Loopback bool   // client and server share this machine's cores
-	Metrics  []Metric
+	// Trials, when set, caps the trials per row unless -count is given:
+	// for a scenario whose figures hardly move from trial to trial and
+	// whose trials are long (idle memory).
+	Trials  int
+	Metrics []Metric
 	// Cases builds the cases at run time, after every init has run, so
 	// rows registered from other files are included.
 	Cases func(cfg Config) ([]Case, error)
@@ -205,6 +209,7 @@ func orderRows(rows []Row) []Row {
 // runOptions are the knobs of one run that every scenario shares.
 type runOptions struct {
 	Count    int
+	CountSet bool // -count was given: no scenario caps it
 	Quick    bool
 	Progress *progress
 	// Rows, when set, keeps only the rows whose library it matches.
@@ -225,6 +230,10 @@ func runScenario(ctx context.Context, s *Scenario, env Env, opts runOptions) (Sc
 	cases, err := s.Cases(Config{Quick: opts.Quick})
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	if s.Trials > 0 && !opts.CountSet && opts.Count > s.Trials {
+		opts.Count = s.Trials
+		env.Count = s.Trials
 	}
 	env.LoadStart = loadAverage()
 	for _, c := range cases {

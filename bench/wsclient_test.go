@@ -81,10 +81,11 @@ func TestEchoServersEcho(t *testing.T) {
 			}
 			defer c.closeNow()
 			for _, size := range echoSizes {
-				frame := appendClientFrame(nil, 0x2, make([]byte, size), newMaskKey())
+				msg, answer := srv.message(make([]byte, size))
+				frame := appendClientFrame(nil, 0x2, msg, newMaskKey())
 				for _, window := range []int{1, 4} {
 					var h latencyHist
-					res, err := c.echoLoad(frame, size, window, 5*time.Millisecond, 50, &h)
+					res, err := c.echoLoad(frame, answer, window, 5*time.Millisecond, 50, &h)
 					if err != nil {
 						t.Fatalf("%d B, window %d: %v", size, window, err)
 					}
