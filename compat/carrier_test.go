@@ -2,11 +2,15 @@ package compat
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/dtls/v3"
 	"github.com/quic-go/quic-go"
 )
 
@@ -45,7 +50,18 @@ func newCarrierEnv(t testing.TB, opts Options) *carrierEnv {
 		t.Fatal(err)
 	}
 	e := &carrierEnv{srv: s, cert: testCert(), urls: map[Carrier]string{}}
-	e.urls[CarrierWebSocket] = "ws://" + startServer(t, s, false) + "/ws"
+	wsAddr := startServer(t, s, false)
+	e.urls[CarrierWebSocket] = "ws://" + wsAddr + "/ws"
+	mux := http.NewServeMux()
+	mux.Handle("/rtc", s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true}))
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mux}
+	go hs.Serve(hln)
+	t.Cleanup(func() { hs.Close() })
+	e.urls[CarrierWebRTC] = "webrtc+http://" + hln.Addr().String() + "/rtc"
 	qln, err := s.ListenQUIC("127.0.0.1:0", e.cert.ServerTLSConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +70,20 @@ func newCarrierEnv(t testing.TB, opts Options) *carrierEnv {
 	t.Cleanup(func() { qln.Close() })
 	e.urls[CarrierQUIC] = "quic://" + qln.Addr().String()
 	e.urls[CarrierWebTransport] = "https://" + qln.Addr().String() + "/wt"
+	sln, err := ListenSCTP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeSCTP(sln)
+	t.Cleanup(func() { sln.Close() })
+	e.urls[CarrierSCTP] = "sctp://" + sln.Addr().String()
+	dln, err := ListenSCTPDTLS("127.0.0.1:0", &dtls.Config{Certificates: []tls.Certificate{e.cert.Certificate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeSCTP(dln)
+	t.Cleanup(func() { dln.Close() })
+	e.urls[carrierSCTPDTLS] = "sctp+dtls://" + dln.Addr().String()
 	return e
 }
 
@@ -61,6 +91,19 @@ func (e *carrierEnv) dial(t testing.TB, c Carrier, opts ClientOptions) *Client {
 	t.Helper()
 	if opts.TLSConfig == nil {
 		opts.TLSConfig = e.cert.ClientTLSConfig()
+	}
+	opts.WebRTC.LoopbackOnly = true
+	if opts.DTLSConfig == nil {
+		hash := e.cert.SHA256
+		opts.DTLSConfig = &dtls.Config{
+			InsecureSkipVerify: true, // replaced by the pin below
+			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+				if len(raw) == 0 || sha256.Sum256(raw[0]) != hash {
+					return errors.New("certificate does not match the pin")
+				}
+				return nil
+			},
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -74,11 +117,25 @@ func (e *carrierEnv) dial(t testing.TB, c Carrier, opts ClientOptions) *Client {
 
 var streamCarriers = []Carrier{CarrierQUIC, CarrierWebTransport}
 
+// carrierSCTPDTLS names SCTP over DTLS in tests; its peers report
+// CarrierSCTP.
+const carrierSCTPDTLS Carrier = 100
+
+// goCarriers are the carriers a Go client dials, WebSocket aside.
+var goCarriers = []Carrier{CarrierQUIC, CarrierWebTransport, CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC}
+
+func carrierName(c Carrier) string {
+	if c == carrierSCTPDTLS {
+		return "sctp+dtls"
+	}
+	return c.String()
+}
+
 // TestCarrierCalls runs the calls of TestClientCall on every carrier.
 func TestCarrierCalls(t *testing.T) {
 	e := newCarrierEnv(t, Options{})
-	for _, carrier := range streamCarriers {
-		t.Run(carrier.String(), func(t *testing.T) {
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
 			c := e.dial(t, carrier, ClientOptions{})
 			ctx := context.Background()
 			var out echoReq
@@ -86,6 +143,9 @@ func TestCarrierCalls(t *testing.T) {
 				t.Fatalf("Call = %+v, %v", out, err)
 			}
 			big := make([]byte, 300<<10) // many reads, reassembled
+			if carrier == CarrierWebRTC {
+				big = big[:200<<10] // one data channel message: at most 256 KiB
+			}
 			for i := range big {
 				big[i] = byte(i)
 			}
@@ -118,7 +178,7 @@ func TestCarrierCalls(t *testing.T) {
 				t.Error(err)
 			}
 			for _, p := range e.srv.snapshotPeers() {
-				if p.Carrier() == carrier {
+				if p.Carrier() == carrier || carrier == carrierSCTPDTLS && p.Carrier() == CarrierSCTP {
 					return
 				}
 			}
@@ -130,8 +190,8 @@ func TestCarrierCalls(t *testing.T) {
 // TestCarrierCloseHandshake: a client's Close and a server's Shutdown end
 // with the close codes of a WebSocket (1000, 1001), on both sides.
 func TestCarrierCloseHandshake(t *testing.T) {
-	for _, carrier := range streamCarriers {
-		t.Run(carrier.String(), func(t *testing.T) {
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
 			ended := make(chan error, 4)
 			e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
 			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
@@ -265,8 +325,6 @@ func TestQUICPartialPackets(t *testing.T) {
 	}
 }
 
-var _ = net.ErrClosed
-
 // streamRouter serves "file/echo", a stream that echoes what it reads,
 // and "file/sum", which counts an upload and answers the count.
 func streamRouter() *Router {
@@ -344,7 +402,7 @@ func TestRoomAcrossCarriers(t *testing.T) {
 		got     chan string
 	}
 	var members []*member
-	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport} {
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
 		m := &member{carrier: carrier, c: e.dial(t, carrier, ClientOptions{}), got: make(chan string, 256)}
 		m.c.OnRoom("mix", "msg", func(msg Message) {
 			var v echoReq

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/pion/dtls/v3"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dictionary"
@@ -38,6 +39,10 @@ type ClientOptions struct {
 	// URLs: the roots or the certificate hash to trust, client
 	// certificates. Its NextProtos are set by the client.
 	TLSConfig *tls.Config
+	// DTLSConfig configures DTLS for sctp+dtls:// URLs.
+	DTLSConfig *dtls.Config
+	// WebRTC configures webrtc+http:// and webrtc+https:// URLs.
+	WebRTC WebRTCOptions
 	// Handlers answers the server's asks; nil answers every ask NotFound.
 	Handlers *Router
 	// Dictionary, when set, is offered to the server for per-message
@@ -822,6 +827,10 @@ func (c *Client) dialLink(ctx context.Context) (link, error) {
 		return c.dialQUIC(ctx, u)
 	case "https":
 		return c.dialWebTransport(ctx, u)
+	case "sctp", "sctp+dtls":
+		return c.dialSCTP(ctx, u)
+	case "webrtc+http", "webrtc+https":
+		return c.dialWebRTC(ctx, u)
 	}
 	return nil, fmt.Errorf("compat: unsupported URL scheme %q", u.Scheme)
 }

@@ -568,7 +568,7 @@ func (c *pktConn) finish(err error) {
 		if closing && c.out != nil {
 			drainOutbox(c.out, time.Now().Add(closeTimeout))
 		}
-		if answered && ce != nil && ce.Remote && c.r != nil {
+		if answered && ce != nil && ce.Remote {
 			c.awaitCarrierClose(time.Now().Add(closeTimeout))
 		}
 		if c.killer != nil {
@@ -588,6 +588,14 @@ func (c *pktConn) finish(err error) {
 func (c *pktConn) awaitCarrierClose(deadline time.Time) {
 	t := time.AfterFunc(time.Until(deadline), c.abort)
 	defer t.Stop()
+	if c.ch != nil {
+		buf := make([]byte, maxChannelMessage)
+		for {
+			if _, _, err := c.ch.readMessage(buf); err != nil {
+				return
+			}
+		}
+	}
 	var scratch [512]byte
 	for {
 		if _, err := c.r.Read(scratch[:]); err != nil {

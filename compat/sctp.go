@@ -1,0 +1,317 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/dtls/v3"
+	"github.com/pion/logging"
+	"github.com/pion/sctp"
+	"github.com/pion/transport/v5/udp"
+)
+
+// SCTP streams of a hotpath association (PROTOCOL.md §8.2): stream 0 is
+// the control stream, ordered and reliable, opened by the client; stream
+// 1 carries unreliable emits, unordered and never retransmitted, one
+// packet per message.
+const (
+	sctpControlStream    = 0
+	sctpUnreliableStream = 1
+)
+
+// sctpChunk is the largest message written on the control stream. SCTP
+// is message-oriented: the stream's bytes are cut into messages of at most
+// this size, and a reader whose buffer holds a whole message reads the
+// stream as a byte stream. It equals readBufSize, the smallest buffer the
+// read loop reads into.
+const sctpChunk = readBufSize
+
+// quietLogs keeps pion's loggers silent: the connection's errors reach
+// Options.Logger and OnDisconnect instead.
+var quietLogs = func() logging.LoggerFactory {
+	f := logging.NewDefaultLoggerFactory()
+	f.DefaultLogLevel = logging.LogLevelDisabled
+	return f
+}()
+
+// ListenSCTP listens on the UDP address addr for SCTP associations (SCTP
+// over UDP, without encryption: for trusted networks and tests). Serve it
+// with ServeSCTP.
+func ListenSCTP(addr string) (net.Listener, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return udp.Listen("udp", ua)
+}
+
+// ListenSCTPDTLS listens on the UDP address addr for SCTP associations
+// over DTLS (pion/dtls), as WebRTC runs them: config needs a certificate,
+// and may require client certificates. Serve it with ServeSCTP.
+func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if config.LoggerFactory == nil {
+		config.LoggerFactory = quietLogs
+	}
+	return dtls.Listen("udp", ua, config)
+}
+
+// ServeSCTP serves SCTP associations on the connections ln accepts
+// (ListenSCTP, ListenSCTPDTLS, or any listener of datagram-preserving
+// connections), until ln fails or Shutdown closes it.
+func (s *Server) ServeSCTP(ln net.Listener) error {
+	if !s.track(ln) {
+		return http.ErrServerClosed
+	}
+	defer s.untrack(ln)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.shutting.Load() {
+				return http.ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+				return err
+			}
+			continue // one peer's failed handshake
+		}
+		s.conns.add()
+		go s.serveSCTPConn(nc)
+	}
+}
+
+func (s *Server) serveSCTPConn(nc net.Conn) {
+	fail := func() {
+		s.metrics.handshakeFailures.Add(1)
+		nc.Close()
+		s.conns.done()
+	}
+	up, err := s.prepareUpgrade(carrierRequest(nc.RemoteAddr(), "sctp", nil))
+	if err != nil {
+		fail()
+		return
+	}
+	// sctp.Server blocks until the association is up: bound it.
+	timer := time.AfterFunc(handshakeTimeout, func() { nc.Close() })
+	a, err := sctp.Server(sctpConfig(nc, s.opts.Limits))
+	if err != nil {
+		timer.Stop()
+		fail()
+		return
+	}
+	t := newSCTPTransport(a, nc)
+	control, err := t.acceptControl()
+	timer.Stop()
+	if err != nil {
+		a.Abort("HP_ERR_NO_CONTROL_STREAM")
+		fail()
+		return
+	}
+	s.serveLink(newStreamConn(t, sctpStream{control}, s.opts.Limits), up)
+}
+
+func sctpConfig(nc net.Conn, limits Limits) sctp.Config {
+	return sctp.Config{
+		NetConn:       nc,
+		LoggerFactory: quietLogs,
+		// A write waits while the association's send queue is full: the
+		// outbox, not pion's queue, holds what a slow peer has not read.
+		BlockWrite:     true,
+		MaxMessageSize: uint32(max(sctpChunk, int(min(limits.MaxMessageSize, maxChannelMessage)))),
+	}
+}
+
+// sctpTransport is an SCTP association under a pktConn.
+type sctpTransport struct {
+	assoc *sctp.Association
+	nc    net.Conn
+
+	unreliableOnce sync.Once
+	unreliable     *sctp.Stream
+	control        chan *sctp.Stream
+	closeOnce      sync.Once
+}
+
+func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
+	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1)}
+	go t.acceptStreams()
+	return t
+}
+
+// acceptStreams takes the streams the other end opens: the control
+// stream goes to acceptControl, the unreliable one is the same as the
+// one this end opens; any other is ignored.
+func (t *sctpTransport) acceptStreams() {
+	for {
+		st, err := t.assoc.AcceptStream()
+		if err != nil {
+			close(t.control)
+			return
+		}
+		if st.StreamIdentifier() == sctpControlStream {
+			select {
+			case t.control <- st:
+			default:
+			}
+		}
+	}
+}
+
+// acceptControl waits for the control stream the client opens.
+func (t *sctpTransport) acceptControl() (*sctp.Stream, error) {
+	st, ok := <-t.control
+	if !ok {
+		return nil, io.EOF
+	}
+	return st, nil
+}
+
+func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
+
+// closeTransport shuts the association down gracefully, so that what was
+// written is delivered, except on an abnormal close; then it closes the
+// connection under it.
+func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
+	t.closeOnce.Do(func() {
+		if code == wsframe.CloseAbnormal {
+			t.assoc.Abort(reason)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if t.assoc.Shutdown(ctx) != nil {
+				t.assoc.Abort(reason)
+			}
+			cancel()
+		}
+		t.assoc.Close()
+		t.nc.Close()
+	})
+}
+
+// closeErrorOf: an SCTP association carries no close code (the close
+// notice does); a message larger than the read buffer breaks the framing.
+func (t *sctpTransport) closeErrorOf(err error) *CloseError {
+	if errors.Is(err, io.ErrShortBuffer) {
+		return errMessageTooBig
+	}
+	return nil
+}
+
+// unreliableStream opens stream 1, unordered and never retransmitted.
+func (t *sctpTransport) unreliableStream() *sctp.Stream {
+	t.unreliableOnce.Do(func() {
+		st, err := t.assoc.OpenStream(sctpUnreliableStream, sctp.PayloadTypeWebRTCBinary)
+		if err != nil {
+			return
+		}
+		st.SetReliabilityParams(true, sctp.ReliabilityTypeRexmit, 0)
+		t.unreliable = st
+	})
+	return t.unreliable
+}
+
+func (t *sctpTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
+	st := t.unreliableStream()
+	if st == nil || len(pkt) > sctpChunk {
+		return 0, false
+	}
+	if _, err := st.Write(pkt); err != nil {
+		return corkwriter.Closed, true
+	}
+	return corkwriter.Sent, true
+}
+
+func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
+	st := t.unreliableStream()
+	if st == nil {
+		return
+	}
+	buf := make([]byte, sctpChunk)
+	for {
+		n, err := st.Read(buf)
+		if errors.Is(err, io.ErrShortBuffer) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		deliver(buf[:n])
+	}
+}
+
+// sctpStream is the control stream as a byte stream: writes are cut into
+// messages of at most sctpChunk bytes.
+type sctpStream struct{ *sctp.Stream }
+
+func (s sctpStream) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), sctpChunk)
+		w, err := s.Stream.Write(p[:k])
+		n += w
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// dialSCTP opens an SCTP association to an sctp://host:port URL (over
+// UDP) or sctp+dtls://host:port (over DTLS, with ClientOptions.DTLSConfig)
+// and its control stream.
+func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
+	ua, err := net.ResolveUDPAddr("udp", u.Host)
+	if err != nil {
+		return nil, err
+	}
+	var nc net.Conn
+	switch u.Scheme {
+	case "sctp":
+		nc, err = net.DialUDP("udp", nil, ua)
+	case "sctp+dtls":
+		if c.opts.DTLSConfig == nil {
+			return nil, errors.New("compat: sctp+dtls needs ClientOptions.DTLSConfig")
+		}
+		cfg := *c.opts.DTLSConfig
+		if cfg.LoggerFactory == nil {
+			cfg.LoggerFactory = quietLogs
+		}
+		var dc *dtls.Conn
+		if dc, err = dtls.Dial("udp", ua, &cfg); err == nil {
+			if err = dc.HandshakeContext(ctx); err != nil {
+				dc.Close()
+			}
+			nc = dc
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("compat: sctp: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	a, err := sctp.Client(sctpConfig(nc, c.opts.Limits))
+	stop()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("compat: sctp: %w", err)
+	}
+	control, err := a.OpenStream(sctpControlStream, sctp.PayloadTypeWebRTCBinary)
+	if err != nil {
+		a.Close()
+		nc.Close()
+		return nil, err
+	}
+	t := newSCTPTransport(a, nc)
+	return newStreamConn(t, sctpStream{control}, c.opts.Limits), nil
+}

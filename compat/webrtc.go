@@ -1,0 +1,344 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/datachannel"
+	"github.com/pion/ice/v4"
+	"github.com/pion/webrtc/v4"
+)
+
+// The data channels of a hotpath WebRTC connection (PROTOCOL.md §8.2),
+// both opened by the client: the control channel, ordered and reliable,
+// and the unreliable one, unordered and never retransmitted, for
+// unreliable emits. Each carries one packet per message.
+const (
+	ControlChannel    = Subprotocol
+	UnreliableChannel = Subprotocol + "/unreliable"
+)
+
+// WebRTCOptions configures the WebRTC carrier of a server or a client.
+type WebRTCOptions struct {
+	// ICEServers are the STUN and TURN servers for NAT traversal; none are
+	// needed between hosts that reach each other directly.
+	ICEServers []webrtc.ICEServer
+	// LoopbackOnly gathers loopback host candidates only and turns mDNS
+	// off, so that no packet leaves the machine: for tests and peers on
+	// one host. (Chromium never offers a loopback candidate itself; the
+	// pair forms through a peer-reflexive one.)
+	LoopbackOnly bool
+}
+
+func (o WebRTCOptions) api() *webrtc.API {
+	var se webrtc.SettingEngine
+	se.DetachDataChannels()
+	se.SetSCTPMaxMessageSize(maxChannelMessage)
+	se.LoggerFactory = quietLogs
+	if o.LoopbackOnly {
+		se.SetIncludeLoopbackCandidate(true)
+		se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+		se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
+	}
+	return webrtc.NewAPI(webrtc.WithSettingEngine(se))
+}
+
+// maxSignalBody bounds a signalling request: an SDP offer is a few KiB.
+const maxSignalBody = 64 << 10
+
+// WebRTCHandler returns the HTTP signalling endpoint of the WebRTC
+// carrier. A client POSTs its offer, a JSON RTCSessionDescription with
+// every ICE candidate gathered, and gets the answer the same way; the
+// connection is a peer once the client's control channel opens. The
+// request passes Options.CheckOrigin and Options.Authenticate as a
+// WebSocket upgrade does.
+func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
+	api := opts.api()
+	config := webrtc.Configuration{ICEServers: opts.ICEServers}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST an SDP offer", http.StatusMethodNotAllowed)
+			return
+		}
+		up, err := s.prepareUpgrade(r)
+		if err != nil {
+			s.refuse(w, err)
+			return
+		}
+		var offer webrtc.SessionDescription
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxSignalBody)).Decode(&offer); err != nil || offer.Type != webrtc.SDPTypeOffer {
+			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "body is not an SDP offer"})
+			return
+		}
+		pc, err := api.NewPeerConnection(config)
+		if err != nil {
+			s.refuse(w, &HTTPError{Status: http.StatusInternalServerError, Message: err.Error()})
+			return
+		}
+		t := newRTCTransport(pc)
+		opened := t.acceptChannels()
+		answer, err := answerOffer(r.Context(), pc, offer)
+		if err != nil {
+			pc.Close()
+			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()})
+			return
+		}
+		s.conns.add()
+		go func() {
+			select {
+			case ch := <-opened:
+				s.serveLink(newMessageConn(t, ch, s.opts.Limits), up)
+			case <-time.After(handshakeTimeout):
+				s.metrics.handshakeFailures.Add(1)
+				pc.Close()
+				s.conns.done()
+			}
+		}()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(answer)
+	})
+}
+
+// answerOffer answers offer with every local candidate in the answer (no
+// trickle ICE: one request, one response).
+func answerOffer(ctx context.Context, pc *webrtc.PeerConnection, offer webrtc.SessionDescription) (*webrtc.SessionDescription, error) {
+	if err := pc.SetRemoteDescription(offer); err != nil {
+		return nil, err
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return nil, err
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(answer); err != nil {
+		return nil, err
+	}
+	if err := waitGathered(ctx, gathered); err != nil {
+		return nil, err
+	}
+	return pc.LocalDescription(), nil
+}
+
+func waitGathered(ctx context.Context, gathered <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	select {
+	case <-gathered:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("compat: ICE gathering: %w", ctx.Err())
+	}
+}
+
+// rtcTransport is a WebRTC peer connection under a pktConn.
+type rtcTransport struct {
+	pc *webrtc.PeerConnection
+
+	mu         sync.Mutex
+	unreliable datachannel.ReadWriteCloser // nil until it opens
+	datagrams  chan datachannel.ReadWriteCloser
+	closeOnce  sync.Once
+}
+
+func newRTCTransport(pc *webrtc.PeerConnection) *rtcTransport {
+	t := &rtcTransport{pc: pc, datagrams: make(chan datachannel.ReadWriteCloser, 1)}
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
+			t.closeTransport(wsframe.CloseAbnormal, "")
+		}
+	})
+	return t
+}
+
+// acceptChannels takes the channels the client opens and returns the
+// control channel once it is open.
+func (t *rtcTransport) acceptChannels() <-chan msgChannel {
+	opened := make(chan msgChannel, 1)
+	t.pc.OnDataChannel(func(dc *webrtc.DataChannel) {
+		switch dc.Label() {
+		case ControlChannel:
+			dc.OnOpen(func() {
+				if raw, err := dc.Detach(); err == nil {
+					opened <- &rtcChannel{raw: raw, dc: dc}
+				}
+			})
+		case UnreliableChannel:
+			dc.OnOpen(func() { t.setUnreliable(dc) })
+		default:
+			dc.Close()
+		}
+	})
+	return opened
+}
+
+func (t *rtcTransport) setUnreliable(dc *webrtc.DataChannel) {
+	raw, err := dc.Detach()
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	t.unreliable = raw
+	t.mu.Unlock()
+	t.datagrams <- raw
+}
+
+func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
+
+// closeTransport closes the peer connection: a data channel carries no
+// close code (the close notice does).
+func (t *rtcTransport) closeTransport(wsframe.CloseCode, string) {
+	t.closeOnce.Do(func() { go t.pc.Close() })
+}
+
+func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
+
+func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
+	t.mu.Lock()
+	raw := t.unreliable
+	t.mu.Unlock()
+	if raw == nil || len(pkt) > maxChannelMessage {
+		return 0, false
+	}
+	if _, err := raw.Write(pkt); err != nil {
+		return corkwriter.Closed, true
+	}
+	return corkwriter.Sent, true
+}
+
+func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
+	var raw datachannel.ReadWriteCloser
+	select {
+	case raw = <-t.datagrams:
+	case <-time.After(handshakeTimeout):
+		return
+	}
+	buf := make([]byte, maxChannelMessage)
+	for {
+		n, text, err := raw.ReadDataChannel(buf)
+		if err != nil {
+			return
+		}
+		if !text {
+			deliver(buf[:n])
+		}
+	}
+}
+
+// rtcChannel is a detached data channel as a message channel.
+type rtcChannel struct {
+	raw datachannel.ReadWriteCloser
+	dc  *webrtc.DataChannel
+}
+
+func (c *rtcChannel) readMessage(p []byte) (int, bool, error) { return c.raw.ReadDataChannel(p) }
+
+func (c *rtcChannel) writeMessage(p []byte) error {
+	_, err := c.raw.Write(p)
+	return err
+}
+
+func (c *rtcChannel) buffered() int { return int(c.dc.BufferedAmount()) }
+
+// dialWebRTC connects through the signalling endpoint at a
+// webrtc+http:// or webrtc+https:// URL (the http or https URL of the
+// server's WebRTCHandler) and waits for the control channel to open.
+func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
+	signal := *u
+	signal.Scheme = strings.TrimPrefix(u.Scheme, "webrtc+")
+	pc, err := c.opts.WebRTC.api().NewPeerConnection(webrtc.Configuration{ICEServers: c.opts.WebRTC.ICEServers})
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (link, error) {
+		pc.Close()
+		return nil, fmt.Errorf("compat: webrtc: %w", err)
+	}
+	t := newRTCTransport(pc)
+	dc, err := pc.CreateDataChannel(ControlChannel, nil)
+	if err != nil {
+		return fail(err)
+	}
+	opened := make(chan msgChannel, 1)
+	dc.OnOpen(func() {
+		if raw, err := dc.Detach(); err == nil {
+			opened <- &rtcChannel{raw: raw, dc: dc}
+		}
+	})
+	ordered, retransmits := false, uint16(0)
+	udc, err := pc.CreateDataChannel(UnreliableChannel, &webrtc.DataChannelInit{Ordered: &ordered, MaxRetransmits: &retransmits})
+	if err != nil {
+		return fail(err)
+	}
+	udc.OnOpen(func() { t.setUnreliable(udc) })
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		return fail(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		return fail(err)
+	}
+	if err := waitGathered(ctx, gathered); err != nil {
+		return fail(err)
+	}
+	answer, err := c.signal(ctx, signal.String(), pc.LocalDescription())
+	if err != nil {
+		return fail(err)
+	}
+	if err := pc.SetRemoteDescription(*answer); err != nil {
+		return fail(err)
+	}
+	select {
+	case ch := <-opened:
+		return newMessageConn(t, ch, c.opts.Limits), nil
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+}
+
+// signal POSTs the offer and returns the answer.
+func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.SessionDescription) (*webrtc.SessionDescription, error) {
+	body, err := json.Marshal(offer)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range c.opts.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
+		return nil, &HTTPError{Status: rsp.StatusCode, Message: strings.TrimSpace(string(msg))}
+	}
+	var answer webrtc.SessionDescription
+	if err := json.NewDecoder(io.LimitReader(rsp.Body, maxSignalBody)).Decode(&answer); err != nil {
+		return nil, err
+	}
+	if answer.Type != webrtc.SDPTypeAnswer {
+		return nil, errors.New("signalling answered no SDP answer")
+	}
+	return &answer, nil
+}
