@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-	"github.com/pion/dtls/v3"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dictionary"
@@ -24,6 +23,7 @@ import (
 	"github.com/hotpath-go/hotpath/emitter"
 	"github.com/hotpath-go/hotpath/scheduler"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/dtls/v3"
 )
 
 // ClientOptions configures a Client. The zero value is a complete
