@@ -238,3 +238,13 @@ func init() {
 		Target{Goal: "10 KiB payload ≥ 1.0× a raw gws echo (64 in flight)", Case: "10 KiB, 64 in flight", Row: rpc, Against: gws, Min: 1},
 	)
 }
+
+// The idle-memory goal of issue 10, for compat's server in both modes:
+// the RPC server is the one users run; echo mode shares its engine.
+func init() {
+	const goal = "idle memory ≤ 6 KiB of server RSS per idle connection at 10,000 connections"
+	addTargets("idle",
+		Target{Goal: goal + " (RPC server)", Case: "10,000 connections", Row: "hotpath RPC (bench client)", Bound: 6 << 10},
+		Target{Goal: goal + " (echo mode)", Case: "10,000 connections", Row: "hotpath (echo)", Bound: 6 << 10},
+	)
+}
