@@ -193,7 +193,7 @@ const connTimeout = 10 * time.Second
 // conn is the client end of a connection after the handshake.
 type conn struct {
 	net.Conn
-	br  *bufio.Reader         // what follows the server's handshake response
+	br  *bufio.Reader        // what follows the server's handshake response
 	pmd *deflatecache.Params // permessage-deflate as agreed, nil without
 }
 
