@@ -93,6 +93,26 @@ func sameOrigin(r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host)
 }
 
+// SameHost is an Options.CheckOrigin that allows requests without an
+// Origin header and requests whose Origin host name, port aside, is the
+// name the request was sent to: a page served over HTTP on one port that
+// opens WebTransport on a UDP port of the same host, or signals WebRTC.
+func SameHost(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.EqualFold(u.Hostname(), strings.Trim(host, "[]"))
+}
+
 func headerHasToken(values []string, token string) bool {
 	for _, v := range values {
 		for _, t := range strings.Split(v, ",") {

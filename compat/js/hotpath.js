@@ -384,13 +384,308 @@ function checkTimeout(ms) {
   if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_DELAY)) throw new RangeError(`hotpath: timeout must be 0 to ${MAX_DELAY} ms, got ${ms}`);
 }
 
-/** Resolves a URL against the page and maps http(s) to ws(s). */
-function resolveURL(url) {
+/** Resolves a URL against the page. For a WebSocket it maps http(s) to
+ * ws(s); with `web` ('http:' or 'https:') it maps ws(s) the other way,
+ * for the WebTransport and signalling URLs. */
+function resolveURL(url, web) {
   const base = globalThis.location?.href;
   const u = base === undefined ? new URL(url) : new URL(url, base);
-  if (u.protocol === 'http:') u.protocol = 'ws:';
-  if (u.protocol === 'https:') u.protocol = 'wss:';
+  if (web === undefined) {
+    if (u.protocol === 'http:') u.protocol = 'ws:';
+    if (u.protocol === 'https:') u.protocol = 'wss:';
+  } else {
+    if (u.protocol === 'ws:') u.protocol = web;
+    if (u.protocol === 'wss:') u.protocol = 'https:';
+  }
   return u.href;
+}
+
+// Other carriers (PROTOCOL.md §8). Each adapter below looks like a
+// WebSocket to the Client: onopen, onmessage with one packet per event
+// (an ArrayBuffer), onerror, onclose with a code and a reason, send(bytes)
+// and close(code, reason). The closing handshake of §8.3 (a "$close" event
+// each way) is the adapter's business: the Client sees only onclose.
+
+const CLOSE_EVENT = '$close';
+const CLOSE_TIMEOUT = 3000; // ms an adapter waits for the other end's close notice
+
+/** closeNotice encodes the close notice of §8.3: an event "$close" whose
+ * payload is a WebSocket close payload (code, big-endian, then reason). */
+function closeNotice(code, reason = '') {
+  const r = utf8.encode(reason).subarray(0, 123);
+  const payload = new Uint8Array(2 + r.length);
+  payload[0] = code >> 8; payload[1] = code & 0xff;
+  payload.set(r, 2);
+  return encodePacket({ kind: 'event', event: CLOSE_EVENT, payload });
+}
+
+/** parseCloseNotice returns {code, reason} of a close notice packet, or
+ * null when the packet is not one. */
+function parseCloseNotice(bytes) {
+  if (bytes.length < 8 || bytes[0] !== KIND_NUMBER.event || bytes[1] !== CLOSE_EVENT.length) return null;
+  for (let i = 0; i < CLOSE_EVENT.length; i++) if (bytes[2 + i] !== CLOSE_EVENT.charCodeAt(i)) return null;
+  const p = bytes.subarray(8);
+  if (p.length < 2) return { code: 1005, reason: '' };
+  return { code: (p[0] << 8) | p[1], reason: lenientUTF8.decode(p.subarray(2)) };
+}
+
+/** Appends the uvarint length prefix of §8.1 and the packet. */
+export function frameStreamPacket(packet) {
+  const prefix = [];
+  let n = packet.length;
+  while (n >= 0x80) { prefix.push((n & 0x7f) | 0x80); n = Math.floor(n / 128); }
+  prefix.push(n);
+  const out = new Uint8Array(prefix.length + packet.length);
+  out.set(prefix, 0);
+  out.set(packet, prefix.length);
+  return out;
+}
+
+/**
+ * StreamDeframer cuts a byte stream into the packets of §8.1. push(bytes)
+ * returns the packets completed; a prefix longer than five bytes or a
+ * length over maxMessage throws a WireError (1002, 1009).
+ */
+export class StreamDeframer {
+  #buf = EMPTY; #max;
+  constructor(maxMessage = 64 << 20) { this.#max = maxMessage; }
+  push(chunk) {
+    let b = this.#buf.length === 0 ? chunk : concatBytes(this.#buf, chunk);
+    const out = [];
+    for (;;) {
+      let length = 0; let scale = 1; let i = 0; let done = false;
+      for (; i < b.length && i < 5; i++) {
+        length += (b[i] & 0x7f) * scale;
+        scale *= 128;
+        if (b[i] < 0x80) { done = true; i++; break; }
+      }
+      if (!done) {
+        if (b.length >= 5) throw wireError('HP_ERR_BAD_LENGTH_PREFIX', 'a length prefix is longer than five bytes', 1002);
+        break;
+      }
+      if (length > this.#max) throw wireError('HP_ERR_MESSAGE_TOO_BIG', `a packet of ${length} bytes is over the limit`, 1009);
+      if (b.length < i + length) break;
+      out.push(b.slice(i, i + length));
+      b = b.subarray(i + length);
+    }
+    this.#buf = b.length === 0 ? EMPTY : b.slice();
+    return out;
+  }
+}
+
+function wireError(code, message, closeCode) {
+  const err = new WireError(code, message);
+  err.closeCode = closeCode;
+  return err;
+}
+
+function concatBytes(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+/** The base of the adapters: the WebSocket-like surface and the closing
+ * handshake; subclasses provide #transmit and #shutdown. */
+class CarrierSocket {
+  onopen = null; onmessage = null; onerror = null; onclose = null;
+  binaryType = 'arraybuffer';
+  readyState = 0; // 0 connecting, 1 open, 2 closing, 3 closed
+  #closeTimer = null;
+
+  /** Called by subclasses with each packet received. */
+  deliver(packet) {
+    if (this.readyState === 3) return;
+    const notice = parseCloseNotice(packet);
+    if (notice === null) {
+      if (this.readyState === 1) this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length) });
+      return;
+    }
+    if (this.readyState === 1) {
+      // The other end closes: answer with its code (§8.3), and let it
+      // close the carrier, within CLOSE_TIMEOUT.
+      this.transmit(closeNotice(notice.code === 1005 ? 1000 : notice.code));
+      this.readyState = 2;
+      this.#closeTimer = setTimeout(() => this.shutdown(notice.code, notice.reason), CLOSE_TIMEOUT);
+      this.ended(notice.code, notice.reason);
+      return;
+    }
+    // The answer to our own notice: the handshake is done, we close.
+    this.shutdown(notice.code, notice.reason);
+  }
+
+  opened() {
+    if (this.readyState !== 0) return;
+    this.readyState = 1;
+    this.onopen?.({});
+  }
+
+  /** Fires onclose once; the carrier is closed separately. */
+  ended(code, reason) {
+    if (this.closeFired) return;
+    this.closeFired = true;
+    this.onclose?.({ code, reason, wasClean: code !== 1006 });
+  }
+
+  /** The carrier is gone (closed by the other end, or failed). */
+  gone(code, reason) {
+    clearTimeout(this.#closeTimer);
+    this.readyState = 3;
+    this.ended(code, reason);
+  }
+
+  send(data) {
+    if (this.readyState !== 1) throw new Error(`hotpath: send in readyState ${this.readyState}`);
+    this.transmit(toBytes(data));
+  }
+
+  close(code = 1000, reason = '') {
+    if (this.readyState >= 2) return;
+    if (this.readyState === 0) {
+      this.readyState = 3;
+      this.shutdown(code, reason);
+      return;
+    }
+    this.readyState = 2;
+    this.transmit(closeNotice(code, reason));
+    this.#closeTimer = setTimeout(() => this.shutdown(code, reason), CLOSE_TIMEOUT);
+  }
+
+  shutdown(code, reason) {
+    clearTimeout(this.#closeTimer);
+    this.readyState = 3;
+    this.closeCarrier(code, reason);
+    this.ended(code, reason);
+  }
+}
+
+/**
+ * WebTransportSocket carries a Client over WebTransport (§8.2): the
+ * session's first bidirectional stream is the control stream, packets are
+ * length-prefixed on it (§8.1), and datagrams bring unreliable emits.
+ * `options` is passed to the WebTransport constructor
+ * ({serverCertificateHashes} for a development certificate).
+ */
+export class WebTransportSocket extends CarrierSocket {
+  #wt; #writer = null;
+  constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport) {
+    super();
+    this.url = url;
+    this.#wt = new WebTransportImpl(url, options);
+    this.#wt.closed.then(
+      (info) => this.gone(info?.closeCode ?? 1000, info?.reason ?? ''),
+      (err) => { this.onerror?.({ error: err }); this.gone(1006, String(err?.message ?? err)); });
+    this.#start().catch((err) => {
+      if (this.readyState === 3) return;
+      this.onerror?.({ error: err });
+      this.shutdown(1006, String(err?.message ?? err));
+    });
+  }
+
+  async #start() {
+    await this.#wt.ready;
+    const stream = await this.#wt.createBidirectionalStream();
+    this.#writer = stream.writable.getWriter();
+    this.opened();
+    this.#readDatagrams();
+    const deframer = new StreamDeframer();
+    const reader = stream.readable.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      let packets;
+      try {
+        packets = deframer.push(value);
+      } catch (err) {
+        this.close(err.closeCode === 1009 ? 4009 : 4002, err.code);
+        return;
+      }
+      for (const p of packets) this.deliver(p);
+    }
+  }
+
+  async #readDatagrams() {
+    try {
+      const reader = this.#wt.datagrams.readable.getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        this.deliver(value);
+      }
+    } catch { /* the session closed */ }
+  }
+
+  get bufferedAmount() { return this.#writer?.desiredSize < 0 ? -this.#writer.desiredSize : 0; }
+
+  transmit(packet) {
+    this.#writer.write(frameStreamPacket(packet)).catch(() => {});
+  }
+
+  closeCarrier(code, reason) {
+    try { this.#wt.close({ closeCode: code, reason }); } catch { /* closed already */ }
+  }
+}
+
+/**
+ * DataChannelSocket carries a Client over a WebRTC data channel (§8.2):
+ * it offers two channels, "hotpath.v1" (ordered, reliable; one packet per
+ * message) and "hotpath.v1/unreliable" (unordered, no retransmission), to
+ * the server's signalling endpoint at `url` with one POST, and opens when
+ * the control channel does.
+ */
+export class DataChannelSocket extends CarrierSocket {
+  #pc; #dc;
+  constructor(url, { iceServers = [], fetch: fetchImpl = globalThis.fetch, RTCPeerConnection: PC = globalThis.RTCPeerConnection } = {}) {
+    super();
+    this.url = url;
+    this.#pc = new PC({ iceServers });
+    this.#dc = this.#pc.createDataChannel(SUBPROTOCOL);
+    this.#dc.binaryType = 'arraybuffer';
+    const udc = this.#pc.createDataChannel(SUBPROTOCOL + '/unreliable', { ordered: false, maxRetransmits: 0 });
+    udc.binaryType = 'arraybuffer';
+    udc.onmessage = (ev) => { if (typeof ev.data !== 'string') this.deliver(new Uint8Array(ev.data)); };
+    this.#dc.onopen = () => this.opened();
+    this.#dc.onmessage = (ev) => {
+      if (typeof ev.data === 'string') { this.close(4003, 'HP_ERR_TEXT_MESSAGE'); return; }
+      this.deliver(new Uint8Array(ev.data));
+    };
+    this.#dc.onclose = () => this.gone(1006, 'data channel closed');
+    this.#pc.onconnectionstatechange = () => {
+      if (this.#pc.connectionState === 'failed') this.gone(1006, 'peer connection failed');
+    };
+    this.#signal(fetchImpl).catch((err) => {
+      if (this.readyState === 3) return;
+      this.onerror?.({ error: err });
+      this.shutdown(1006, String(err?.message ?? err));
+    });
+  }
+
+  async #signal(fetchImpl) {
+    const pc = this.#pc;
+    await pc.setLocalDescription(await pc.createOffer());
+    // One request, one answer: wait until every candidate is in the offer.
+    if (pc.iceGatheringState !== 'complete') {
+      await new Promise((resolve) => {
+        pc.addEventListener('icegatheringstatechange', () => { if (pc.iceGatheringState === 'complete') resolve(); });
+      });
+    }
+    const rsp = await fetchImpl(this.url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ type: pc.localDescription.type, sdp: pc.localDescription.sdp }),
+    });
+    if (!rsp.ok) throw new Error(`hotpath: signalling answered ${rsp.status}`);
+    await pc.setRemoteDescription(await rsp.json());
+  }
+
+  get bufferedAmount() { return this.#dc.bufferedAmount; }
+
+  transmit(packet) {
+    if (this.#dc.readyState === 'open') this.#dc.send(packet);
+  }
+
+  closeCarrier() { this.#pc.close(); }
 }
 
 const defaultTimers = {
@@ -410,6 +705,13 @@ const defaultTimers = {
 /**
  * @typedef {object} ClientOptions
  * @property {Function} [WebSocket] the WebSocket constructor; globalThis.WebSocket by default
+ * @property {{url: string, serverCertificateHashes?: Array, WebTransport?: Function}} [webTransport]
+ *   try WebTransport at url first (§8.2), falling back to WebSocket when it
+ *   fails to open or the browser has none; the rest is passed to the
+ *   WebTransport constructor
+ * @property {{url: string, iceServers?: Array}} [webRTC] try a WebRTC data
+ *   channel through the signalling endpoint at url (after WebTransport,
+ *   before WebSocket)
  * @property {number} [callTimeout=30000] timeout of calls, joins and leaves that give none, ms; 0: none
  * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms; 0: no limit
  * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
@@ -439,7 +741,7 @@ const defaultTimers = {
  * wake the page at a fixed rate and fire up to a period late.
  */
 export class Client {
-  #url; #WebSocket; #timers; #random;
+  #url; #WebSocket; #timers; #random; #carriers;
   #callTimeout; #connectTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
   #state = 'connecting';
   #closed = false;
@@ -463,6 +765,21 @@ export class Client {
     this.#url = resolveURL(url);
     this.#WebSocket = options.WebSocket ?? globalThis.WebSocket;
     if (typeof this.#WebSocket !== 'function') throw new TypeError('hotpath: no WebSocket implementation; pass options.WebSocket');
+    this.#carriers = [];
+    const wt = options.webTransport;
+    if (wt) {
+      const { url: wtURL, WebTransport: WT = globalThis.WebTransport, ...wtOptions } = wt;
+      if (typeof WT === 'function') {
+        const u = resolveURL(wtURL, 'https:');
+        this.#carriers.push(['webtransport', () => new WebTransportSocket(u, wtOptions, WT)]);
+      }
+    }
+    const rtc = options.webRTC;
+    if (rtc && typeof (rtc.RTCPeerConnection ?? globalThis.RTCPeerConnection) === 'function') {
+      const u = resolveURL(rtc.url, 'http:');
+      this.#carriers.push(['webrtc', () => new DataChannelSocket(u, rtc)]);
+    }
+    this.#carriers.push(['websocket', () => new this.#WebSocket(this.#url, SUBPROTOCOL)]);
     this.#timers = options.timers ?? defaultTimers;
     this.#random = options.random ?? Math.random;
     this.#callTimeout = options.callTimeout ?? 30_000;
@@ -485,6 +802,10 @@ export class Client {
 
   /** 'connecting', 'open', 'reconnecting' or 'closed'. */
   get state() { return this.#state; }
+
+  /** What the open connection runs over: 'webtransport', 'webrtc' or
+   * 'websocket'; null while not open. */
+  get carrier() { return this.#conn?.openedAt >= 0 ? this.#conn.carrier : null; }
 
   /** The server's capabilities (§4.9) as an object, once it sent them. */
   get capabilities() { return this.#capabilities; }
@@ -644,30 +965,55 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, openedAt: -1, timer: null, asks: new Set() };
+    const conn = { ws: null, carrier: null, openedAt: -1, timer: null, asks: new Set() };
     this.#conn = conn;
+    this.#open(conn, 0);
+    if (this.#connectTimeout === 0) return;
+    conn.timer = this.#timers.setTimeout(() => {
+      conn.ws?.close();
+      this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));
+    }, this.#connectTimeout);
+  }
+
+  // open tries the carriers from the i-th on: one that fails before it
+  // opens gives way to the next (WebTransport, then a data channel, then
+  // WebSocket), within the same connect attempt and its timeout.
+  #open(conn, i) {
+    const [name, make] = this.#carriers[i];
+    const fallBack = i + 1 < this.#carriers.length
+      ? () => { if (conn === this.#conn && conn.openedAt < 0) this.#open(conn, i + 1); }
+      : null;
+    let ws;
     try {
-      conn.ws = new this.#WebSocket(this.#url, SUBPROTOCOL);
+      ws = make();
     } catch (err) {
+      if (fallBack !== null) { fallBack(); return; }
       this.#drop(conn, new CloseError(1006, String(err?.message ?? err)));
       return;
     }
-    const ws = conn.ws;
+    conn.ws = ws;
+    conn.carrier = name;
     ws.binaryType = 'arraybuffer';
-    ws.onopen = () => this.#onOpen(conn);
-    ws.onmessage = (ev) => this.#onMessage(conn, ev.data);
-    ws.onclose = (ev) => this.#drop(conn, new CloseError(ev.code ?? 1006, ev.reason ?? ''));
+    ws.onopen = () => { if (conn.ws === ws) this.#onOpen(conn); };
+    ws.onmessage = (ev) => { if (conn.ws === ws) this.#onMessage(conn, ev.data); };
+    ws.onclose = (ev) => {
+      if (conn.ws !== ws) return;
+      if (conn.openedAt < 0 && fallBack !== null) { fallBack(); return; }
+      this.#drop(conn, new CloseError(ev.code ?? 1006, ev.reason ?? ''));
+    };
     // Browsers follow every error event with a close event; Node 20's
     // WebSocket does not when the handshake fails, so one that fails
     // before opening ends here (a close event after it is ignored).
     ws.onerror = () => {
-      if (conn.openedAt < 0) this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_FAILED'));
+      if (conn.ws !== ws || conn.openedAt >= 0) return;
+      if (fallBack !== null) {
+        conn.ws = null;
+        try { ws.close(); } catch { /* never opened */ }
+        fallBack();
+        return;
+      }
+      this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_FAILED'));
     };
-    if (this.#connectTimeout === 0) return;
-    conn.timer = this.#timers.setTimeout(() => {
-      ws.close();
-      this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));
-    }, this.#connectTimeout);
   }
 
   #onOpen(conn) {

@@ -3,9 +3,17 @@
 // demo page at /, the WebSocket endpoint at /ws.
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
+//	    [-quic 127.0.0.1:4433] [-sctp 127.0.0.1:5000] [-webrtc]
 //
 // With -echo it is an echo server for conformance tools: every WebSocket
 // message is sent back as it was received.
+//
+// With -quic it serves native QUIC and WebTransport on that UDP address,
+// with a development certificate whose SHA-256 hash it prints for a
+// browser's serverCertificateHashes (or the -cert and -key files); with
+// -sctp, SCTP over UDP; with -webrtc, WebRTC signalling at /rtc
+// (-webrtc-loopback keeps its candidates on 127.0.0.1). The URLs are
+// printed and served at /carriers.json.
 package main
 
 import (
@@ -32,6 +40,12 @@ func main() {
 	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
 	maxMessage := flag.Int64("max-message", 1<<20, "largest message accepted, in bytes, after inflating")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits")
+	quicAddr := flag.String("quic", "", "UDP address for QUIC and WebTransport (off when empty)")
+	sctpAddr := flag.String("sctp", "", "UDP address for SCTP (off when empty)")
+	webrtc := flag.Bool("webrtc", false, "serve WebRTC signalling at /rtc")
+	webrtcLoopback := flag.Bool("webrtc-loopback", false, "serve WebRTC signalling at /rtc with loopback ICE candidates only")
+	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
+	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -41,6 +55,10 @@ func main() {
 		Echo:        *echo,
 		Limits:      compat.Limits{MaxMessageSize: *maxMessage},
 		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
+	}
+	if *quicAddr != "" || *webrtc || *webrtcLoopback {
+		// WebTransport comes from the page's origin on another port.
+		opts.CheckOrigin = compat.SameHost
 	}
 	srv, err := compat.NewServer(opts)
 	if err != nil {
@@ -64,12 +82,17 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	extra, err := startCarriers(srv, mux, ln.Addr().String(), *quicAddr, *sctpAddr, *webrtc, *webrtcLoopback, *certFile, *keyFile)
+	if err != nil {
+		fatal(err)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	mode := "demo"
 	if *echo {
 		mode = "echo"
 	}
 	fmt.Printf("hotpath listening on http://%s (%s mode; WebSocket at ws://%s/ws)\n", ln.Addr(), mode, ln.Addr())
+	extra.print()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,184 @@
+// Chromium (Debian's, driven by playwright-core) against one hotpath
+// server over WebTransport, a WebRTC data channel and WebSocket, with the
+// browser client compat/js/hotpath.js: calls on each carrier, a room whose
+// members on the three carriers each receive every emit exactly once,
+// unreliable emits as datagrams, and the fallback to WebSocket when
+// WebTransport cannot open. Everything stays on 127.0.0.1.
+//
+// The server is compat/cmd/hotpath, built by run.sh; HOTPATH_BIN names
+// the binary.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const bin = process.env.HOTPATH_BIN;
+if (!bin) throw new Error('HOTPATH_BIN is not set: run ./run.sh');
+
+let server;
+let urls; // {http, webtransport, hash, webrtc}
+let browser;
+let page;
+
+/** startServer runs the hotpath binary on ephemeral ports and resolves
+ * with the URLs it prints. */
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, ['-addr', '127.0.0.1:0', '-quic', '127.0.0.1:0', '-webrtc-loopback', '-ticker', '1h'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const found = {};
+    const timer = setTimeout(() => reject(new Error('server did not print its URLs within 20 s')), 20_000);
+    p.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
+    createInterface({ input: p.stdout }).on('line', (line) => {
+      let m;
+      if ((m = line.match(/^hotpath listening on (http:\/\/\S+)/))) found.http = m[1];
+      if ((m = line.match(/^webtransport (\S+) sha-256 (\S+)/))) { found.webtransport = m[1]; found.hash = m[2]; }
+      if ((m = line.match(/^webrtc (\S+)/))) found.webrtc = m[1];
+      if (found.http && found.webtransport && found.webrtc) {
+        clearTimeout(timer);
+        resolve({ process: p, urls: found });
+      }
+    });
+  });
+}
+
+before(async () => {
+  ({ process: server, urls } = await startServer());
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      // Every name resolves nowhere but 127.0.0.1: nothing leaves loopback.
+      '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
+      // WebRTC offers its real address, not an mDNS name multicast on
+      // the external interface; the server answers with loopback only.
+      '--disable-features=WebRtcHideLocalIpsWithMdns',
+    ],
+  });
+  page = await browser.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') console.error('[page]', m.text()); });
+  // Any page of the server's origin will do: http://127.0.0.1 is a secure
+  // context, where WebTransport and WebRTC are available.
+  await page.goto(`${urls.http}/healthz`);
+  await page.evaluate(async ({ wtURL, hash, rtcURL }) => {
+    const hp = await import('/hotpath.js');
+    const bytes = Uint8Array.from(atob(hash), (c) => c.charCodeAt(0));
+    window.hp = hp;
+    window.opts = {
+      webtransport: { webTransport: { url: wtURL, serverCertificateHashes: [{ algorithm: 'sha-256', value: bytes }] } },
+      webrtc: { webRTC: { url: rtcURL } },
+      websocket: {},
+    };
+    window.clients = {};
+    window.got = {};
+  }, { wtURL: urls.webtransport, hash: urls.hash, rtcURL: urls.webrtc });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill('SIGTERM');
+});
+
+/** connect opens a client on carrier in the page and waits until it is
+ * open; it returns the carrier the client reports. */
+async function connect(name, carrier) {
+  return page.evaluate(async ({ name, carrier }) => {
+    const c = new window.hp.Client('/ws', { ...window.opts[carrier], reconnect: false });
+    window.clients[name] = c;
+    await new Promise((resolve, reject) => {
+      const off = c.onState((s) => {
+        if (s.state === 'open') { off(); resolve(); }
+        if (s.state === 'closed') { off(); reject(new Error(`${carrier} closed: ${s.error?.code} ${s.error?.message}`)); }
+      });
+    });
+    return c.carrier;
+  }, { name, carrier });
+}
+
+test('calls over WebTransport, a WebRTC data channel and WebSocket', async () => {
+  for (const carrier of ['webtransport', 'webrtc', 'websocket']) {
+    assert.equal(await connect(carrier, carrier), carrier);
+    const out = await page.evaluate(async (name) => {
+      const c = window.clients[name];
+      const one = await c.call('echo/say', { text: `hello over ${name}` });
+      // Calls issued together leave as one batch and come back together.
+      const many = await Promise.all(Array.from({ length: 20 }, (_, i) => c.call('echo/upper', { text: `x${i}` })));
+      return { one: one.text, many: many.map((r) => r.text) };
+    }, carrier);
+    assert.equal(out.one, `hello over ${carrier}`);
+    assert.deepEqual(out.many, Array.from({ length: 20 }, (_, i) => `X${i}`));
+  }
+});
+
+test('a room with a member on each carrier receives every emit once', async () => {
+  const members = ['webtransport', 'webrtc', 'websocket'];
+  const counts = await page.evaluate(async (members) => {
+    for (const name of members) {
+      const c = window.clients[name];
+      window.got[name] = [];
+      c.onRoom('mix', 'msg', (data) => window.got[name].push(data.n));
+      await c.join('mix');
+    }
+    const n = 60;
+    for (let i = 0; i < n; i++) window.clients[members[i % members.length]].emit('mix', 'msg', { n: i });
+    const end = Date.now() + 10_000;
+    while (members.some((m) => window.got[m].length < n) && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await new Promise((r) => setTimeout(r, 200)); // time for any duplicate to show
+    return Object.fromEntries(members.map((m) => [m, window.got[m]]));
+  }, members);
+  for (const m of members) {
+    const sorted = [...counts[m]].sort((a, b) => a - b);
+    assert.deepEqual(sorted, Array.from({ length: 60 }, (_, i) => i), `${m} got ${counts[m].length} emits`);
+  }
+  // Emits from one sender arrive in the order it sent them.
+  for (const m of members) {
+    const fromWT = counts[m].filter((n) => n % 3 === 0);
+    assert.deepEqual(fromWT, [...fromWT].sort((a, b) => a - b), `${m}: order of one sender`);
+  }
+});
+
+test('a client that closes ends with 1000 after its last call, on each carrier', async () => {
+  const codes = await page.evaluate(async () => {
+    const out = {};
+    for (const name of ['webtransport', 'webrtc']) {
+      const c = window.clients[name];
+      out[name] = await new Promise((resolve) => {
+        const off = c.onState((s) => { if (s.state === 'closed') { off(); resolve(s.error?.code); } });
+        c.call('echo/say', { text: 'before' }).catch(() => {});
+        c.leave('mix').catch(() => {});
+        c.close();
+      });
+    }
+    return out;
+  });
+  assert.equal(codes.webtransport, 1000);
+  assert.equal(codes.webrtc, 1000);
+});
+
+test('WebTransport that cannot open (a wrong certificate hash) falls back to WebSocket', async () => {
+  const carrier = await page.evaluate(async ({ wtURL }) => {
+    const wrong = new Uint8Array(32); // no certificate hashes to zeros
+    const c = new window.hp.Client('/ws', {
+      webTransport: { url: wtURL, serverCertificateHashes: [{ algorithm: 'sha-256', value: wrong }] },
+      reconnect: false,
+    });
+    await new Promise((resolve, reject) => {
+      c.onState((s) => { if (s.state === 'open') resolve(); if (s.state === 'closed') reject(new Error('closed')); });
+    });
+    const r = await c.call('echo/say', { text: 'fell back' });
+    const used = c.carrier;
+    c.close();
+    return [used, r.text];
+  }, { wtURL: urls.webtransport });
+  assert.deepEqual(carrier, ['websocket', 'fell back']);
+});

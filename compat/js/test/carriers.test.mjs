@@ -1,0 +1,135 @@
+// Tests of the other carriers' framing (PROTOCOL.md §8) and of the
+// fallback from WebTransport to WebSocket, against fakes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, StreamDeframer, WireError, WebTransportSocket, decodePacket, encodePacket, frameStreamPacket } from '../hotpath.js';
+
+test('frameStreamPacket and StreamDeframer round-trip packets split anywhere', () => {
+  const packets = [new Uint8Array([8]), new Uint8Array(200).fill(7), new Uint8Array(20000).fill(3)];
+  const stream = [];
+  for (const p of packets) stream.push(...frameStreamPacket(p));
+  // The 200-byte packet's prefix takes two bytes (§2: uvarint).
+  assert.deepEqual([...frameStreamPacket(packets[1]).subarray(0, 2)], [0xc8, 0x01]);
+  for (const step of [1, 3, 7, 1000, stream.length]) {
+    const d = new StreamDeframer();
+    const got = [];
+    for (let i = 0; i < stream.length; i += step) got.push(...d.push(new Uint8Array(stream.slice(i, i + step))));
+    assert.deepEqual(got.map((p) => p.length), packets.map((p) => p.length), `step ${step}`);
+  }
+});
+
+test('StreamDeframer refuses an overlong prefix (1002) and a packet over the limit (1009)', () => {
+  assert.throws(() => new StreamDeframer().push(new Uint8Array([0x80, 0x80, 0x80, 0x80, 0x80, 0x01])),
+    (err) => err instanceof WireError && err.closeCode === 1002);
+  assert.throws(() => new StreamDeframer(100).push(frameStreamPacket(new Uint8Array(101))),
+    (err) => err instanceof WireError && err.closeCode === 1009);
+});
+
+/** fakeWebTransport returns a WebTransport class whose sessions the test
+ * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
+ * control stream and `written` collects what the client wrote. */
+function fakeWebTransport({ fail = false } = {}) {
+  const sessions = [];
+  class FakeWebTransport {
+    constructor(url, options) {
+      this.url = url;
+      this.options = options;
+      this.written = [];
+      let closeSession;
+      this.closed = new Promise((resolve) => { closeSession = resolve; });
+      this.closeSession = closeSession;
+      this.ready = fail ? Promise.reject(new Error('QUIC_TLS_CERTIFICATE_UNKNOWN')) : Promise.resolve();
+      this.ready.catch(() => {});
+      let push;
+      this.readable = new ReadableStream({ start(c) { push = c; } });
+      this.serverSend = (bytes) => push.enqueue(bytes);
+      this.datagrams = { readable: new ReadableStream({}) };
+      sessions.push(this);
+    }
+    async createBidirectionalStream() {
+      const self = this;
+      return {
+        readable: this.readable,
+        writable: new WritableStream({ write(chunk) { self.written.push(chunk); } }),
+      };
+    }
+    close(info) { this.closeInfo = info; this.closeSession(info); }
+  }
+  return { FakeWebTransport, sessions };
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+test('a Client over WebTransport sends length-prefixed packets and reads answers', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test:4433/wt', serverCertificateHashes: [], WebTransport: FakeWebTransport },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false,
+  });
+  await tick();
+  const wt = sessions[0];
+  assert.equal(wt.url, 'https://example.test:4433/wt');
+  assert.equal(client.carrier, 'webtransport');
+  const answer = client.call('echo/say', { text: 'hi' });
+  await tick();
+  const d = new StreamDeframer();
+  const sent = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket);
+  assert.deepEqual(sent.map((p) => p.kind), ['capabilities', 'call']);
+  const call = sent[1];
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: call.id, payload: new TextEncoder().encode('{"text":"hi"}') })));
+  assert.deepEqual(await answer, { text: 'hi' });
+  client.close();
+});
+
+test('a server close notice is answered and ends the connection with its code', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const states = [];
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
+    WebSocket: class {}, reconnect: false,
+  });
+  client.onState((s) => states.push(s));
+  await tick();
+  const wt = sessions[0];
+  const payload = new Uint8Array([0x03, 0xe9, ...new TextEncoder().encode('HP_SHUTTING_DOWN')]); // 1001
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload })));
+  await tick();
+  const d = new StreamDeframer();
+  const sent = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket);
+  const echo = sent.at(-1);
+  assert.equal(echo.event, '$close');
+  assert.deepEqual([...echo.payload], [0x03, 0xe9]);
+  assert.equal(states.at(-1).state, 'closed');
+  assert.equal(states.at(-1).error.code, 1001);
+});
+
+test('a WebTransport that fails to open falls back to WebSocket', async () => {
+  const { FakeWebTransport } = fakeWebTransport({ fail: true });
+  const opened = [];
+  class FakeWebSocket {
+    constructor(url) { opened.push(url); setTimeout(() => this.onopen?.({}), 1); }
+    send() {}
+    close() {}
+  }
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
+    WebSocket: FakeWebSocket, reconnect: false,
+  });
+  await tick();
+  await tick();
+  assert.deepEqual(opened, ['ws://example.test/ws']);
+  assert.equal(client.carrier, 'websocket');
+  client.close();
+});
+
+test('WebTransportSocket reports a session the server closed with its code', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const s = new WebTransportSocket('https://example.test/wt', {}, FakeWebTransport);
+  const closed = new Promise((resolve) => { s.onclose = resolve; });
+  await tick();
+  sessions[0].closeSession({ closeCode: 1008, reason: 'HP_ERR_MALFORMED_PACKET' });
+  const ev = await closed;
+  assert.equal(ev.code, 1008);
+  assert.equal(ev.reason, 'HP_ERR_MALFORMED_PACKET');
+});
