@@ -467,3 +467,74 @@ func TestRoomAcrossCarriers(t *testing.T) {
 		t.Error("no unreliable emit counted")
 	}
 }
+
+// TestCarrierBadInput: on every carrier, a malformed packet, one over
+// the message limit, or a compressed one before negotiation closes that
+// connection with the code a WebSocket gets (1008, 1009), seen by both
+// ends, and no other connection.
+func TestCarrierBadInput(t *testing.T) {
+	type ending struct {
+		carrier Carrier
+		err     error
+	}
+	ended := make(chan ending, 64)
+	e := newCarrierEnv(t, Options{
+		Limits: Limits{MaxMessageSize: 64 << 10},
+		OnDisconnect: func(p *Peer, err error) {
+			select {
+			case ended <- ending{p.Carrier(), err}:
+			default:
+			}
+		},
+	})
+	cases := []struct {
+		name string
+		pkt  []byte
+		code wsframe.CloseCode
+	}{
+		{"malformed", []byte{1}, wsframe.ClosePolicyViolation},
+		{"compressed before negotiation", []byte{0x81, 0}, wsframe.ClosePolicyViolation},
+		{"over the message limit", wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, make([]byte, 100<<10)), wsframe.CloseMessageTooBig},
+		{"a kind only servers send", wire.AppendResult(nil, 1, nil), wsframe.ClosePolicyViolation},
+	}
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			bystander := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			for _, tc := range cases {
+				c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				if err := c.Call(context.Background(), "echo/say", echoReq{Text: "first"}, nil); err != nil {
+					t.Fatal(err)
+				}
+				failed := make(chan error, 1)
+				go func() { failed <- c.Call(context.Background(), "test/sleep", 10000, nil) }()
+				time.Sleep(20 * time.Millisecond)
+				cc, err := c.current()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cc.link.sendBuilt(append(beginFrame(nil), tc.pkt...))
+				select {
+				case err := <-failed:
+					if CloseStatus(err) != tc.code {
+						t.Errorf("%s: client saw %v, want close %d", tc.name, err, tc.code)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: the connection was not closed", tc.name)
+				}
+				// Connections of earlier cases end too (cleanups): wait
+				// for one that ended with the code.
+				for seen := false; !seen; {
+					select {
+					case end := <-ended:
+						seen = CloseStatus(end.err) == tc.code
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%s: the server did not end a connection with %d", tc.name, tc.code)
+					}
+				}
+			}
+			if err := bystander.Call(context.Background(), "echo/say", echoReq{Text: "still"}, nil); err != nil {
+				t.Errorf("bystander: %v", err)
+			}
+		})
+	}
+}

@@ -24,6 +24,10 @@ type pktTransport interface {
 	// closeErrorOf recovers the close code a carrier's error carries (a
 	// QUIC application error), or returns nil.
 	closeErrorOf(err error) *CloseError
+	// carriesCloseCode reports whether closing the carrier tells the other
+	// end the close code (QUIC's CONNECTION_CLOSE, WebTransport's session
+	// close); without, the close notice must be answered before closing.
+	carriesCloseCode() bool
 	// sendDatagram sends pkt in one datagram; ok is false when the carrier
 	// has none or pkt does not fit one.
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
@@ -138,7 +142,7 @@ func (c *pktConn) run(h messageHandler) error {
 	} else {
 		err = c.readStream(h)
 	}
-	return c.end(err)
+	return c.end(h, err)
 }
 
 // readStream reads and handles packets from a byte stream until it ends.
@@ -289,8 +293,10 @@ func (c *pktConn) drainQueue(h messageHandler) error {
 // readMessages reads and handles packets from a message channel, one per
 // message, until it ends.
 func (c *pktConn) readMessages(h messageHandler) error {
-	size := int(min(c.limits.MaxMessageSize, maxChannelMessage))
-	buf := make([]byte, size)
+	// The buffer holds the largest message the channel takes, so that a
+	// packet over MaxMessageSize is read, and so consumed, before it is
+	// refused: the channel then still carries the close notices.
+	buf := make([]byte, maxChannelMessage)
 	for {
 		n, text, err := c.ch.readMessage(buf)
 		switch {
@@ -300,6 +306,8 @@ func (c *pktConn) readMessages(h messageHandler) error {
 			return c.readError(err)
 		case text:
 			return errTextOnChannel
+		case int64(n) > c.limits.MaxMessageSize:
+			return errMessageTooBig
 		}
 		if err := c.turn(func() error { return c.deliver(buf[:n], h) }); err != nil {
 			return err
@@ -532,7 +540,7 @@ func (c *pktConn) readError(err error) error {
 
 // end closes the link after its read loop ended with err, and returns
 // err. A protocol violation is answered with a close notice first.
-func (c *pktConn) end(err error) error {
+func (c *pktConn) end(h messageHandler, err error) error {
 	var ce *CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -545,8 +553,27 @@ func (c *pktConn) end(err error) error {
 			c.sendClose(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
 		}
 	}
+	if ce != nil && !ce.Remote && !c.t.carriesCloseCode() {
+		// The close notice is the only word of the code on this carrier
+		// (SCTP, WebRTC): closing at once could lose it. Read on, dropping
+		// packets, until the other end answers it or closeTimeout passes.
+		c.readRest(h)
+	}
 	c.finish(err)
 	return err
+}
+
+// readRest reads after this end sent its close notice, until the answer,
+// an error, or the handshake's timeout.
+func (c *pktConn) readRest(h messageHandler) {
+	if c.ch != nil {
+		c.readMessages(h)
+		return
+	}
+	if c.q.Len() > 0 {
+		return // the stream broke mid-packet: nothing more to parse
+	}
+	c.readStream(h)
 }
 
 // finish ends the link once: it waits, bounded, for the close notice to

@@ -122,6 +122,8 @@ type quicTransport struct {
 	conn *quic.Conn
 }
 
+func (t *quicTransport) carriesCloseCode() bool { return true }
+
 func (t *quicTransport) carrier() Carrier { return CarrierQUIC }
 
 func (t *quicTransport) closeTransport(code wsframe.CloseCode, reason string) {

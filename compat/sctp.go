@@ -178,6 +178,8 @@ func (t *sctpTransport) acceptControl() (*sctp.Stream, error) {
 	return st, nil
 }
 
+func (t *sctpTransport) carriesCloseCode() bool { return false }
+
 func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
 
 // closeTransport shuts the association down gracefully, so that what was

@@ -196,6 +196,8 @@ func (t *rtcTransport) setUnreliable(dc *webrtc.DataChannel) {
 	t.datagrams <- raw
 }
 
+func (t *rtcTransport) carriesCloseCode() bool { return false }
+
 func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 
 // closeTransport closes the peer connection: a data channel carries no

@@ -66,6 +66,8 @@ type wtTransport struct {
 	dialer *webtransport.Transport // the client's, closed with the session
 }
 
+func (t *wtTransport) carriesCloseCode() bool { return true }
+
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
 func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {

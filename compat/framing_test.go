@@ -1,0 +1,102 @@
+package compat
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// nullTransport is a pktTransport for tests of the framing alone.
+type nullTransport struct{}
+
+func (nullTransport) carrier() Carrier                              { return CarrierQUIC }
+func (nullTransport) carriesCloseCode() bool                        { return true }
+func (nullTransport) closeTransport(wsframe.CloseCode, string)      {}
+func (nullTransport) closeErrorOf(error) *CloseError                { return nil }
+func (nullTransport) sendDatagram([]byte) (corkwriter.Status, bool) { return 0, false }
+func (nullTransport) receiveDatagrams(func([]byte))                 {}
+func (nullTransport) Read([]byte) (int, error)                      { return 0, io.EOF }
+func (nullTransport) Write(p []byte) (int, error)                   { return len(p), nil }
+
+// recorder is a messageHandler that keeps the packets it is handed.
+type recorder struct{ packets [][]byte }
+
+func (r *recorder) handleMessage(_ wsframe.Opcode, p []byte) error {
+	r.packets = append(r.packets, bytes.Clone(p))
+	return nil
+}
+
+// deframe feeds b to a fresh stream engine in pieces cut at cuts, and
+// returns the packets delivered and the close code of the error, if any.
+func deframe(b []byte, cuts []int, max int64) ([][]byte, wsframe.CloseCode) {
+	c := newStreamConn(nullTransport{}, nullTransport{}, Limits{MaxMessageSize: max}.withDefaults())
+	var r recorder
+	prev := 0
+	for _, cut := range append(cuts, len(b)) {
+		if cut < prev || cut > len(b) {
+			continue
+		}
+		// A fresh buffer per read, as the read loop hands the queue.
+		piece := bytes.Clone(b[prev:cut])
+		if err := c.consume(piece, &r, c.q.Len() > 0); err != nil {
+			return r.packets, CloseStatus(err)
+		}
+		prev = cut
+	}
+	return r.packets, 0
+}
+
+// TestStreamFraming: PROTOCOL.md §8.1 length prefixes, reassembled across
+// reads at every split, and the limits of §2 (a prefix of at most five
+// bytes) and of Limits.MaxMessageSize.
+func TestStreamFraming(t *testing.T) {
+	var stream []byte
+	want := [][]byte{{8}, bytes.Repeat([]byte{7}, 200), bytes.Repeat([]byte{3}, 70000)}
+	for _, p := range want {
+		stream = append(stream, framed(p)...)
+	}
+	for split := 0; split <= len(stream); split += 97 {
+		got, code := deframe(stream, []int{split, split + 1, split + 3}, 1<<20)
+		if code != 0 || len(got) != len(want) {
+			t.Fatalf("split at %d: %d packets, close %d", split, len(got), code)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("split at %d: packet %d differs", split, i)
+			}
+		}
+	}
+	if _, code := deframe([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, nil, 1<<20); code != wsframe.CloseProtocolError {
+		t.Errorf("six-byte prefix: close %d, want 1002", code)
+	}
+	if _, code := deframe(appendPrefix(nil, 1025), nil, 1024); code != wsframe.CloseMessageTooBig {
+		t.Errorf("length over the limit: close %d, want 1009 before the payload arrives", code)
+	}
+}
+
+// FuzzStreamFraming checks that any bytes, read in any pieces, deliver
+// the same packets and end with the same error as when read at once, and
+// never panic.
+func FuzzStreamFraming(f *testing.F) {
+	f.Add(append(framed([]byte{8}), framed([]byte{9, 1, 2})...), uint16(1), uint16(3))
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, uint16(2), uint16(4))
+	f.Add(append(appendPrefix(nil, 5000), 1, 2, 3), uint16(1), uint16(2))
+	f.Fuzz(func(t *testing.T, b []byte, cut1, cut2 uint16) {
+		whole, wholeCode := deframe(b, nil, 4096)
+		pieces, piecesCode := deframe(b, []int{int(cut1), int(cut2)}, 4096)
+		if wholeCode != piecesCode {
+			t.Fatalf("close %d at once, %d in pieces", wholeCode, piecesCode)
+		}
+		if len(whole) != len(pieces) {
+			t.Fatalf("%d packets at once, %d in pieces", len(whole), len(pieces))
+		}
+		for i := range whole {
+			if !bytes.Equal(whole[i], pieces[i]) {
+				t.Fatalf("packet %d differs", i)
+			}
+		}
+	})
+}
