@@ -336,6 +336,11 @@ func streamRouter() *Router {
 		_, err := io.Copy(s, s)
 		return err
 	})
+	HandleStream(r, "file/sink", func(ctx context.Context, _ string, s *Stream) error {
+		_, err := io.Copy(io.Discard, s)
+		return err
+	})
+	Handle(r, "echo/sink", func(ctx context.Context, req []byte) ([]byte, error) { return nil, nil })
 	HandleStream(r, "file/fail", func(ctx context.Context, _ struct{}, s *Stream) error {
 		return &Error{Code: 4321, Message: "refused"}
 	})

@@ -98,8 +98,24 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	// of a binary stream (RFC 9218 urgency 0, the most urgent).
 	str.SetPriority(0, false)
 	t := &quicTransport{conn: qc}
-	l := newStreamConn(t, str, s.opts.Limits)
+	l := newStreamConn(t, tryWriter{str}, s.opts.Limits)
 	s.serveLink(l, up)
+}
+
+// tryWriter writes to a QUIC stream without waiting when the stream's
+// flow control allows: quic-go's Write waits until the packer has taken
+// all but the last packet's worth of a write, TryWriteAll copies it all
+// and returns. The outbox's writes are then as cheap as a socket write
+// into a buffer with room; only a full window waits.
+type tryWriter struct{ *quic.Stream }
+
+func (w tryWriter) Write(p []byte) (int, error) {
+	if err := w.Stream.TryWriteAll(p); err == nil {
+		return len(p), nil
+	} else if !errors.Is(err, quic.ErrWouldBlock) {
+		return 0, err
+	}
+	return w.Stream.Write(p)
 }
 
 // carrierRequest is the request that Options.CheckOrigin and
@@ -235,5 +251,5 @@ func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
 		return nil, err
 	}
 	str.SetPriority(0, false)
-	return newStreamConn(&quicTransport{conn: qc}, str, c.opts.Limits), nil
+	return newStreamConn(&quicTransport{conn: qc}, tryWriter{str}, c.opts.Limits), nil
 }

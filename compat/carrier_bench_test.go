@@ -1,0 +1,660 @@
+package compat
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/datachannel"
+	"github.com/pion/sctp"
+	"github.com/pion/webrtc/v4"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+)
+
+// The benchmarks of this file put compat's call path next to a raw echo
+// over the same stack with no RPC layer: the carrier library alone, with
+// the least framing a message needs (a WebSocket frame, a length prefix on
+// a stream, one data channel message). The ratio raw ns/op ÷ compat ns/op
+// says how much of the stack's ceiling compat reaches.
+
+var benchCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC}
+
+// rawEcho is a message echo over one carrier, without compat.
+type rawEcho interface {
+	send(msg []byte) error
+	recv() error
+	close()
+}
+
+// --- WebSocket: compat's Echo mode (no packet parsing) and a client of
+// wsframe frames on a buffered TCP connection.
+
+type wsEcho struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	out []byte
+	in  []byte
+}
+
+func dialWSEcho(b *testing.B) rawEcho {
+	s, err := NewServer(Options{Router: NewRouter(), Echo: true, NoDictionary: true, Compression: Compression{Disabled: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := startServer(b, s, false)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := io.WriteString(nc, req); err != nil {
+		b.Fatal(err)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	rsp, err := http.ReadResponse(br, nil)
+	if err != nil || rsp.StatusCode != http.StatusSwitchingProtocols {
+		b.Fatalf("upgrade: %v %v", rsp, err)
+	}
+	return &wsEcho{nc: nc, br: br}
+}
+
+func (e *wsEcho) send(msg []byte) error {
+	e.out = wsframe.AppendMaskedFrame(e.out[:0], wsframe.OpBinary, msg, wsframe.Fin, wsframe.NewMaskKey())
+	_, err := e.nc.Write(e.out)
+	return err
+}
+
+func (e *wsEcho) recv() error {
+	head, err := e.br.Peek(2)
+	if err != nil {
+		return err
+	}
+	n := wsframe.HeaderSize(0, false)
+	switch head[1] & 0x7f {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if head, err = e.br.Peek(n); err != nil {
+		return err
+	}
+	h, _, err := wsframe.ParseHeader(head)
+	if err != nil {
+		return err
+	}
+	e.br.Discard(n)
+	e.in = slices.Grow(e.in[:0], int(h.Length))[:h.Length]
+	_, err = io.ReadFull(e.br, e.in)
+	return err
+}
+
+func (e *wsEcho) close() { e.nc.Close() }
+
+// --- Streams (QUIC, WebTransport, SCTP): length-prefixed messages, echoed
+// byte for byte by a server that copies the stream back.
+
+type streamEcho struct {
+	w   io.Writer
+	br  *bufio.Reader
+	c   io.Closer
+	out []byte
+	in  []byte
+}
+
+func newStreamEcho(rw io.ReadWriter, c io.Closer) *streamEcho {
+	return &streamEcho{w: rw, br: bufio.NewReaderSize(rw, 64<<10), c: c}
+}
+
+func (e *streamEcho) send(msg []byte) error {
+	e.out = append(binary.AppendUvarint(e.out[:0], uint64(len(msg))), msg...)
+	_, err := e.w.Write(e.out)
+	return err
+}
+
+func (e *streamEcho) recv() error {
+	n, err := binary.ReadUvarint(e.br)
+	if err != nil {
+		return err
+	}
+	e.in = slices.Grow(e.in[:0], int(n))[:n]
+	_, err = io.ReadFull(e.br, e.in)
+	return err
+}
+
+func (e *streamEcho) close() { e.c.Close() }
+
+func benchTLS(b *testing.B, proto string) (server, client *tls.Config) {
+	cert := testCert()
+	server = cert.ServerTLSConfig()
+	server.NextProtos = []string{proto}
+	client = cert.ClientTLSConfig()
+	client.NextProtos = []string{proto}
+	return server, client
+}
+
+func dialQUICEcho(b *testing.B) rawEcho {
+	stls, ctls := benchTLS(b, "raw-echo")
+	ln, err := quic.ListenAddr("127.0.0.1:0", stls, QUICConfig(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			qc, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			go func() {
+				str, err := qc.AcceptStream(context.Background())
+				if err == nil {
+					io.Copy(str, str)
+				}
+			}()
+		}
+	}()
+	qc, err := quic.DialAddr(context.Background(), ln.Addr().String(), ctls, QUICConfig(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	str, err := qc.OpenStreamSync(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newStreamEcho(str, closerFunc(func() error { return qc.CloseWithError(0, "") }))
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+func dialWebTransportEcho(b *testing.B) rawEcho {
+	stls, ctls := benchTLS(b, http3.NextProtoH3)
+	ln, err := quic.ListenAddr("127.0.0.1:0", stls, QUICConfig(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	wts := &webtransport.Server{CheckOrigin: func(*http.Request) bool { return true }}
+	wts.H3 = &http3.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sess, err := wts.Upgrade(w, r)
+		if err != nil {
+			return
+		}
+		go func() {
+			str, err := sess.AcceptStream(context.Background())
+			if err == nil {
+				io.Copy(str, str)
+			}
+		}()
+	})}
+	b.Cleanup(func() { wts.Close() })
+	go func() {
+		for {
+			qc, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			go wts.ServeQUICConn(qc)
+		}
+	}()
+	d := &webtransport.Transport{TLSClientConfig: ctls, QUICConfig: QUICConfig(0)}
+	_, sess, err := d.Dial(context.Background(), "https://"+ln.Addr().String()+"/echo", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	str, err := sess.OpenStreamSync(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newStreamEcho(str, closerFunc(func() error { d.Close(); return sess.CloseWithError(0, "") }))
+}
+
+func dialSCTPEcho(b *testing.B) rawEcho {
+	ln, err := ListenSCTP("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	limits := Limits{MaxMessageSize: 32 << 20}.withDefaults()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				a, err := sctp.Server(sctpConfig(nc, limits))
+				if err != nil {
+					return
+				}
+				defer a.Close()
+				st, err := a.AcceptStream()
+				if err != nil {
+					return
+				}
+				buf := make([]byte, maxChannelMessage)
+				for {
+					n, err := st.Read(buf)
+					if err != nil {
+						return
+					}
+					if _, err := st.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	ua, _ := net.ResolveUDPAddr("udp", ln.Addr().String())
+	nc, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := sctp.Client(sctpConfig(nc, limits))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := a.OpenStream(0, sctp.PayloadTypeWebRTCBinary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newStreamEcho(sctpStream{st}, closerFunc(func() error { a.Close(); return nc.Close() }))
+}
+
+// --- WebRTC: two pion peer connections on loopback, one message per
+// packet, the answering one echoing.
+
+type dcEcho struct {
+	raw datachannel.ReadWriteCloser
+	pcs []*webrtc.PeerConnection
+	buf []byte
+}
+
+func (e *dcEcho) send(msg []byte) error { _, err := e.raw.Write(msg); return err }
+func (e *dcEcho) recv() error {
+	_, err := e.raw.Read(e.buf)
+	return err
+}
+func (e *dcEcho) close() {
+	for _, pc := range e.pcs {
+		pc.Close()
+	}
+}
+
+func dialWebRTCEcho(b *testing.B) rawEcho {
+	api := WebRTCOptions{LoopbackOnly: true}.api()
+	client, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	server, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	server.OnDataChannel(func(dc *webrtc.DataChannel) {
+		dc.OnOpen(func() {
+			raw, err := dc.Detach()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, maxChannelMessage)
+				for {
+					n, err := raw.Read(buf)
+					if err != nil {
+						return
+					}
+					if _, err := raw.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+		})
+	})
+	dc, err := client.CreateDataChannel("echo", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opened := make(chan datachannel.ReadWriteCloser, 1)
+	dc.OnOpen(func() {
+		raw, _ := dc.Detach()
+		opened <- raw
+	})
+	offer, _ := client.CreateOffer(nil)
+	gathered := webrtc.GatheringCompletePromise(client)
+	client.SetLocalDescription(offer)
+	<-gathered
+	answer, err := answerOffer(context.Background(), server, *client.LocalDescription())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := client.SetRemoteDescription(*answer); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case raw := <-opened:
+		return &dcEcho{raw: raw, pcs: []*webrtc.PeerConnection{client, server}, buf: make([]byte, maxChannelMessage)}
+	case <-time.After(10 * time.Second):
+		b.Fatal("data channel did not open")
+	}
+	return nil
+}
+
+func dialRawEcho(b *testing.B, c Carrier) rawEcho {
+	b.Helper()
+	var e rawEcho
+	switch c {
+	case CarrierWebSocket:
+		e = dialWSEcho(b)
+	case CarrierQUIC:
+		e = dialQUICEcho(b)
+	case CarrierWebTransport:
+		e = dialWebTransportEcho(b)
+	case CarrierSCTP:
+		e = dialSCTPEcho(b)
+	case CarrierWebRTC:
+		e = dialWebRTCEcho(b)
+	}
+	b.Cleanup(e.close)
+	return e
+}
+
+// benchEnv is one server on every carrier for the benchmarks of a run,
+// with a message limit for the transfer benchmarks.
+var benchEnv struct {
+	once sync.Once
+	e    *carrierEnv
+}
+
+func sharedCarrierEnv(b *testing.B) *carrierEnv {
+	benchEnv.once.Do(func() {
+		// The server outlives the benchmark that made it: it serves every
+		// benchmark of the run, and the process ends with it.
+		benchEnv.e = newCarrierEnv(&noCleanup{B: b}, Options{
+			Router: streamRouter(),
+			Limits: Limits{MaxMessageSize: 32 << 20, MaxOutboxBytes: 64 << 20},
+		})
+	})
+	return benchEnv.e
+}
+
+// noCleanup runs a helper's setup under b without its cleanups.
+type noCleanup struct{ *testing.B }
+
+func (noCleanup) Cleanup(func()) {}
+
+func dialBench(b *testing.B, c Carrier) *Client {
+	e := sharedCarrierEnv(b)
+	return e.dial(b, c, ClientOptions{Limits: Limits{MaxMessageSize: 32 << 20, MaxOutboxBytes: 64 << 20}})
+}
+
+// BenchmarkCarrierEcho is a round trip of a small (32 B) and a 10 KiB
+// payload, one at a time, and of a small one with 64 in flight, through
+// compat's call path (rpc: client encode, carrier, server dispatch, the
+// echo/raw handler, answer, client decode) and through the same carrier
+// with no RPC layer (raw).
+func BenchmarkCarrierEcho(b *testing.B) {
+	for _, carrier := range benchCarriers {
+		for _, sc := range []struct {
+			name     string
+			size     int
+			inFlight int
+		}{{"small", 32, 1}, {"10KiB", 10 << 10, 1}, {"small-64", 32, 64}} {
+			msg := make([]byte, sc.size)
+			b.Run(fmt.Sprintf("%s/%s/rpc", carrier, sc.name), func(b *testing.B) {
+				c := dialBench(b, carrier)
+				b.SetBytes(int64(sc.size))
+				benchCalls(b, c, msg, sc.inFlight)
+			})
+			b.Run(fmt.Sprintf("%s/%s/raw", carrier, sc.name), func(b *testing.B) {
+				e := dialRawEcho(b, carrier)
+				b.SetBytes(int64(sc.size))
+				benchRaw(b, e, msg, sc.inFlight)
+			})
+		}
+	}
+}
+
+func benchCalls(b *testing.B, c *Client, msg []byte, inFlight int) {
+	ctx := context.Background()
+	var resp []byte
+	if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if inFlight == 1 {
+		for range b.N {
+			if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Go(func() {
+			var resp []byte
+			for next.Add(1) <= int64(b.N) {
+				if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func benchRaw(b *testing.B, e rawEcho, msg []byte, inFlight int) {
+	if err := e.send(msg); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.recv(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if inFlight == 1 {
+		for range b.N {
+			if err := e.send(msg); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.recv(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	// One writer keeps inFlight messages out, the reader frees a slot per
+	// echo: the raw equivalent of inFlight callers.
+	slots := make(chan struct{}, inFlight)
+	werr := make(chan error, 1)
+	go func() {
+		for range b.N {
+			slots <- struct{}{}
+			if err := e.send(msg); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	for range b.N {
+		if err := e.recv(); err != nil {
+			b.Fatal(err)
+		}
+		<-slots
+	}
+	if err := <-werr; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCarrierOpen is the opening of a connection and its first call:
+// the carrier's handshakes (TCP and the upgrade; QUIC's; QUIC's, HTTP/3's
+// and the CONNECT; SCTP's four-way; WebRTC's signalling POST, ICE, DTLS
+// and SCTP), the capabilities, one call.
+func BenchmarkCarrierOpen(b *testing.B) {
+	for _, carrier := range benchCarriers {
+		b.Run(carrier.String(), func(b *testing.B) {
+			e := sharedCarrierEnv(b)
+			opts := ClientOptions{Reconnect: Reconnect{Disabled: true}, TLSConfig: e.cert.ClientTLSConfig()}
+			opts.WebRTC.LoopbackOnly = true
+			ctx := context.Background()
+			for b.Loop() {
+				c, err := Dial(ctx, e.urls[carrier], opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkCarrierTransfer sends 16 MiB up and gets it back: in 128 calls
+// of 128 KiB, 8 in flight, on every carrier, and on the carriers with
+// binary streams also through one stream (OpenStream), written and read
+// at once.
+func BenchmarkCarrierTransfer(b *testing.B) {
+	const total, chunk = 16 << 20, 128 << 10
+	for _, carrier := range benchCarriers {
+		b.Run(carrier.String()+"/calls", func(b *testing.B) {
+			c := dialBench(b, carrier)
+			msg := make([]byte, chunk)
+			b.SetBytes(2 * total)
+			for b.Loop() {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						var resp []byte
+						for next.Add(1) <= total/chunk {
+							if err := c.Call(context.Background(), "echo/raw", msg, &resp); err != nil || len(resp) != chunk {
+								b.Error(len(resp), err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+		})
+		if carrier != CarrierQUIC && carrier != CarrierWebTransport {
+			continue
+		}
+		b.Run(carrier.String()+"/stream", func(b *testing.B) {
+			c := dialBench(b, carrier)
+			buf := make([]byte, 256<<10)
+			b.SetBytes(2 * total)
+			for b.Loop() {
+				s, err := c.OpenStream(context.Background(), "file/echo", "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					for sent := 0; sent < total; sent += len(buf) {
+						if _, err := s.Write(buf); err != nil {
+							return
+						}
+					}
+					s.CloseWrite()
+				}()
+				n, err := io.CopyBuffer(io.Discard, s, make([]byte, 256<<10))
+				if err != nil || n != total {
+					b.Fatalf("read back %d bytes, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCarrierCallUnderUpload measures a small call's latency while
+// an upload saturates the same connection: 1 MiB calls back to back on
+// WebSocket and SCTP (their only way), and on QUIC both that way and as a
+// binary stream beside the control stream. It reports the p50 and p99 of
+// the small calls.
+func BenchmarkCarrierCallUnderUpload(b *testing.B) {
+	cases := []struct {
+		carrier Carrier
+		stream  bool
+	}{
+		{CarrierWebSocket, false}, {CarrierSCTP, false}, {CarrierQUIC, false}, {CarrierQUIC, true}, {CarrierWebTransport, true},
+	}
+	for _, tc := range cases {
+		name := tc.carrier.String() + "/upload-as-calls"
+		if tc.stream {
+			name = tc.carrier.String() + "/upload-as-stream"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := dialBench(b, tc.carrier)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { upload(ctx, b, c, tc.stream) })
+			time.Sleep(100 * time.Millisecond) // the upload fills the pipe
+			lat := make([]time.Duration, 0, b.N)
+			small := []byte("ping")
+			for b.Loop() {
+				start := time.Now()
+				if err := c.Call(context.Background(), "echo/raw", small, nil); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			cancel()
+			wg.Wait()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// upload keeps the connection busy until ctx ends.
+func upload(ctx context.Context, b *testing.B, c *Client, stream bool) {
+	big := make([]byte, 1<<20)
+	if !stream {
+		for ctx.Err() == nil {
+			if err := c.Call(ctx, "echo/sink", big, nil); err != nil && ctx.Err() == nil {
+				b.Error(err)
+				return
+			}
+		}
+		return
+	}
+	s, err := c.OpenStream(ctx, "file/sink", "")
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer s.Close()
+	for ctx.Err() == nil {
+		if _, err := s.Write(big); err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				b.Error(err)
+			}
+			return
+		}
+	}
+}
