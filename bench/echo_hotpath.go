@@ -145,7 +145,18 @@ func (g *callRow) Trial(ctx context.Context) (Outcome, error) {
 			}
 		}(&g.hists[i])
 	}
-	wg.Wait()
+	// The calls are made without a deadline, as the fastest path is; a
+	// call still unanswered 10 s after the trial's time is up is lost, and
+	// the client is closed so that the trial can end and say so.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(g.d + 10*time.Second):
+		_ = g.close()
+		<-finished
+		return Outcome{}, fmt.Errorf("a call was never answered (10 s after the trial; %d calls answered)", calls.Load())
+	}
 	elapsed := time.Since(start)
 	a1 := readAllocs()
 	if firstErr != nil {
