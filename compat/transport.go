@@ -60,8 +60,12 @@ type wsConn struct {
 const readBufSize = 16 << 10
 
 // largeReadSize is the most a single read asks for while a large frame is
-// being received; those buffers go to the queue and are not pooled.
+// being received on a stream carrier.
 const largeReadSize = 256 << 10
+
+// deflateSlack is how far over a limit of n bytes a permessage-deflate
+// message of n bytes may arrive: stored blocks cost 5 bytes per 65,535.
+func deflateSlack(n int64) int64 { return n/8192 + 64 }
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
 
@@ -93,9 +97,15 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 	}
 	if pmd != nil {
 		cfg.Extensions = wsframe.Rsv1
+		// The decoder counts compressed bytes. DEFLATE stores an
+		// incompressible message with a few bytes of framing per 64 KiB,
+		// so a message of exactly the limit arrives a little larger; the
+		// inflater holds the message itself to MaxMessageSize.
+		cfg.MaxFrameSize += deflateSlack(cfg.MaxFrameSize)
+		cfg.MaxMessageSize += deflateSlack(cfg.MaxMessageSize)
 	}
 	c.dec.Reset(cfg)
-	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + readBufSize + largeReadSize})
+	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(cfg.MaxMessageSize) + readBufSize})
 	c.out = corkwriter.NewOutbox(nc, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
 		Overflow:  corkwriter.DropOnBackpressure,
@@ -121,7 +131,7 @@ func (c *wsConn) onWriteError(error) { c.nc.Close() }
 func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 	if early := c.early; len(early) > 0 {
 		c.early = nil
-		if err := c.turn(early, h); err != nil {
+		if _, err := c.turn(early, h); err != nil {
 			return err
 		}
 	}
@@ -138,16 +148,15 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 				return c.readError(err)
 			}
 		}
-		buf, pooled := c.readBuffer()
-		n, err := c.nc.Read(buf)
+		bp := readBufs.Get().(*[]byte)
+		n, err := c.nc.Read(*bp)
 		var herr error
+		kept := false
 		if n > 0 {
-			herr = c.turn(buf[:n], h)
+			kept, herr = c.turn((*bp)[:n], h)
 		}
-		if pooled {
-			// The turn copied whatever it keeps (a partial frame) into
-			// the queue, so the whole buffer goes back.
-			readBufs.Put(&buf)
+		if !kept {
+			readBufs.Put(bp)
 		}
 		if herr != nil {
 			return herr
@@ -163,14 +172,14 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 
 // turn handles the bytes of one read, corked: everything the handlers send
 // meanwhile leaves in one writev when it ends.
-func (c *wsConn) turn(b []byte, h messageHandler) error {
+func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 	c.live.touch()
 	c.out.Cork()
-	err := c.consume(b, h)
+	kept, err = c.consume(b, h)
 	if werr := c.out.Uncork(); err == nil && werr != nil {
 		err = werr
 	}
-	return err
+	return kept, err
 }
 
 // requestClose asks the read loop to close the connection with code after
@@ -212,29 +221,24 @@ func (c *wsConn) waitReadable() error {
 	return c.rc.Read(socketReadable)
 }
 
-// readBuffer returns the buffer the next read fills. While no partial frame
-// is pending it is a pooled buffer the read's bytes are decoded from in
-// place. While a frame is pending, the read's bytes join the queue without a
-// copy, so the buffer is fresh and sized to what the frame still needs.
-func (c *wsConn) readBuffer() (buf []byte, pooled bool) {
-	if c.q.Len() == 0 {
-		return *readBufs.Get().(*[]byte), true
-	}
-	n := c.dec.Need() - c.q.Len()
-	n = max(min(n, largeReadSize), readBufSize)
-	return make([]byte, n), false
-}
-
-// consume decodes and handles every message in b and keeps a trailing
-// partial frame in the queue. When the queue is empty, b is decoded in
-// place and a partial frame at its end is copied into the queue, so the
-// caller may reuse b; otherwise b joins the queue and belongs to it.
-func (c *wsConn) consume(b []byte, h messageHandler) error {
+// consume decodes and handles every message in b, the bytes of one read,
+// and keeps a trailing partial frame in the queue. With the queue empty, b
+// is decoded in place and a partial frame at its end is copied into the
+// queue. With a frame pending, b joins the queue: without a copy when the
+// read filled at least half its buffer (kept reports that the queue now
+// owns it), copied otherwise, so a peer that trickles a frame a byte at a
+// time makes the queue hold what it sent, not a buffer per read.
+func (c *wsConn) consume(b []byte, h messageHandler) (kept bool, err error) {
 	if c.q.Len() > 0 {
-		if err := c.q.Push(b); err != nil {
-			return err
+		if len(b) >= readBufSize/2 {
+			err, kept = c.q.Push(b), true
+		} else {
+			_, err = c.q.Write(b)
 		}
-		return c.drainQueue(h)
+		if err != nil {
+			return kept, err
+		}
+		return kept, c.drainQueue(h)
 	}
 	for len(b) > 0 {
 		m, n, err := c.dec.DecodeMessage(b, &c.asm)
@@ -243,22 +247,23 @@ func (c *wsConn) consume(b []byte, h messageHandler) error {
 			break
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := c.handle(m, h); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if len(b) > 0 {
 		if _, err := c.q.Write(b); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
+// drainQueue handles every whole message in the queue.
 func (c *wsConn) drainQueue(h messageHandler) error {
-	for c.q.Len() >= c.dec.Need() {
+	for {
 		m, err := c.dec.NextMessage(&c.q, &c.asm)
 		if errors.Is(err, wsframe.ErrNeedMore) {
 			return nil
@@ -270,7 +275,6 @@ func (c *wsConn) drainQueue(h messageHandler) error {
 			return err
 		}
 	}
-	return nil
 }
 
 // handle answers control frames and passes data messages to h.

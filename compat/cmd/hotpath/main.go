@@ -99,7 +99,11 @@ func main() {
 	if !*echo {
 		go runTicker(ctx, srv, *tickerEvery)
 	}
+	// On a signal: stop accepting, then let every connection finish its
+	// closing handshake (1001) before the process exits.
+	shutdownDone := make(chan struct{})
 	go func() {
+		defer close(shutdownDone)
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -109,7 +113,7 @@ func main() {
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fatal(err)
 	}
-	<-ctx.Done()
+	<-shutdownDone
 }
 
 func fatal(err error) {
