@@ -358,24 +358,21 @@ func takeoverCase(probe []byte) func(s *session) error {
 }
 
 // windowProbe is a message that tempts a compressor to reach far back:
-// random hex blocks, each repeated at a distance just past a window size
-// (310 bytes, past 2^8, up to 20 KB, past 2^14), between runs of JSON
-// that any window compresses, so that even a 256-byte window shrinks the
-// whole and the reply comes compressed.
+// for each window from 2^8 to 2^14 bytes, a random hex block repeated 40
+// bytes past that window, with runs of JSON between (which any window
+// compresses, so that even a 256-byte window shrinks the whole and the
+// reply comes compressed). About 34 KB.
 func windowProbe() []byte {
 	r := rand.New(rand.NewPCG(7692, 1))
-	hex := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = "0123456789abcdef"[r.IntN(16)]
-		}
-		return b
-	}
 	var p []byte
-	for _, n := range []int{150, 600, 1500, 3000, 6000, 12000, 18000} {
-		block := hex(n)
+	for bits := 8; bits <= 14; bits++ {
+		block := make([]byte, 120)
+		for i := range block {
+			block[i] = "0123456789abcdef"[r.IntN(16)]
+		}
+		gap := bytes.Repeat([]byte(`{"event":"tick","price":101.25} `), 1<<bits/32+1)[:1<<bits+40-len(block)]
 		p = append(p, block...)
-		p = append(p, bytes.Repeat([]byte(`{"event":"tick","price":101.25} `), n/256+5)...)
+		p = append(p, gap...)
 		p = append(p, block...)
 	}
 	return p

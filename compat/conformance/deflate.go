@@ -51,7 +51,9 @@ func (f *inflater) inflateMessage(payload []byte, max int) ([]byte, error) {
 
 type decoder struct {
 	in     []byte
-	bitPos int // bits consumed
+	pos    int    // next byte of in to load into acc
+	acc    uint64 // bits loaded and not consumed, first bit lowest
+	nacc   uint   // how many
 	out    []byte
 	start  int // out[:start] is history from earlier messages
 	window int
@@ -60,30 +62,27 @@ type decoder struct {
 
 var errInputEnd = errors.New("deflate stream ends inside a block")
 
-func (d *decoder) bit() (int, error) {
-	i := d.bitPos >> 3
-	if i >= len(d.in) {
-		return 0, errInputEnd
-	}
-	b := int(d.in[i]>>(d.bitPos&7)) & 1
-	d.bitPos++
-	return b, nil
-}
-
-func (d *decoder) bits(n int) (int, error) {
-	v := 0
-	for i := range n {
-		b, err := d.bit()
-		if err != nil {
-			return 0, err
+// bits consumes n bits (n <= 32), first bit lowest.
+func (d *decoder) bits(n uint) (int, error) {
+	for d.nacc < n {
+		if d.pos >= len(d.in) {
+			return 0, errInputEnd
 		}
-		v |= b << i
+		d.acc |= uint64(d.in[d.pos]) << d.nacc
+		d.pos++
+		d.nacc += 8
 	}
+	v := int(d.acc & (1<<n - 1))
+	d.acc >>= n
+	d.nacc -= n
 	return v, nil
 }
 
 // atEnd reports whether only the padding bits of the last byte remain.
-func (d *decoder) atEnd() bool { return (d.bitPos+7)>>3 >= len(d.in) }
+func (d *decoder) atEnd() bool {
+	consumed := d.pos*8 - int(d.nacc)
+	return (consumed+7)>>3 >= len(d.in)
+}
 
 func (d *decoder) run() error {
 	for !d.atEnd() {
@@ -116,8 +115,13 @@ func (d *decoder) run() error {
 }
 
 func (d *decoder) stored() error {
-	d.bitPos = (d.bitPos + 7) &^ 7
-	i := d.bitPos >> 3
+	// Skip to the byte boundary, then give back the whole bytes loaded
+	// but not consumed: the block's header and data are read from in.
+	d.acc >>= d.nacc % 8
+	d.nacc -= d.nacc % 8
+	d.pos -= int(d.nacc / 8)
+	d.acc, d.nacc = 0, 0
+	i := d.pos
 	if i+4 > len(d.in) {
 		return errInputEnd
 	}
@@ -133,7 +137,7 @@ func (d *decoder) stored() error {
 		return err
 	}
 	d.out = append(d.out, d.in[i:i+n]...)
-	d.bitPos = (i + n) << 3
+	d.pos = i + n
 	return nil
 }
 
@@ -181,7 +185,7 @@ func newHuffman(lengths []int) (huffman, error) {
 func (d *decoder) decode(h *huffman) (int, error) {
 	code, first, index := 0, 0, 0
 	for l := 1; l < 16; l++ {
-		b, err := d.bit()
+		b, err := d.bits(1)
 		if err != nil {
 			return 0, err
 		}
@@ -249,7 +253,7 @@ func (d *decoder) codes(lit, dist *huffman) error {
 			return fmt.Errorf("invalid length symbol %d", sym)
 		}
 		sym -= 257
-		extra, err := d.bits(lengthExtra[sym])
+		extra, err := d.bits(uint(lengthExtra[sym]))
 		if err != nil {
 			return err
 		}
@@ -261,7 +265,7 @@ func (d *decoder) codes(lit, dist *huffman) error {
 		if dsym > 29 {
 			return fmt.Errorf("invalid distance symbol %d", dsym)
 		}
-		extra, err = d.bits(distExtra[dsym])
+		extra, err = d.bits(uint(distExtra[dsym]))
 		if err != nil {
 			return err
 		}
@@ -387,14 +391,19 @@ func (f *deflater) deflateMessage(msg []byte) []byte {
 	var w bitWriter
 	w.write(0, 1) // BFINAL 0
 	w.write(1, 2) // fixed Huffman
-	last := map[uint32]int{}
-	hash := func(i int) uint32 { return uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 }
+	// last[h] is one more than the latest position whose next three
+	// bytes hash to h; 0 is none.
+	last := make([]int32, 1<<15)
+	hash := func(i int) uint32 {
+		return (uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16) * 2654435761 >> 17
+	}
 	for i := 0; i+2 < start; i++ {
-		last[hash(i)] = i
+		last[hash(i)] = int32(i + 1)
 	}
 	for i := start; i < len(data); {
 		if i+2 < len(data) {
-			if j, ok := last[hash(i)]; ok && i-j <= window {
+			h := hash(i)
+			if j := int(last[h]) - 1; j >= 0 && i-j <= window {
 				n := 0
 				for n < 258 && i+n < len(data) && data[j+n] == data[i+n] {
 					n++
@@ -403,13 +412,13 @@ func (f *deflater) deflateMessage(msg []byte) []byte {
 					w.length(n)
 					w.distance(i - j)
 					for k := i; k < i+n && k+2 < len(data); k++ {
-						last[hash(k)] = k
+						last[hash(k)] = int32(k + 1)
 					}
 					i += n
 					continue
 				}
 			}
-			last[hash(i)] = i
+			last[h] = int32(i + 1)
 		}
 		w.literal(int(data[i]))
 		i++

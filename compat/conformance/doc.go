@@ -42,8 +42,9 @@
 //
 // Give RunAll (or Case.Run) a Target: the echo server's address, its
 // message and fragment limits, whether it allows context takeover. The
-// package's test runs the suite against compat's echo mode in process and
-// against the `hotpath -echo` command, with takeover off and on, and logs
-// a table per target (go test -v). The whole suite takes about two seconds
-// per target on loopback.
+// package's test runs the suite against compat's echo mode in process, on
+// its own listener and behind net/http, with takeover off and on; with
+// HOTPATH_BIN naming a built `hotpath` command (compat/interop/run.sh sets
+// it) also against `hotpath -echo`. It logs a table per target (go test
+// -v). The whole suite takes about two seconds per target on loopback.
 package conformance

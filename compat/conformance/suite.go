@@ -12,8 +12,8 @@ import (
 
 // Target is an echo server under test: it sends every message back as it
 // received it, text as text and binary as binary (compat.Options.Echo, or
-// `hotpath -echo`). The deflate cases send messages of up to 90 KB, so
-// the server must accept 128 KiB.
+// `hotpath -echo`). The deflate cases send messages of up to 34 KB, so
+// the server must accept 64 KiB.
 type Target struct {
 	// Addr is the server's host:port and Path the WebSocket endpoint ("/"
 	// when empty).
