@@ -128,10 +128,7 @@ func pingBurstCase() Case {
 			}
 			next = i + 1
 		}
-		if err := s.closeCleanly(); err != nil {
-			return err
-		}
-		return nil
+		return s.closeCleanly()
 	}
 	return c
 }
@@ -274,17 +271,14 @@ func utf8Cases() []Case {
 	// _Fail_" when the endpoint "finds" the bytes invalid).
 	add(newCase(g, "RFC 6455 §8.1", "invalid first fragment, rest never sent", failsFast(closeInvalidData),
 		func(s *session) error {
-			s.sentComplete = false
 			return s.send(frame{op: opText, payload: []byte("hello \xc0\xaf world")})
 		}))
 	add(newCase(g, "RFC 6455 §8.1", "invalid second fragment, rest never sent", failsFast(closeInvalidData),
 		func(s *session) error {
-			s.sentComplete = false
 			return s.send(frame{op: opText, payload: []byte("valid ")}, frame{op: opContinuation, payload: []byte("\xf4\x90\x80\x80 then more")})
 		}))
 	add(newCase(g, "RFC 6455 §8.1", "sequence cut by a fragment boundary and broken in the next, rest never sent", failsFast(closeInvalidData),
 		func(s *session) error {
-			s.sentComplete = false
 			return s.send(frame{op: opText, payload: []byte("ab\xe2")}, frame{op: opContinuation, payload: []byte("\x28\xa1")})
 		}))
 	add(midFrameFailFastCase())
@@ -441,10 +435,7 @@ func serverCloseCase() Case {
 		if err := s.send(frame{fin: true, op: opClose, payload: closePayload(closeGoingAway, "")}); err != nil {
 			return err
 		}
-		if err := s.expectEOF(); err != nil {
-			return err
-		}
-		return nil
+		return s.expectEOF()
 	}
 	return c
 }

@@ -33,10 +33,6 @@ type session struct {
 
 	inflate *inflater // reads the server's compressed messages
 	deflate *deflater // compresses the client's
-
-	// sentComplete is false while a case has left a message or frame
-	// unfinished on purpose: a close that comes then is a fail-fast one.
-	sentComplete bool
 }
 
 // pmdParams are the permessage-deflate parameters of a response.
@@ -84,7 +80,7 @@ func dial(ctx context.Context, tg Target, offer string) (*session, error) {
 		return nil, fmt.Errorf("reading the upgrade response: %w", err)
 	}
 	resp.Body.Close()
-	s := &session{nc: nc, br: br, target: tg, sentComplete: true}
+	s := &session{nc: nc, br: br, target: tg}
 	if err := checkUpgrade(resp, k); err != nil {
 		nc.Close()
 		return nil, err
@@ -279,9 +275,9 @@ func (s *session) send(fs ...frame) error {
 	return s.writeRaw(b)
 }
 
-// sendPartial writes the first n bytes of f's encoding only.
+// sendPartial writes the first n bytes of f's encoding only: a frame left
+// unfinished on purpose, for the fail-fast cases.
 func (s *session) sendPartial(f frame, n int) error {
-	s.sentComplete = false
 	return s.writeRaw(appendFrame(nil, f)[:n])
 }
 

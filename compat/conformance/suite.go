@@ -46,10 +46,9 @@ type Case struct {
 	Name    string
 	Expect  string // "echo", "pong, echo", "close 1002", "fail fast 1007", ...
 
-	offer    string // Sec-WebSocket-Extensions of the request
-	needs    needs
-	run      func(s *session) error
-	shutdown bool // the case calls Target.Shutdown
+	offer string // Sec-WebSocket-Extensions of the request
+	needs needs
+	run   func(s *session) error
 }
 
 // needs says which Target fields a case depends on.
@@ -197,7 +196,10 @@ type outcome struct {
 	replies    []reply
 	compressed bool     // every data reply must come compressed
 	close      []uint16 // nil: the connection stays open
-	failFast   bool     // the close comes although a message was left unfinished
+	// failFast marks a close that must come while the case has left a
+	// message unfinished: a server that waits for the rest never sends it,
+	// and the case fails at its timeout.
+	failFast bool
 }
 
 func (o outcome) String() string {
