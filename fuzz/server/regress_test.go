@@ -8,6 +8,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/deflatecache"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
@@ -44,5 +45,39 @@ func TestServerAnswersCallQueuedBehindLargeMessage(t *testing.T) {
 		if pk, err := wire.Decode(p); err != nil || pk.ID != id {
 			t.Fatalf("answer %d: %+v, %v", id, pk, err)
 		}
+	}
+}
+
+// TestServerHoldsUncompressedMessageToLimit: on a connection with
+// permessage-deflate, a message sent uncompressed (RSV1 clear) is held to
+// Limits.MaxMessageSize like any other ("bounds a message, after
+// inflating"): one byte over is closed with 1009. The frame limits admit a
+// few bytes more on such a connection for compressed messages, which the
+// inflater then holds to the limit; an uncompressed message needs the same
+// check.
+func TestServerHoldsUncompressedMessageToLimit(t *testing.T) {
+	fs, err := serverOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fs.dial(&deflatecache.ClientOffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.pmd == nil {
+		t.Fatal("permessage-deflate was not negotiated")
+	}
+	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, methodEcho, 0, nil)
+	pkt = append(pkt, make([]byte, serverMaxMessage+1-len(pkt))...)
+	go c.Write(slices.Concat(clientFrame(wsframe.OpBinary, pkt, wsframe.Fin), terminator))
+	frames, err := readServer(c.br, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := frames[len(frames)-1]
+	if code, _, _ := wsframe.ParseClosePayload(last.payload); last.op != wsframe.OpClose || code != wsframe.CloseMessageTooBig {
+		t.Errorf("a message of %d bytes, limit %d: the server sent %d frames, the last %v %q; want a close with 1009",
+			len(pkt), serverMaxMessage, len(frames), last.op, last.payload)
 	}
 }

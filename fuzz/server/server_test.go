@@ -548,7 +548,21 @@ func serverSeeds(fs *fuzzServer) []serverSeed {
 		{handshake: 1, stream: deflated(wsframe.OpText, []byte("caf\xc3"))},
 		{handshake: 1, stream: deflated(wsframe.OpText, []byte("café"))},
 		{handshake: 2, stream: slices.Concat(clientFrame(wsframe.OpBinary, []byte{1}, wsframe.Rsv1), clientFrame(wsframe.OpContinuation, []byte{2}, wsframe.Fin|wsframe.Rsv1))},
+		{handshake: 1, stream: deflated(wsframe.OpBinary, call(1, methodEcho, string(noise(serverMaxMessage-20)), 0))},
 	}
+}
+
+// noise returns n bytes that do not compress: DEFLATE stores them.
+func noise(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
 }
 
 // deflateRaw compresses a message as RFC 7692 §7.2.1 describes, without

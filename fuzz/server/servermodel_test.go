@@ -62,7 +62,14 @@ func (fs *fuzzServer) predict(written []byte, pmd *deflatecache.Params) *serverM
 	m := &serverModel{fs: fs}
 	cfg := wsframe.Config{Role: wsframe.Server, MaxMessageSize: serverMaxMessage}
 	if pmd != nil {
+		// With permessage-deflate, compat's frame and message limits count
+		// compressed bytes and admit the few that DEFLATE adds to an
+		// incompressible message of exactly the limit: n/8192 + 64
+		// (deflateSlack in compat/transport.go). The message itself, once
+		// inflated, or as it came when it was not compressed, is held to
+		// the limit below.
 		cfg.Extensions = wsframe.Rsv1
+		cfg.MaxMessageSize += serverMaxMessage/8192 + 64
 	}
 	d := wsframe.NewDecoder(cfg)
 	var buf []byte
@@ -88,6 +95,10 @@ func (fs *fuzzServer) predict(written []byte, pmd *deflatecache.Params) *serverM
 			return m.stop(code, "client close")
 		case wsframe.OpText, wsframe.OpBinary:
 			payload := msg.Payload
+			if int64(len(payload)) > serverMaxMessage {
+				// Limits.MaxMessageSize: "bounds a message, after inflating".
+				return m.stop(wsframe.CloseMessageTooBig, "uncompressed message over the limit")
+			}
 			if msg.Compressed {
 				// RFC 7692 §7.2.2, each message inflated alone (the server
 				// refuses context takeover), capped at the message limit;
