@@ -42,13 +42,15 @@ if [ "${SKIP_INSTALL:-}" != 1 ]; then
 	missing=()
 	[ -x /usr/bin/chromium ] || missing+=(chromium)
 	/usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)
+	command -v node >/dev/null || missing+=(nodejs)
+	command -v npm >/dev/null || missing+=(npm)
 	if [ ${#missing[@]} -gt 0 ]; then
 		sudo=""
 		[ "$(id -u)" -eq 0 ] || sudo=sudo
 		echo "apt-get install ${missing[*]}"
 		$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || exit 1
 	else
-		echo "chromium and python3-websockets are installed"
+		echo "chromium, python3-websockets and node are installed"
 	fi
 	# npm ci only when node_modules is missing or older than the lock file.
 	if [ ! -f "$here/node_modules/.package-lock.json" ] || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
