@@ -39,14 +39,15 @@ type Options struct {
 	// a single algorithm. 0 means DefaultLevel.
 	Level int
 	// MinSize: messages shorter than this are sent plain (RSV1 clear)
-	// when compressed without history. 0 means DefaultMinSize.
+	// when compressed without history. 0 or less means DefaultMinSize.
 	MinSize int
 	// TakeoverMinSize is MinSize for messages compressed with context
-	// takeover. 0 means DefaultTakeoverMinSize.
+	// takeover. 0 or less means DefaultTakeoverMinSize.
 	TakeoverMinSize int
 	// TakeoverHistory is how many bytes of earlier messages a message
-	// compressed with context takeover may refer to, at most the
-	// negotiated window. 0 means DefaultTakeoverHistory.
+	// compressed with context takeover may refer to when its compressor
+	// is primed, at most the negotiated window. 0 or less means
+	// DefaultTakeoverHistory.
 	TakeoverHistory int
 }
 
@@ -55,7 +56,7 @@ type Options struct {
 // Without context takeover in a direction it holds nothing for that
 // direction between messages: compressors and inflaters come from pools
 // for the length of one call, so an idle connection costs the size of a
-// Conn (under 100 bytes). With context takeover it keeps the window that
+// Conn (112 bytes on the heap). With context takeover it keeps the window that
 // direction refers back to, grown as traffic fills it: up to 2^bits bytes
 // of the peer's window for Inflate, up to TakeoverHistory bytes of its own
 // output for compression.
@@ -150,10 +151,9 @@ func (c *Conn) Close() {
 // true, or returns dst unchanged and false when payload is below the
 // threshold or would not shrink: then send it plain, RSV1 clear. (With
 // context takeover and an empty history, a message is compressed even if
-// it grows by a few bytes, to start the history.) It is for
-// callers that frame the message themselves (to fragment it, or to write
-// header and payload with one vectored write); AppendCompressedFrame frames
-// it too.
+// it grows by a few bytes, to start the history.) It is for callers that
+// frame the message themselves (to fragment it, or to write header and
+// payload with one vectored write); AppendCompressedFrame frames it too.
 //
 // With context takeover, a true result joins the connection's history:
 // the message must then be sent, and before any later compressed one.

@@ -30,7 +30,9 @@ const (
 // direction keeps its LZ77 window between messages (context takeover) and
 // how large each direction's window may be. Negotiate returns them on the
 // server, ParseResponse on the client; NewConn turns them into a
-// connection's compression state.
+// connection's compression state. The zero value is what a bare
+// "permessage-deflate" agrees to: context takeover both ways, 32 KiB
+// windows.
 type Params struct {
 	// ServerNoContextTakeover: the server compresses every message from an
 	// empty window, so the client inflates each one alone.
