@@ -156,6 +156,18 @@ func TestCarrierCalls(t *testing.T) {
 			if err := c.Call(ctx, "test/fail", echoReq{}, &out); !errors.Is(err, &Error{Code: 1001}) {
 				t.Fatalf("failing call: %v", err)
 			}
+			// Large calls issued together: on a data channel their batch
+			// would pass the message limit, so it is cut in several.
+			var bigWG sync.WaitGroup
+			for range 6 {
+				bigWG.Go(func() {
+					var raw []byte
+					if err := c.Call(ctx, "echo/raw", big[:100<<10], &raw); err != nil || len(raw) != 100<<10 {
+						t.Errorf("concurrent large call: %d bytes, %v", len(raw), err)
+					}
+				})
+			}
+			bigWG.Wait()
 			tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
 			if err := c.Call(tctx, "test/sleep", 5000, nil); !errors.Is(err, ErrTimeout) {

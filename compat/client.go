@@ -649,13 +649,7 @@ func (cc *clientConn) flushQueue() error {
 		}
 		cc.queue, cc.queued = spare[:0], 0
 		cc.qmu.Unlock()
-		var err error
-		if n == 1 {
-			_, hl := binary.Uvarint(items) // one item: its length, then the packet
-			err = cc.sendRaw(items[hl:])
-		} else {
-			err = cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: n, Payload: items}))
-		}
+		err := cc.sendItems(items, n)
 		spare = items
 		if err != nil {
 			cc.qmu.Lock()
@@ -665,6 +659,46 @@ func (cc *clientConn) flushQueue() error {
 		}
 	}
 }
+
+// sendItems sends n queued items: one alone, several as one Batch, or as
+// several on a carrier whose packets have a size limit (a data channel
+// message), each within it.
+func (cc *clientConn) sendItems(items []byte, n uint32) error {
+	if n == 1 {
+		_, hl := binary.Uvarint(items) // one item: its length, then the packet
+		return cc.sendRaw(items[hl:])
+	}
+	limit := cc.link.maxPacket()
+	if limit == 0 || len(items)+batchOverhead <= limit {
+		return cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: n, Payload: items}))
+	}
+	for len(items) > 0 {
+		end, count := 0, uint32(0)
+		for end < len(items) {
+			size, hl := binary.Uvarint(items[end:])
+			next := end + hl + int(size)
+			if count > 0 && next+batchOverhead > limit {
+				break
+			}
+			end, count = next, count+1
+		}
+		var err error
+		if count == 1 {
+			_, hl := binary.Uvarint(items)
+			err = cc.sendRaw(items[hl:end])
+		} else {
+			err = cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items[:end]}))
+		}
+		if err != nil {
+			return err
+		}
+		items = items[end:]
+	}
+	return nil
+}
+
+// batchOverhead bounds a Batch packet's head: kind and count.
+const batchOverhead = 1 + maxPrefixLen
 
 // sendRaw frames and sends one packet.
 func (cc *clientConn) sendRaw(pkt []byte) error {

@@ -36,6 +36,9 @@ type link interface {
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
 	// ping sends a keepalive probe that the other end answers.
 	ping()
+	// maxPacket is the largest packet the carrier takes, 0 for no limit
+	// beyond Limits.MaxMessageSize.
+	maxPacket() int
 
 	// requestClose asks the link to close with code after what is queued,
 	// exchanging close notices with the other end (PROTOCOL.md §7, §8).

@@ -379,6 +379,20 @@ func (p *Peer) onBatch(body []byte) error {
 	}
 	out := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(out)
+	if limit := p.link.maxPacket(); limit > 0 && len(p.batchItems)+batchOverhead > limit {
+		// Too large for one packet of this carrier: the answers leave
+		// one by one, each a packet of its own (PROTOCOL.md §4.7).
+		batch := wire.Packet{Kind: dispatch.KindBatch, Payload: p.batchItems}
+		for item := range batch.Items() {
+			b := append(beginFrame(*out), item...)
+			*out = b[:0]
+			if p.sendPacket(b) == corkwriter.Dropped {
+				p.dropSlow()
+				return nil
+			}
+		}
+		return nil
+	}
 	b := beginFrame(*out)
 	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: p.batchCount, Payload: p.batchItems})
 	*out = b[:0]

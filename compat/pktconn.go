@@ -121,6 +121,14 @@ func newMessageConn(t pktTransport, ch msgChannel, limits Limits) *pktConn {
 func (c *pktConn) carrier() Carrier    { return c.t.carrier() }
 func (c *pktConn) liveness() *liveness { return &c.live }
 
+// maxPacket is a data channel message's limit; streams have none.
+func (c *pktConn) maxPacket() int {
+	if c.ch != nil {
+		return maxChannelMessage
+	}
+	return 0
+}
+
 // start serves the link on a goroutine of its own.
 func (c *pktConn) start(h messageHandler, done func(error)) {
 	go func() { done(c.run(h)) }()

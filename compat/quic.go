@@ -102,18 +102,26 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	s.serveLink(l, up)
 }
 
-// tryWriter writes to a QUIC stream without waiting when the stream's
-// flow control allows: quic-go's Write waits until the packer has taken
-// all but the last packet's worth of a write, TryWriteAll copies it all
-// and returns. The outbox's writes are then as cheap as a socket write
-// into a buffer with room; only a full window waits.
+// tryWriter writes short writes to a QUIC stream without waiting when
+// its flow control allows. quic-go's Write waits until the packer has
+// taken all but the last packet's worth of a write; TryWriteAll copies it
+// all and returns, but the packer then splits that copy by copying the
+// rest again for each packet, quadratic in the write. Up to tryWriteMax
+// bytes the copies cost less than waiting for the connection's goroutine;
+// past it, Write.
 type tryWriter struct{ *quic.Stream }
 
+// tryWriteMax is where TryWriteAll's repeated copies (about n²/1200 bytes
+// for n) start to cost more than a wait: 8 KiB copies 55 KB.
+const tryWriteMax = 8 << 10
+
 func (w tryWriter) Write(p []byte) (int, error) {
-	if err := w.Stream.TryWriteAll(p); err == nil {
-		return len(p), nil
-	} else if !errors.Is(err, quic.ErrWouldBlock) {
-		return 0, err
+	if len(p) <= tryWriteMax {
+		if err := w.Stream.TryWriteAll(p); err == nil {
+			return len(p), nil
+		} else if !errors.Is(err, quic.ErrWouldBlock) {
+			return 0, err
+		}
 	}
 	return w.Stream.Write(p)
 }

@@ -569,5 +569,6 @@ func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
 }
 
 func (c *wsConn) abort()              { c.nc.Close() }
+func (c *wsConn) maxPacket() int      { return 0 }
 func (c *wsConn) liveness() *liveness { return &c.live }
 func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
