@@ -112,11 +112,16 @@ export function startTap(target, pages = {}) {
         }
         client.write(b);
       });
-      const end = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
-      client.on('close', end);
-      upstream.on('close', end);
-      client.on('error', end);
-      upstream.on('error', end);
+      // An end on one side ends the other after what was written to it
+      // is flushed (a server's close frame right before its FIN must
+      // arrive); an error drops both.
+      upstream.on('end', () => client.end());
+      client.on('end', () => upstream.end());
+      const drop = () => { client.destroy(); upstream.destroy(); };
+      client.on('error', drop);
+      upstream.on('error', drop);
+      client.on('close', () => { sockets.delete(client); upstream.end(); });
+      upstream.on('close', () => { sockets.delete(upstream); client.end(); });
     });
     client.on('error', () => client.destroy());
   });
