@@ -555,3 +555,27 @@ func TestCarrierBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestCarrierDictionary: the dictionary compression of PROTOCOL.md §6 is
+// negotiated and used on every carrier alike.
+func TestCarrierDictionary(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := echoReq{Text: "a message long enough to be worth compressing with the router dictionary, text text text"}
+	for _, carrier := range goCarriers {
+		before := e.srv.Metrics().DictCompressed
+		c := e.dial(t, carrier, ClientOptions{Dictionary: d})
+		var out echoReq
+		for range 3 {
+			if err := c.Call(context.Background(), "echo/say", long, &out); err != nil || out != long {
+				t.Fatalf("%s: Call = %+v, %v", carrierName(carrier), out, err)
+			}
+		}
+		if e.srv.Metrics().DictCompressed == before {
+			t.Errorf("%s: no packet was sent compressed with the dictionary", carrierName(carrier))
+		}
+	}
+}

@@ -151,8 +151,12 @@ type Message struct {
 // Decode decodes the payload into v.
 func (m Message) Decode(v any) error { return unmarshal(m.codec, m.Data, v) }
 
-// Dial connects to the hotpath server at url (ws:// or wss://) and returns
-// a connected client. Later drops are repaired by reconnecting; the first
+// Dial connects to the hotpath server at url and returns a connected
+// client. The scheme picks the carrier: ws:// and wss:// WebSocket,
+// quic://host:port native QUIC, https:// WebTransport, sctp://host:port
+// SCTP over UDP, sctp+dtls://host:port SCTP over DTLS, webrtc+http:// and
+// webrtc+https:// a WebRTC data channel signalled at that http(s) URL.
+// Later drops are repaired by reconnecting on the same carrier; the first
 // connection is not retried.
 func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
 	if opts.Codec == nil {

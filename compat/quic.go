@@ -21,13 +21,16 @@ const ALPN = Subprotocol
 
 // QUICConfig returns the QUIC settings compat serves and dials with:
 // datagrams on (unreliable room emits), stream resets with partial
-// delivery (which WebTransport requires), and an idle timeout of
-// idleTimeout (QUIC's default when 0).
+// delivery (which WebTransport requires), an idle timeout of idleTimeout
+// (QUIC's default, 30 s, when 0) and QUIC keep-alives every 15 s, so that
+// a connection whose application is quiet, with a keepalive interval
+// longer than QUIC's idle timeout, is not dropped by QUIC underneath.
 func QUICConfig(idleTimeout time.Duration) *quic.Config {
 	return &quic.Config{
 		EnableDatagrams:                  true,
 		EnableStreamResetPartialDelivery: true,
 		MaxIdleTimeout:                   idleTimeout,
+		KeepAlivePeriod:                  15 * time.Second,
 		MaxIncomingStreams:               1024,
 	}
 }
