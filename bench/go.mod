@@ -15,8 +15,6 @@ require (
 	github.com/dunglas/httpsfv v1.1.1 // indirect
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/gobwas/pool v0.2.1 // indirect
-	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000 // indirect
-	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000 // indirect
 	github.com/lesismal/llib v1.2.2 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.64.1 // indirect
@@ -34,6 +32,8 @@ require (
 	github.com/hotpath-go/hotpath/deflatecache v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dictionary v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/dispatch v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/emitter v0.0.0-00010101000000-000000000000
+	github.com/hotpath-go/hotpath/scheduler v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/segmentqueue v0.0.0-00010101000000-000000000000
 	github.com/hotpath-go/hotpath/wsframe v0.0.0-00010101000000-000000000000
 	github.com/klauspost/compress v1.20.4
