@@ -147,14 +147,27 @@ func newOutbox(out sender, opts *OutboxOptions) *Outbox {
 }
 
 // Send queues a copy of p. The caller may reuse p when Send returns.
-func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false) }
+func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false, true) }
 
 // SendShared queues p by reference, without copying: p must never be
 // modified afterwards (a prepared broadcast frame, a constant ping). Frames
 // shorter than 256 bytes are copied, as by Writer.WriteShared.
-func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true) }
+func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true, true) }
 
-func (o *Outbox) enqueue(p []byte, shared bool) Status {
+// QueueShared queues p by reference, as SendShared does, but never writes
+// on the caller's goroutine: if the outbox is idle, a flusher goroutine
+// starts and writes. It is for a broadcaster sending one frame to many
+// outboxes, which should not pay a system call per recipient in its own
+// loop: the writes run on the recipients' flushers, in parallel, and the
+// frames of a burst of broadcasts coalesce into one writev per recipient.
+// It never returns Sent.
+func (o *Outbox) QueueShared(p []byte) Status { return o.enqueue(p, true, false) }
+
+// enqueue accepts p (a copy, or by reference when shared) and, when the
+// outbox is idle, writes it: on the caller's goroutine if inline is allowed
+// and the connection can be tried without blocking, else on a flusher
+// goroutine.
+func (o *Outbox) enqueue(p []byte, shared, inline bool) Status {
 	o.mu.Lock()
 	if o.err != nil {
 		o.mu.Unlock()
@@ -196,7 +209,7 @@ func (o *Outbox) enqueue(p []byte, shared bool) Status {
 		return Queued
 	}
 	o.flushing = true
-	if !o.inline {
+	if !o.inline || !inline {
 		o.stats.Handoffs++
 		o.mu.Unlock()
 		go o.drain()

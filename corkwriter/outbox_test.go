@@ -1,6 +1,7 @@
 package corkwriter
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -384,5 +385,32 @@ func TestOutboxDrained(t *testing.T) {
 	case <-o.Drained():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a closed outbox is not drained")
+	}
+}
+
+func TestOutboxQueueSharedWritesOnAFlusherAndCoalesces(t *testing.T) {
+	a, b := tcpPair(t) // a real socket: writev carries several frames
+	o := NewOutbox(a, nil)
+	frame := bytes.Repeat([]byte("f"), 512)
+	const n = 100
+	for range n {
+		if st := o.QueueShared(frame); st != Queued {
+			t.Fatalf("QueueShared = %v, want Queued", st)
+		}
+	}
+	got := make([]byte, n*len(frame))
+	if _, err := io.ReadFull(b, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, bytes.Repeat(frame, n)) {
+		t.Fatal("byte stream differs")
+	}
+	<-o.Drained()
+	st := o.Stats()
+	if st.Referenced != n*uint64(len(frame)) || st.Copied != 0 {
+		t.Errorf("referenced %d, copied %d: want every frame by reference", st.Referenced, st.Copied)
+	}
+	if st.Syscalls >= n {
+		t.Errorf("%d writes for %d frames queued back to back: no coalescing", st.Syscalls, n)
 	}
 }
