@@ -158,7 +158,7 @@ func completable(p []byte) bool {
 	for start > 0 && len(p)-start < utf8.UTFMax && !utf8.RuneStart(p[start]) {
 		start--
 	}
-	if start < 0 || utf8.FullRune(p[start:]) || !utf8.Valid(p[:start]) {
+	if utf8.FullRune(p[start:]) || !utf8.Valid(p[:start]) {
 		return false
 	}
 	need := 4
