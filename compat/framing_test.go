@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -29,24 +30,48 @@ func (r *recorder) handleMessage(_ wsframe.Opcode, p []byte) error {
 	return nil
 }
 
-// deframe feeds b to a fresh stream engine in pieces cut at cuts, and
-// returns the packets delivered and the close code of the error, if any.
+// deframe feeds b to a fresh stream engine in reads cut at cuts, as the
+// read loop does, and returns the packets delivered and the close code of
+// the error, if any.
 func deframe(b []byte, cuts []int, max int64) ([][]byte, wsframe.CloseCode) {
-	c := newStreamConn(nullTransport{}, nullTransport{}, Limits{MaxMessageSize: max}.withDefaults())
-	var r recorder
+	var reads [][]byte
 	prev := 0
 	for _, cut := range append(cuts, len(b)) {
 		if cut < prev || cut > len(b) {
 			continue
 		}
-		// A fresh buffer per read, as the read loop hands the queue.
-		piece := bytes.Clone(b[prev:cut])
-		if err := c.consume(piece, &r, c.q.Len() > 0); err != nil {
-			return r.packets, CloseStatus(err)
+		if cut > prev {
+			reads = append(reads, b[prev:cut])
 		}
 		prev = cut
 	}
-	return r.packets, 0
+	r := &pieceReader{pieces: reads}
+	c := newStreamConn(nullTransport{}, struct {
+		io.Reader
+		io.Writer
+	}{r, io.Discard}, Limits{MaxMessageSize: max}.withDefaults())
+	var rec recorder
+	err := c.readStream(&rec)
+	var ce *CloseError
+	if errors.As(err, &ce) && ce.Code == wsframe.CloseAbnormal {
+		return rec.packets, 0 // the end of the input
+	}
+	return rec.packets, CloseStatus(err)
+}
+
+// pieceReader returns its pieces one per Read, as far as p holds, then
+// io.EOF.
+type pieceReader struct{ pieces [][]byte }
+
+func (r *pieceReader) Read(p []byte) (int, error) {
+	if len(r.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.pieces[0])
+	if r.pieces[0] = r.pieces[0][n:]; len(r.pieces[0]) == 0 {
+		r.pieces = r.pieces[1:]
+	}
+	return n, nil
 }
 
 // TestStreamFraming: PROTOCOL.md §8.1 length prefixes, reassembled across

@@ -156,20 +156,47 @@ func (c *pktConn) run(h messageHandler) error {
 // readStream reads and handles packets from a byte stream until it ends.
 // Handlers run on this goroutine; what they queue on the outbox during one
 // read leaves in one write at the end of that read.
+//
+// While no packet is partly read, a read goes into a pooled buffer and is
+// decoded in place. A packet left partial is finished in the queue: reads
+// fill it straight after the bytes it holds (segmentqueue.Fill), in one
+// buffer reserved for the whole packet when it is at most largeReadSize,
+// so that a packet arriving a QUIC packet at a time costs no copy beyond
+// the kernel's and no buffer per read.
 func (c *pktConn) readStream(h messageHandler) error {
 	for {
-		if c.q.Len() == 0 {
-			c.q.Release()
+		if c.q.Len() > 0 {
+			if c.need > 0 && c.need <= largeReadSize {
+				if err := c.q.Reserve(c.need); err != nil {
+					return errMessageTooBig
+				}
+			}
+			n, err := c.q.Fill(c.r)
+			var herr error
+			if n > 0 {
+				herr = c.turn(func() error { return c.drainQueue(h) })
+			}
+			if herr != nil {
+				return herr
+			}
+			if err != nil {
+				var le *segmentqueue.LimitError
+				if errors.As(err, &le) {
+					return errMessageTooBig
+				}
+				return c.readError(err)
+			}
+			continue
 		}
-		buf, pooled := c.readBuffer()
+		c.q.Release()
+		bp := readBufs.Get().(*[]byte)
+		buf := *bp
 		n, err := c.r.Read(buf)
 		var herr error
 		if n > 0 {
-			herr = c.turn(func() error { return c.consume(buf[:n], h, !pooled) })
+			herr = c.turn(func() error { return c.consume(buf[:n], h) })
 		}
-		if pooled {
-			readBufs.Put(&buf)
-		}
+		readBufs.Put(bp)
 		if herr != nil {
 			return herr
 		}
@@ -177,17 +204,6 @@ func (c *pktConn) readStream(h messageHandler) error {
 			return c.readError(err)
 		}
 	}
-}
-
-// readBuffer returns the buffer the next read fills: a pooled one while
-// no packet is partly read, else a fresh one sized to what the packet
-// still needs, which joins the queue without a copy.
-func (c *pktConn) readBuffer() (buf []byte, pooled bool) {
-	if c.q.Len() == 0 {
-		return *readBufs.Get().(*[]byte), true
-	}
-	n := max(min(c.need-c.q.Len(), largeReadSize), readBufSize)
-	return make([]byte, n), false
 }
 
 // turn runs the handling of one read, corked: everything the handlers send
@@ -212,23 +228,10 @@ func (c *pktConn) turn(handle func() error) error {
 	return err
 }
 
-// consume handles every packet in b and keeps a trailing partial packet in
-// the queue. When the queue is empty, b is decoded in place and a partial
-// packet copied, so the caller may reuse b; otherwise b (owned, a fresh
-// buffer) joins the queue.
-func (c *pktConn) consume(b []byte, h messageHandler, owned bool) error {
-	if c.q.Len() > 0 {
-		var err error
-		if owned {
-			err = c.q.Push(b)
-		} else {
-			_, err = c.q.Write(b)
-		}
-		if err != nil {
-			return errMessageTooBig
-		}
-		return c.drainQueue(h)
-	}
+// consume handles every packet in b, read into an empty queue, in place,
+// and copies a trailing partial packet into the queue, so the caller may
+// reuse b.
+func (c *pktConn) consume(b []byte, h messageHandler) error {
 	for len(b) > 0 {
 		length, n, err := parsePrefix(b)
 		if err != nil {
