@@ -64,8 +64,12 @@ const readBufSize = 16 << 10
 const largeReadSize = 256 << 10
 
 // deflateSlack is how far over a limit of n bytes a permessage-deflate
-// message of n bytes may arrive: stored blocks cost 5 bytes per 65,535.
-func deflateSlack(n int64) int64 { return n/8192 + 64 }
+// message of n bytes may arrive. An incompressible message is sent in
+// stored blocks of 5 bytes of framing each, and the block size is the
+// sender's: zlib at memLevel 5 (Python's websockets) stores 2 KiB blocks
+// with some 16 KiB of pending output, 40,961 bytes over at 16 MiB; a
+// sixteenth covers blocks down to 80 bytes.
+func deflateSlack(n int64) int64 { return n/16 + 64 }
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
 
