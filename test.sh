@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# test.sh runs every test of every hotpath module, as CI does:
-# install what the tests need, gofmt, go vet, go test -race, and a bounded run
-# of every fuzz target. It exits non-zero on the first failure.
+# test.sh runs every test of every hotpath module, as CI does: gofmt,
+# go vet, go test -race, a bounded run of every fuzz target, a quick run of
+# the bench runner, the browser client's tests under Node, and the interop
+# suites against real clients (Node ws, Python websockets, Chromium, Go
+# peers), which install what they need on a fresh Debian machine (apt:
+# chromium, python3-websockets; npm ci). It exits non-zero on the first
+# failing step.
 #
-#   ./test.sh              everything
+#   ./test.sh                  everything
 #   FUZZTIME=2000x ./test.sh   a longer fuzz pass (default 300x per target)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -36,5 +40,18 @@ go run ./fuzz -time "$FUZZTIME"
 
 step "bench runner (quick sanity run of one cheap scenario)"
 go run ./bench -quick -only '^framewrite$'
+
+step "build the hotpath command for the tests that run it"
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+go build -o "$bindir/hotpath" ./compat/cmd/hotpath
+export HOTPATH_BIN=$bindir/hotpath
+
+step "browser client (compat/js) under Node"
+# Node 20 has WebSocket only behind a flag; the live tests need it.
+node $(node -e 'typeof WebSocket>"u"&&process.stdout.write("--experimental-websocket")') --test compat/js/test/
+
+step "interop and conformance against real clients"
+compat/interop/run.sh
 
 step "all tests passed"
