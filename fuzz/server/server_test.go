@@ -66,8 +66,7 @@ const (
 // fuzzServer is the server of a fuzz process and what a client needs to
 // know about it.
 type fuzzServer struct {
-	srv *compat.Server
-	ln  *pipeListener
+	ln *pipeListener
 	// The dictionary codecs the server offers, by the name a client puts
 	// in its "dict" capability.
 	codecs map[string]dictionary.Codec
@@ -153,7 +152,6 @@ func startServer(limits compat.Limits, withPanic bool) (*fuzzServer, error) {
 		return nil, err
 	}
 	fs := &fuzzServer{
-		srv:    srv,
 		ln:     &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})},
 		dictID: d.ID(),
 		codecs: map[string]dictionary.Codec{
