@@ -21,8 +21,9 @@ import (
 // stream, from PROTOCOL.md and the methods of newFuzzRouter: the close code
 // it ends with, the pongs it owes, and the answers each call may get.
 // Frames are decoded with wsframe (which the frame differentials hold to
-// gobwas/ws and gorilla/websocket) and packets with the reference decoder
-// of wire_test.go.
+// gobwas/ws and gorilla/websocket), packets with refwire (held to
+// compat/wire and golden.json by FuzzWireModel), compressed messages with
+// compress/flate.
 type serverModel struct {
 	fs    *fuzzServer
 	codec dictionary.Codec // the dictionary codec negotiated, nil before
