@@ -590,7 +590,7 @@ func BenchmarkCarrierTransfer(b *testing.B) {
 }
 
 // BenchmarkCarrierCallUnderUpload measures a small call's latency while
-// an upload saturates the same connection: 1 MiB calls back to back on
+// an upload saturates the same connection: 1 MiB calls, four in flight, on
 // WebSocket and SCTP (their only way), and on QUIC both that way and as a
 // binary stream beside the control stream. It reports the p50 and p99 of
 // the small calls.
@@ -631,16 +631,24 @@ func BenchmarkCarrierCallUnderUpload(b *testing.B) {
 	}
 }
 
-// upload keeps the connection busy until ctx ends.
+// upload keeps the connection busy until ctx ends: four 1 MiB calls in
+// flight at all times, so that the pipe never drains between two, or one
+// binary stream written without pause.
 func upload(ctx context.Context, b *testing.B, c *Client, stream bool) {
 	big := make([]byte, 1<<20)
 	if !stream {
-		for ctx.Err() == nil {
-			if err := c.Call(ctx, "echo/sink", big, nil); err != nil && ctx.Err() == nil {
-				b.Error(err)
-				return
-			}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if err := c.Call(ctx, "echo/sink", big, nil); err != nil && ctx.Err() == nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		}
+		wg.Wait()
 		return
 	}
 	s, err := c.OpenStream(ctx, "file/sink", "")
