@@ -309,6 +309,12 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		return nil
 	}
 	payload := m.Payload
+	if !m.Compressed && int64(len(payload)) > c.limits.MaxMessageSize {
+		// With permessage-deflate the decoder admits messages a little
+		// over the limit for DEFLATE's framing (deflateSlack); a message
+		// that came uncompressed is held to the limit here.
+		return wsframe.ErrMessageTooBig
+	}
 	if m.Compressed {
 		var err error
 		payload, err = c.pmd.inflate(payload, c.limits.MaxMessageSize)

@@ -65,12 +65,12 @@ func (fs *fuzzServer) predict(written []byte, pmd *deflatecache.Params) *serverM
 	if pmd != nil {
 		// With permessage-deflate, compat's frame and message limits count
 		// compressed bytes and admit the few that DEFLATE adds to an
-		// incompressible message of exactly the limit: n/8192 + 64
+		// incompressible message of exactly the limit: n/16 + 64
 		// (deflateSlack in compat/transport.go). The message itself, once
 		// inflated, or as it came when it was not compressed, is held to
 		// the limit below.
 		cfg.Extensions = wsframe.Rsv1
-		cfg.MaxMessageSize += serverMaxMessage/8192 + 64
+		cfg.MaxMessageSize += serverMaxMessage/16 + 64
 	}
 	d := wsframe.NewDecoder(cfg)
 	var buf []byte
