@@ -1,8 +1,10 @@
-//go:build !linux
+//go:build !unix
 
 package compat
 
-// socketReadable reports true at once where a non-blocking peek is not
-// available: the read loop then blocks in Read with its buffer, as a plain
-// goroutine-per-connection server does.
-func socketReadable(uintptr) bool { return true }
+// readReady is never called where read(2) is not available: the read loop
+// blocks in Read with its buffer, as a plain goroutine-per-connection
+// server does.
+func (c *wsConn) readReady(uintptr) bool { return true }
+
+const canReadRaw = false

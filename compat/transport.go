@@ -50,6 +50,13 @@ type wsConn struct {
 	live  liveness
 	early []byte // bytes that arrived with the upgrade, handled first
 
+	// The result of the last read on rc, set by readReady, which
+	// onReadable holds as a method value so that a read allocates nothing.
+	onReadable func(fd uintptr) bool
+	rbuf       *[]byte
+	rn         int
+	rerr       error
+
 	closeOnce sync.Once
 	closeErr  error // why the connection ended, set before done is closed
 	done      chan struct{}
@@ -86,7 +93,10 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 	c := &wsConn{nc: nc, client: client, pmd: pmd, limits: limits, early: early, done: make(chan struct{})}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			c.rc = rc
+			if canReadRaw {
+				c.rc = rc
+				c.onReadable = c.readReady
+			}
 		}
 	}
 	role := wsframe.Server
@@ -145,21 +155,14 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 			if handoff && turned {
 				return errIdle
 			}
-			if err := c.waitReadable(); err != nil {
-				if c.takeCloseRequest(err) {
-					continue
-				}
-				return c.readError(err)
-			}
 		}
-		bp := readBufs.Get().(*[]byte)
-		n, err := c.nc.Read(*bp)
+		bp, n, err := c.read()
 		var herr error
 		kept := false
 		if n > 0 {
 			kept, herr = c.turn((*bp)[:n], h)
 		}
-		if !kept {
+		if bp != nil && !kept {
 			readBufs.Put(bp)
 		}
 		if herr != nil {
@@ -172,6 +175,27 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 			return c.readError(err)
 		}
 	}
+}
+
+// read waits for bytes and returns them in a pooled buffer (nil when the
+// read failed before taking one). On a socket it takes the buffer only
+// once bytes have arrived (see readReady), so a connection parked here
+// holds none.
+func (c *wsConn) read() (bp *[]byte, n int, err error) {
+	if c.rc == nil {
+		bp = readBufs.Get().(*[]byte)
+		n, err = c.nc.Read(*bp)
+		return bp, n, err
+	}
+	if err := c.rc.Read(c.onReadable); err != nil {
+		return nil, 0, err
+	}
+	bp, n, err = c.rbuf, c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
+	if n == 0 && err == nil {
+		err = io.EOF
+	}
+	return bp, n, err
 }
 
 // turn handles the bytes of one read, corked: everything the handlers send
@@ -211,18 +235,6 @@ func (c *wsConn) isClosing() bool {
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
 	return c.closing
-}
-
-// waitReadable blocks until the socket has bytes to read (or is closed)
-// without holding a buffer: Go's poller parks the goroutine until the
-// descriptor is readable. The readiness test must look at the socket
-// itself, since RawConn.Read forgets a readiness the poller saw before
-// the call.
-func (c *wsConn) waitReadable() error {
-	if c.rc == nil {
-		return nil
-	}
-	return c.rc.Read(socketReadable)
 }
 
 // consume decodes and handles every message in b, the bytes of one read,
@@ -378,8 +390,7 @@ func (c *wsConn) sendEncoded(frame []byte) corkwriter.Status {
 	return c.out.Send(frame)
 }
 
-// sendShared queues a complete, immutable frame by reference: a room
-// broadcast that many connections send.
+// sendShared queues a complete, immutable frame by reference.
 func (c *wsConn) sendShared(frame []byte) corkwriter.Status {
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
@@ -387,6 +398,19 @@ func (c *wsConn) sendShared(frame []byte) corkwriter.Status {
 		return corkwriter.Closed
 	}
 	return c.out.SendShared(frame)
+}
+
+// queueShared queues a room broadcast's frame by reference and leaves the
+// write to the connection's flusher: the goroutine that emits to a room of
+// hundreds does not pay a system call per member, the members' writes run
+// in parallel, and a burst of emits leaves in one writev per member.
+func (c *wsConn) queueShared(frame []byte) corkwriter.Status {
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closing {
+		return corkwriter.Closed
+	}
+	return c.out.QueueShared(frame)
 }
 
 // sendClose queues a close frame, once, and from then on refuses data
@@ -547,7 +571,7 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 func (c *wsConn) sendPrepared(bc *broadcast) corkwriter.Status {
 	p := bc.prep
 	if c.pmd == nil || !c.pmd.worthCompressing(len(p.Payload())) {
-		return c.sendShared(p.Frame())
+		return c.queueShared(p.Frame())
 	}
 	c.pmd.sendMu.Lock()
 	defer c.pmd.sendMu.Unlock()
@@ -555,7 +579,7 @@ func (c *wsConn) sendPrepared(bc *broadcast) corkwriter.Status {
 	if err != nil {
 		frame = p.Frame()
 	}
-	return c.sendShared(frame)
+	return c.queueShared(frame)
 }
 
 // sendDatagram: a WebSocket has no datagrams.
