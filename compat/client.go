@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,9 @@ type clientConn struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	dict      atomic.Pointer[dictCodec]
+
+	// serverMaxBatch is the server's maxBatch capability, 0 until known.
+	serverMaxBatch atomic.Uint32
 
 	qmu      sync.Mutex
 	queue    []byte // encoded packets waiting, as batch items
@@ -640,52 +644,55 @@ func (cc *clientConn) enqueue(pkt []byte) error {
 	return cc.flushQueue()
 }
 
-// flushQueue writes what is queued until the queue stays empty.
+// flushQueue writes what is queued until the queue stays empty. A packet
+// that cannot be sent (the outbox dropped it, the connection closed) may
+// hold other callers' calls: they fail with the error at once instead of
+// waiting for answers that will never come.
+//
+// The caller's own packet is the first item of the first round (the queue
+// was empty when it found no flusher), and the error it returns is that
+// packet's: nil when it was sent, whatever became of the others.
 func (cc *clientConn) flushQueue() error {
 	var spare []byte
-	for {
+	var own error
+	for round := 0; ; round++ {
 		cc.qmu.Lock()
 		items, n := cc.queue, cc.queued
 		if n == 0 {
 			cc.flushing = false
 			cc.qmu.Unlock()
-			return nil
+			return own
 		}
 		cc.queue, cc.queued = spare[:0], 0
 		cc.qmu.Unlock()
-		err := cc.sendItems(items, n)
-		spare = items
+		unsent, err := cc.sendItems(items, n)
 		if err != nil {
-			cc.qmu.Lock()
-			cc.flushing = false
-			cc.qmu.Unlock()
-			return err
+			// Go on with what queued meanwhile: its callers wait on this
+			// flusher, and fail too if the outbox is still full.
+			cc.failCalls(unsent, err)
+			if round == 0 && len(unsent) == len(items) {
+				own = err
+			}
 		}
+		spare = items
 	}
 }
 
-// sendItems sends n queued items: one alone, several as one Batch, or as
-// several on a carrier whose packets have a size limit (a data channel
-// message), each within it.
-func (cc *clientConn) sendItems(items []byte, n uint32) error {
+// sendItems sends n queued items: one alone, or several as Batch packets
+// each within batchMaxBytes and the carrier's packet limit (a data
+// channel's message size), a large item alone. On failure it returns the
+// items that were not sent.
+func (cc *clientConn) sendItems(items []byte, n uint32) (unsent []byte, err error) {
 	if n == 1 {
 		_, hl := binary.Uvarint(items) // one item: its length, then the packet
-		return cc.sendRaw(items[hl:])
-	}
-	limit := cc.link.maxPacket()
-	if limit == 0 || len(items)+batchOverhead <= limit {
-		return cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: n, Payload: items}))
-	}
-	for len(items) > 0 {
-		end, count := 0, uint32(0)
-		for end < len(items) {
-			size, hl := binary.Uvarint(items[end:])
-			next := end + hl + int(size)
-			if count > 0 && next+batchOverhead > limit {
-				break
-			}
-			end, count = next, count+1
+		if err := cc.sendRaw(items[hl:]); err != nil {
+			return items, err
 		}
+		return nil, nil
+	}
+	limit := batchLimit(cc.link.maxPacket())
+	for len(items) > 0 {
+		end, count := nextBatch(items, limit, cc.maxBatch())
 		var err error
 		if count == 1 {
 			_, hl := binary.Uvarint(items)
@@ -694,15 +701,50 @@ func (cc *clientConn) sendItems(items []byte, n uint32) error {
 			err = cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items[:end]}))
 		}
 		if err != nil {
-			return err
+			return items, err
 		}
 		items = items[end:]
 	}
-	return nil
+	return nil, nil
 }
 
-// batchOverhead bounds a Batch packet's head: kind and count.
-const batchOverhead = 1 + maxPrefixLen
+// maxBatch is the most items one Batch may carry to this server.
+func (cc *clientConn) maxBatch() uint32 {
+	if n := cc.serverMaxBatch.Load(); n > 0 {
+		return n
+	}
+	return defaultMaxBatch
+}
+
+// failCalls fails the calls, joins and leaves among items, which were
+// not sent, with err. Other packets (events, emits, answers) are lost as
+// a packet sent alone would be.
+func (cc *clientConn) failCalls(items []byte, err error) {
+	for len(items) > 0 {
+		size, hl := binary.Uvarint(items)
+		if hl <= 0 || uint64(len(items)-hl) < size {
+			return
+		}
+		pkt := items[hl : hl+int(size)]
+		items = items[hl+int(size):]
+		if len(pkt) == 0 {
+			continue
+		}
+		switch k := dispatch.Kind(pkt[0]); k {
+		case dispatch.KindCall, dispatch.KindJoin, dispatch.KindLeave:
+			pk, derr := decode(k, pkt[1:])
+			if derr != nil {
+				continue
+			}
+			cc.c.mu.Lock()
+			pc := cc.c.pending.remove(pk.ID)
+			cc.c.mu.Unlock()
+			if pc != nil {
+				cc.c.settle(pc, nil, err)
+			}
+		}
+	}
+}
 
 // sendRaw frames and sends one packet.
 func (cc *clientConn) sendRaw(pkt []byte) error {
@@ -802,8 +844,15 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 	case dispatch.KindCapabilities:
 		cc.readyOnce.Do(func() { close(cc.ready) })
 		for k, v := range p.Pairs() {
-			if string(k) == "dict" && c.opts.Dictionary != nil {
-				cc.chooseDictionary(string(v))
+			switch string(k) {
+			case "dict":
+				if c.opts.Dictionary != nil {
+					cc.chooseDictionary(string(v))
+				}
+			case "maxBatch":
+				if n, err := strconv.ParseUint(string(v), 10, 32); err == nil && n > 0 {
+					cc.serverMaxBatch.Store(uint32(n))
+				}
 			}
 		}
 	default:

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"runtime/debug"
 	"sync"
@@ -377,27 +378,26 @@ func (p *Peer) onBatch(body []byte) error {
 	if err != nil || p.batchCount == 0 {
 		return err
 	}
+	// The answers leave in Batch packets within batchLimit, a large
+	// answer alone (PROTOCOL.md §4.7).
 	out := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(out)
-	if limit := p.link.maxPacket(); limit > 0 && len(p.batchItems)+batchOverhead > limit {
-		// Too large for one packet of this carrier: the answers leave
-		// one by one, each a packet of its own (PROTOCOL.md §4.7).
-		batch := wire.Packet{Kind: dispatch.KindBatch, Payload: p.batchItems}
-		for item := range batch.Items() {
-			b := append(beginFrame(*out), item...)
-			*out = b[:0]
-			if p.sendPacket(b) == corkwriter.Dropped {
-				p.dropSlow()
-				return nil
-			}
+	limit := batchLimit(p.link.maxPacket())
+	for items := p.batchItems; len(items) > 0; {
+		end, count := nextBatch(items, limit, ^uint32(0))
+		b := beginFrame(*out)
+		if count == 1 {
+			_, hl := binary.Uvarint(items)
+			b = append(b, items[hl:end]...)
+		} else {
+			b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items[:end]})
 		}
-		return nil
-	}
-	b := beginFrame(*out)
-	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: p.batchCount, Payload: p.batchItems})
-	*out = b[:0]
-	if p.sendPacket(b) == corkwriter.Dropped {
-		p.dropSlow()
+		*out = b[:0]
+		if p.sendPacket(b) == corkwriter.Dropped {
+			p.dropSlow()
+			return nil
+		}
+		items = items[end:]
 	}
 	return nil
 }

@@ -1,0 +1,127 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Concurrent calls leave in batches; a batch must stay within what the
+// server takes (PROTOCOL.md §4.7): its maxBatch capability and, in bytes,
+// batchMaxBytes, a large call alone. With a server limit of 96 KiB, five
+// queued calls of 20 KiB in one batch would close the connection with 1009.
+func TestClientBatchesWithinServerLimits(t *testing.T) {
+	s, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 96 << 10, MaxBatch: 4}})
+	c := dialClient(t, addr, ClientOptions{})
+	// The first call returns after the server's capabilities (maxBatch) have
+	// arrived: they precede its answer on the connection.
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	const callers, rounds = 48, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*rounds)
+	for i := range callers {
+		size := 20 << 10
+		if i%8 == 0 {
+			size = 90 << 10 // larger than a batch: leaves alone
+		} else if i%2 == 0 {
+			size = 16 // small calls: many fit a batch
+		}
+		payload := bytes.Repeat([]byte{byte(i)}, size)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				var out []byte
+				err := c.Call(context.Background(), "echo/raw", payload, &out)
+				if err == nil && !bytes.Equal(out, payload) {
+					err = errors.New("answer differs from the call")
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("call failed: %v", err)
+	}
+	m := s.Metrics()
+	if m.MessagesIn >= callers*rounds {
+		t.Logf("no batching observed: %d messages for %d calls", m.MessagesIn, callers*rounds)
+	}
+}
+
+// A batch the client's outbox drops holds other callers' calls: they fail
+// at once with ErrOverloaded instead of waiting for answers that will never
+// come. The server's read loop is held in a handler, so the socket fills
+// and the client's 256 KiB outbox overflows.
+func TestClientDroppedBatchFailsItsCalls(t *testing.T) {
+	r := testRouter()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	entered := make(chan struct{}, 1)
+	Handle(r, "test/hold", func(ctx context.Context, _ struct{}) (string, error) {
+		entered <- struct{}{}
+		<-release
+		return "released", nil
+	})
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{CallTimeout: 10 * time.Minute, Limits: Limits{MaxOutboxBytes: 256 << 10}})
+	held := make(chan error, 1)
+	go func() { held <- c.Call(context.Background(), "test/hold", struct{}{}, nil) }()
+	<-entered
+
+	// 24 MiB of calls in flight, more than loopback's socket buffers hold,
+	// in items small enough to share batches.
+	const callers, rounds = 1536, 1
+	payload := make([]byte, 16<<10)
+	results := make(chan error, callers*rounds)
+	for range callers {
+		go func() {
+			for range rounds {
+				results <- c.Call(context.Background(), "echo/raw", payload, nil)
+			}
+		}()
+	}
+	// Some calls must fail with ErrOverloaded while the server still holds
+	// its read loop; a lost call would wait for its ten-minute timeout.
+	overloaded, done := 0, 0
+	wait := time.After(60 * time.Second)
+	for overloaded == 0 {
+		select {
+		case err := <-results:
+			done++
+			if errors.Is(err, ErrOverloaded) {
+				overloaded++
+			} else {
+				t.Fatalf("call finished with %v before the server read anything", err)
+			}
+		case <-wait:
+			t.Fatalf("no call failed with ErrOverloaded in 60 s (%d finished)", done)
+		}
+	}
+	unblock()
+	if err := <-held; err != nil {
+		t.Fatalf("held call: %v", err)
+	}
+	for done < callers*rounds {
+		select {
+		case err := <-results:
+			done++
+			if err != nil && !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("call: %v", err)
+			}
+		case <-wait:
+			t.Fatalf("%d of %d calls still waiting: calls of a dropped batch were lost", callers*rounds-done, callers*rounds)
+		}
+	}
+}
