@@ -57,6 +57,10 @@ type wsConn struct {
 	rn         int
 	rerr       error
 
+	// idleDeadline is the read deadline of the idle handoff, in unix
+	// nanoseconds; 0 when none is set (see readLoop).
+	idleDeadline int64
+
 	closeOnce sync.Once
 	closeErr  error // why the connection ended, set before done is closed
 	done      chan struct{}
@@ -138,29 +142,35 @@ func (c *wsConn) onWriteError(error) { c.nc.Close() }
 // the outbox during one read leaves in one writev at the end of that read.
 // Bytes that arrived with the upgrade request are handled first.
 //
-// With handoff, the loop returns errIdle instead of waiting once it has
-// handled a read and has nothing buffered: the caller continues on a fresh
+// With handoff, the loop returns errIdle once the connection has been
+// silent for about idleHandoff, and the caller continues on a fresh
 // goroutine, whose small stack is all an idle connection then holds (see
-// start).
+// start). The silence is noticed by a read deadline that the loop moves
+// at most every idleHandoff/2, so a busy connection keeps its goroutine
+// and pays no goroutine start per read.
 func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
+	if handoff {
+		// A fresh goroutine parks without a deadline until bytes arrive.
+		c.setIdleDeadline(time.Time{})
+	}
 	if early := c.early; len(early) > 0 {
 		c.early = nil
 		if _, err := c.turn(early, h); err != nil {
 			return err
 		}
 	}
-	for turned := false; ; turned = true {
+	for {
 		if c.q.Len() == 0 {
 			c.q.Release()
-			if handoff && turned {
-				return errIdle
-			}
 		}
 		bp, n, err := c.read()
 		var herr error
 		kept := false
 		if n > 0 {
 			kept, herr = c.turn((*bp)[:n], h)
+			if handoff && herr == nil {
+				c.moveIdleDeadline()
+			}
 		}
 		if bp != nil && !kept {
 			readBufs.Put(bp)
@@ -172,8 +182,45 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 			if c.takeCloseRequest(err) {
 				continue
 			}
+			if handoff && c.idleDeadline != 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.isClosing() {
+				if time.Now().UnixNano()-c.live.lastRead.Load() >= int64(idleHandoff/2) {
+					return errIdle
+				}
+				c.moveIdleDeadline()
+				continue
+			}
 			return c.readError(err)
 		}
+	}
+}
+
+// idleHandoff is how long a connection stays silent, give or take a half,
+// before its goroutine hands over to a fresh one.
+const idleHandoff = 100 * time.Millisecond
+
+// moveIdleDeadline pushes the idle deadline idleHandoff past the last read
+// when less than half of it is left.
+func (c *wsConn) moveIdleDeadline() {
+	last := c.live.lastRead.Load()
+	if c.idleDeadline-last < int64(idleHandoff/2) {
+		c.setIdleDeadline(time.Unix(0, last+int64(idleHandoff)))
+	}
+}
+
+// setIdleDeadline sets the read deadline of the idle handoff (zero: none)
+// unless a closing handshake owns the deadline, without losing the wake-up
+// of a close request that set it meanwhile.
+func (c *wsConn) setIdleDeadline(t time.Time) {
+	if c.isClosing() {
+		return
+	}
+	c.nc.SetReadDeadline(t)
+	c.idleDeadline = 0
+	if !t.IsZero() {
+		c.idleDeadline = t.UnixNano()
+	}
+	if c.closeRequest.Load() != nil {
+		c.nc.SetReadDeadline(time.Now())
 	}
 }
 
@@ -448,12 +495,14 @@ func (c *wsConn) run(h messageHandler) error {
 var errIdle = errors.New("compat: connection idle")
 
 // start serves the connection on goroutines of its own and calls done with
-// why it ended. Each time the connection falls idle, the goroutine that
-// handled the last read hands over to a new one and exits: handling a call
-// grows a goroutine's stack (JSON codecs, handlers) and the runtime keeps
-// that size while the goroutine lives, so an idle connection would hold
-// 4 KiB or more of stack. A fresh goroutine parked on the socket holds the
-// minimum. The price is one goroutine start per idle period.
+// why it ended. Each time the connection falls idle (silent for about
+// idleHandoff), the goroutine that handled the last read hands over to a
+// new one and exits: handling a call grows a goroutine's stack (JSON
+// codecs, handlers) and the runtime keeps that size while the goroutine
+// lives, so an idle connection would hold 4 KiB or more of stack. A fresh
+// goroutine parked on the socket holds the minimum. The price is one
+// goroutine start per idle period and one deadline update per
+// idleHandoff/2 of activity.
 func (c *wsConn) start(h messageHandler, done func(error)) {
 	go c.serveTurns(h, done)
 }
