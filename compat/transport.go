@@ -429,22 +429,12 @@ func (c *wsConn) sendFrame(op wsframe.Opcode, payload []byte, flags wsframe.Flag
 
 // sendEncoded queues a complete frame, copied.
 func (c *wsConn) sendEncoded(frame []byte) corkwriter.Status {
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
-	if c.closing {
-		return corkwriter.Closed
-	}
-	return c.out.Send(frame)
+	return c.queueFrame((*corkwriter.Outbox).Send, frame)
 }
 
 // sendShared queues a complete, immutable frame by reference.
 func (c *wsConn) sendShared(frame []byte) corkwriter.Status {
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
-	if c.closing {
-		return corkwriter.Closed
-	}
-	return c.out.SendShared(frame)
+	return c.queueFrame((*corkwriter.Outbox).SendShared, frame)
 }
 
 // queueShared queues a room broadcast's frame by reference and leaves the
@@ -452,12 +442,18 @@ func (c *wsConn) sendShared(frame []byte) corkwriter.Status {
 // hundreds does not pay a system call per member, the members' writes run
 // in parallel, and a burst of emits leaves in one writev per member.
 func (c *wsConn) queueShared(frame []byte) corkwriter.Status {
+	return c.queueFrame((*corkwriter.Outbox).QueueShared, frame)
+}
+
+// queueFrame hands frame to the outbox with send unless a close frame has
+// been queued.
+func (c *wsConn) queueFrame(send func(*corkwriter.Outbox, []byte) corkwriter.Status, frame []byte) corkwriter.Status {
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
 	if c.closing {
 		return corkwriter.Closed
 	}
-	return c.out.QueueShared(frame)
+	return send(c.out, frame)
 }
 
 // sendClose queues a close frame, once, and from then on refuses data
