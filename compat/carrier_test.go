@@ -2,9 +2,12 @@ package compat
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -577,5 +580,104 @@ func TestCarrierDictionary(t *testing.T) {
 		if e.srv.Metrics().DictCompressed == before {
 			t.Errorf("%s: no packet was sent compressed with the dictionary", carrierName(carrier))
 		}
+	}
+}
+
+// TestDevCertificate: the development certificate is what a browser pins
+// by hash: ECDSA P-256, valid at most 14 days, its hash the SHA-256 of the
+// DER certificate; a longer validity is refused.
+func TestDevCertificate(t *testing.T) {
+	if _, err := NewDevCertificate(MaxDevCertificateValidity + time.Second); err == nil {
+		t.Error("a validity over 14 days was accepted")
+	}
+	if _, err := NewDevCertificate(0); err == nil {
+		t.Error("a zero validity was accepted")
+	}
+	c, err := NewDevCertificate(MaxDevCertificateValidity, "example.test", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := c.Certificate.Leaf
+	if d := leaf.NotAfter.Sub(leaf.NotBefore); d > MaxDevCertificateValidity {
+		t.Errorf("valid for %v, more than %v", d, MaxDevCertificateValidity)
+	}
+	if now := time.Now(); now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		t.Errorf("not valid now: %v to %v", leaf.NotBefore, leaf.NotAfter)
+	}
+	if pk, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || pk.Curve != elliptic.P256() {
+		t.Errorf("key %T, want ECDSA P-256", leaf.PublicKey)
+	}
+	if c.SHA256 != sha256.Sum256(c.Certificate.Certificate[0]) {
+		t.Error("SHA256 is not the hash of the DER certificate")
+	}
+	if h, err := base64.StdEncoding.DecodeString(c.HashBase64()); err != nil || string(h) != string(c.SHA256[:]) {
+		t.Errorf("HashBase64 %q does not decode to the hash: %v", c.HashBase64(), err)
+	}
+	if err := leaf.VerifyHostname("example.test"); err != nil {
+		t.Error(err)
+	}
+	if err := leaf.VerifyHostname("127.0.0.1"); err != nil {
+		t.Error(err)
+	}
+	// The pin accepts this certificate and no other.
+	other, err := NewDevCertificate(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := c.ClientTLSConfig()
+	if err := pin.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}); err != nil {
+		t.Errorf("pin refused its certificate: %v", err)
+	}
+	if err := pin.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{other.Certificate.Leaf}}); err == nil {
+		t.Error("pin accepted another certificate")
+	}
+}
+
+// TestCarrierLimits: on every carrier, calls beyond MaxInFlight are
+// answered ErrOverloaded, and a dictionary-compressed packet that inflates
+// past MaxMessageSize closes its connection with 1009 (the compressed
+// bytes are within the limit), and no other.
+func TestCarrierLimits(t *testing.T) {
+	r := testRouter()
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newCarrierEnv(t, Options{Router: r, Limits: Limits{MaxInFlight: 2, MaxMessageSize: 64 << 10}})
+	ctx := context.Background()
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			errs := make(chan error, 3)
+			for range 3 {
+				go func() { errs <- c.Call(ctx, "test/sleep", 1000, nil) }()
+			}
+			overloaded := 0
+			for range 3 {
+				if err := <-errs; errors.Is(err, ErrOverloaded) {
+					overloaded++
+				} else if err != nil {
+					t.Errorf("call in flight: %v", err)
+				}
+			}
+			if overloaded != 1 {
+				t.Errorf("%d calls overloaded, want 1 of 3 with MaxInFlight 2", overloaded)
+			}
+
+			bomb := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 1 << 20}})
+			if err := bomb.Call(ctx, "echo/say", echoReq{Text: "a message long enough to be worth compressing with the router dictionary"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			err := bomb.Call(ctx, "echo/raw", make([]byte, 256<<10), nil)
+			// The reason tells the inflate cap from the message limit,
+			// which a packet sent uncompressed would have hit.
+			var ce *CloseError
+			if !errors.As(err, &ce) || ce.Code != wsframe.CloseMessageTooBig || ce.Reason != "HP_ERR_INFLATED_TOO_LARGE" {
+				t.Errorf("256 KiB inflated from a few hundred bytes: %v, want close 1009 HP_ERR_INFLATED_TOO_LARGE", err)
+			}
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "still"}, nil); err != nil {
+				t.Errorf("bystander: %v", err)
+			}
+		})
 	}
 }

@@ -430,7 +430,11 @@ func putPrefix(dst []byte, n int) {
 }
 
 // sendPrepared queues a room broadcast: on a stream by reference to the
-// length-prefixed packet all stream members share.
+// length-prefixed packet all stream members share, with QueueShared, as
+// the WebSocket path does, so the write runs on this connection's flusher
+// and never on the broadcaster's goroutine. (A stream's outbox cannot try
+// a write, so SendShared would hand it over too; QueueShared says so and
+// stays so if a stream writer ever can.)
 func (c *pktConn) sendPrepared(bc *broadcast) corkwriter.Status {
 	if c.ch != nil {
 		return c.sendMessage(bc.pkt)
@@ -441,7 +445,7 @@ func (c *pktConn) sendPrepared(bc *broadcast) corkwriter.Status {
 	if c.closing {
 		return corkwriter.Closed
 	}
-	return c.out.SendShared(frame)
+	return c.out.QueueShared(frame)
 }
 
 // sendMessage writes one packet as one message. A channel that has more
