@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# run.sh runs the Chromium carrier tests: it builds compat/cmd/hotpath,
-# installs playwright-core (npm ci) and, when missing and run as root,
-# Debian's chromium, then runs chromium.test.mjs with node --test.
+# run.sh runs the Chromium carrier tests (WebTransport, WebRTC data
+# channel, WebSocket): it builds compat/cmd/hotpath, installs what is
+# missing on a fresh Debian machine (chromium, nodejs and npm from apt, as
+# root or with sudo; playwright-core with npm ci), then runs
+# chromium.test.mjs with node --test.
 #
 #   compat/carriertest/run.sh
 #
-# Needs Go, Node 20 and npm; CHROMIUM names another browser binary.
+# It reuses what compat/interop/run.sh installs: the same Debian chromium
+# and the same playwright-core version, which npm ci takes from npm's cache
+# (--prefer-offline). CHROMIUM names another browser binary;
+# SKIP_INSTALL=1 skips the apt and npm steps.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 chromium=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$chromium" ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-	else
-		echo "carriertest: no Chromium at $chromium, and not root to install it" >&2
-		exit 1
+if [ "${SKIP_INSTALL:-}" != 1 ]; then
+	missing=()
+	[ -x "$chromium" ] || [ -n "${CHROMIUM:-}" ] || missing+=(chromium)
+	command -v node >/dev/null || missing+=(nodejs)
+	command -v npm >/dev/null || missing+=(npm)
+	if [ ${#missing[@]} -gt 0 ]; then
+		sudo=""
+		[ "$(id -u)" -eq 0 ] || sudo=sudo
+		echo "carriertest: apt-get install ${missing[*]}"
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	fi
+	# npm ci only when node_modules is missing or older than the lock file.
+	if [ ! -f "$here/node_modules/.package-lock.json" ] || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
+		(cd "$here" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
+	fi
+fi
+if [ ! -x "$chromium" ]; then
+	echo "carriertest: no Chromium at $chromium" >&2
+	exit 1
 fi
 
 work=$(mktemp -d)
@@ -26,7 +43,4 @@ trap 'rm -rf "$work"' EXIT
 (cd "$root" && go build -o "$work/hotpath" ./compat/cmd/hotpath)
 
 cd "$here"
-if [ ! -d node_modules/playwright-core ]; then
-	npm ci --no-audit --no-fund --silent
-fi
 HOTPATH_BIN="$work/hotpath" CHROMIUM="$chromium" timeout 180 node --test --test-timeout=60000 chromium.test.mjs
