@@ -54,4 +54,7 @@ node $(node -e 'typeof WebSocket>"u"&&process.stdout.write("--experimental-webso
 step "interop and conformance against real clients"
 compat/interop/run.sh
 
+step "browser carriers (WebTransport, WebRTC) in Chromium"
+compat/carriertest/run.sh
+
 step "all tests passed"
