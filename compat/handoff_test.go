@@ -2,9 +2,12 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // A server connection keeps its goroutine while calls keep coming, the
@@ -33,5 +36,29 @@ func TestIdleHandoffKeepsServing(t *testing.T) {
 	call()
 	if after := runtime.NumGoroutine(); after > before+2 {
 		t.Errorf("goroutines grew from %d to %d across idle handoffs", before, after)
+	}
+}
+
+// A connection this end closed with 1000, whose peer then hangs up
+// without answering the close frame, ended with 1000, not 1001.
+func TestLocalCloseKeepsItsCode(t *testing.T) {
+	ended := make(chan error, 1)
+	_, addr := newTestServer(t, Options{
+		OnConnect:    func(p *Peer) { go p.Close() },
+		OnDisconnect: func(_ *Peer, err error) { ended <- err },
+	})
+	c := dial(t, addr)
+	if code, _ := c.ReadClose(5 * time.Second); code != wsframe.CloseNormal {
+		t.Fatalf("close %d, want 1000", code)
+	}
+	c.Close() // no close frame back
+	select {
+	case err := <-ended:
+		var ce *CloseError
+		if !errors.As(err, &ce) || ce.Code != wsframe.CloseNormal {
+			t.Fatalf("ended with %v, want close 1000", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection did not end")
 	}
 }

@@ -39,8 +39,9 @@ type wsConn struct {
 	// shared while they check closing and queue, sendClose holds it
 	// exclusively. RFC 6455 §5.5.1: "The application MUST NOT send any
 	// more data frames after sending a Close frame."
-	wmu     sync.RWMutex
-	closing bool
+	wmu      sync.RWMutex
+	closing  bool
+	sentCode wsframe.CloseCode // the code of the close frame sent, once closing
 
 	// closeRequest holds a close that another goroutine asked for
 	// (shutdown, idle timeout): the read loop sends it between two reads,
@@ -392,10 +393,15 @@ var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reas
 
 // readError turns the end of the read side into the connection's error:
 // a closed or timed-out socket after this end sent a close frame is a clean
-// end of the closing handshake.
+// end of the closing handshake, with the code this end sent.
 func (c *wsConn) readError(err error) error {
-	if c.isClosing() && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)) {
-		return &CloseError{Code: wsframe.CloseGoingAway, Reason: "closed"}
+	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+		c.wmu.RLock()
+		closing, code := c.closing, c.sentCode
+		c.wmu.RUnlock()
+		if closing {
+			return &CloseError{Code: code, Reason: "closed"}
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
@@ -465,7 +471,7 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 		c.wmu.Unlock()
 		return
 	}
-	c.closing = true
+	c.closing, c.sentCode = true, code
 	var frame []byte
 	switch {
 	case c.client:
