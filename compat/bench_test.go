@@ -2,9 +2,15 @@ package compat
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"testing"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 )
 
 // benchServer starts a server with the test router for benchmarks.
@@ -65,6 +71,71 @@ func BenchmarkCall64(b *testing.B) {
 				}()
 			}
 			wg.Wait()
+		})
+	}
+}
+
+// BenchmarkCallRawClient is BenchmarkCall's call made by a bare gobwas/ws
+// client that writes the request and reads the answer on one goroutine:
+// the round trip without the Go client, what BenchmarkCall is measured
+// against. With handoff, a reader goroutine reads the answer and hands it
+// to the caller over a channel, as a client with a dedicated read loop
+// does: the cost of that one extra wake-up is why the Go client's callers
+// read their own answers (sharedread.go).
+func BenchmarkCallRawClient(b *testing.B) {
+	for _, handoff := range []bool{false, true} {
+		name := "same-goroutine"
+		if handoff {
+			name = "reader-goroutine"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, addr := newTestServer(b, Options{Logger: slog.New(slog.DiscardHandler)})
+			nc, _, _, err := ws.Dialer{Protocols: []string{Subprotocol}}.Dial(context.Background(), "ws://"+addr+"/ws")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			rd := wsutil.Reader{Source: nc, State: ws.StateClientSide}
+			buf := make([]byte, 4096)
+			readMessage := func() error {
+				h, err := rd.NextFrame()
+				if err != nil {
+					return err
+				}
+				_, err = io.ReadFull(&rd, buf[:h.Length])
+				return err
+			}
+			if err := readMessage(); err != nil { // the capabilities
+				b.Fatal(err)
+			}
+			answered := make(chan error, 1)
+			if handoff {
+				go func() {
+					for {
+						err := readMessage()
+						answered <- err
+						if err != nil {
+							return
+						}
+					}
+				}()
+			}
+			req := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte(`{"text":"0123456789abcdef0123456789"}`))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := wsutil.WriteClientBinary(nc, req); err != nil {
+					b.Fatal(err)
+				}
+				err := error(nil)
+				if handoff {
+					err = <-answered
+				} else {
+					err = readMessage()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hotpath-go/hotpath/scheduler"
 )
@@ -14,6 +15,15 @@ type pendingCall struct {
 	handle scheduler.Handle
 	err    error
 	done   chan struct{} // buffered: the settler never blocks
+
+	// settled is set once the call is settled, before done is signalled;
+	// reader is the connection its caller reads itself, if it does (see
+	// sharedread.go), woken when another goroutine settles the call.
+	settled atomic.Bool
+	reader  atomic.Pointer[wsConn]
+	// waitingOn counts the caller among those waiting on a channel for a
+	// reader (takeReads) until the call is settled.
+	waitingOn atomic.Pointer[sharedReads]
 }
 
 var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan struct{}, 1)} }}
@@ -43,9 +53,12 @@ const pendingScanMax = 256
 type pendingTable struct {
 	small []*pendingCall
 	big   map[uint32]*pendingCall
+	// size mirrors len for readers without the table's lock.
+	size atomic.Int32
 }
 
 func (t *pendingTable) add(pc *pendingCall) {
+	t.size.Add(1)
 	if t.big == nil && len(t.small) < pendingScanMax {
 		t.small = append(t.small, pc)
 		return
@@ -76,7 +89,11 @@ func (t *pendingTable) get(id uint32) *pendingCall {
 // remove takes the call with id out of the table and returns it, or nil.
 func (t *pendingTable) remove(id uint32) *pendingCall {
 	if t.big != nil {
-		pc := t.big[id]
+		pc, ok := t.big[id]
+		if !ok {
+			return nil
+		}
+		t.size.Add(-1)
 		delete(t.big, id)
 		if len(t.big) <= pendingScanMax/2 {
 			for _, p := range t.big {
@@ -92,6 +109,7 @@ func (t *pendingTable) remove(id uint32) *pendingCall {
 			t.small[i] = t.small[last]
 			t.small[last] = nil
 			t.small = t.small[:last]
+			t.size.Add(-1)
 			return p
 		}
 	}
@@ -106,6 +124,7 @@ func (t *pendingTable) drain() []*pendingCall {
 	}
 	clear(t.small)
 	t.small, t.big = t.small[:0], nil
+	t.size.Store(0)
 	return all
 }
 

@@ -58,6 +58,10 @@ type wsConn struct {
 	rn         int
 	rerr       error
 
+	// shared is set on a client's connection, whose callers may read their
+	// answers themselves (sharedread.go).
+	shared *sharedReads
+
 	// idleDeadline is the read deadline of the idle handoff, in unix
 	// nanoseconds; 0 when none is set (see readLoop).
 	idleDeadline int64
@@ -161,23 +165,12 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 		}
 	}
 	for {
-		if c.q.Len() == 0 {
-			c.q.Release()
-		}
-		bp, n, err := c.read()
-		var herr error
-		kept := false
-		if n > 0 {
-			kept, herr = c.turn((*bp)[:n], h)
-			if handoff && herr == nil {
-				c.moveIdleDeadline()
-			}
-		}
-		if bp != nil && !kept {
-			readBufs.Put(bp)
-		}
+		n, herr, err := c.readOnce(h)
 		if herr != nil {
 			return herr
+		}
+		if handoff && n > 0 {
+			c.moveIdleDeadline()
 		}
 		if err != nil {
 			if c.takeCloseRequest(err) {
@@ -193,6 +186,23 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 			return c.readError(err)
 		}
 	}
+}
+
+// readOnce reads once and handles what arrived: n is how many bytes the
+// read returned, herr the handlers' error and err the read's.
+func (c *wsConn) readOnce(h messageHandler) (n int, herr, err error) {
+	if c.q.Len() == 0 {
+		c.q.Release()
+	}
+	bp, n, err := c.read()
+	kept := false
+	if n > 0 {
+		kept, herr = c.turn((*bp)[:n], h)
+	}
+	if bp != nil && !kept {
+		readBufs.Put(bp)
+	}
+	return n, herr, err
 }
 
 // idleHandoff is how long a connection stays silent, give or take a half,
@@ -482,14 +492,19 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 		frame = wsframe.AppendCloseFrame(nil, code, reason)
 	}
 	c.out.SendShared(frame)
-	c.wmu.Unlock()
+	// Under wmu, so that wakeReader, which checks closing under it too,
+	// never moves this deadline.
 	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+	c.wmu.Unlock()
 }
 
 // run serves the connection until it ends and returns why. A protocol
 // violation fails the connection at once (RFC 6455 §7.1.7): the close frame
 // is sent and the socket closed without waiting for the peer's.
 func (c *wsConn) run(h messageHandler) error {
+	if c.shared != nil {
+		return c.end(c.runShared(h))
+	}
 	return c.end(c.readLoop(h, false))
 }
 

@@ -1,0 +1,235 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sharedOf returns the read token of c's current connection.
+func sharedOf(t *testing.T, c *Client) *sharedReads {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil || c.conn.shared == nil {
+		t.Fatal("client has no WebSocket connection with shared reads")
+	}
+	return c.conn.shared
+}
+
+// callWithin makes a call and fails the test if it has not returned in 10 s:
+// a caller reading for an answer that nobody wakes would hang.
+func callWithin(t *testing.T, c *Client, ctx context.Context, method string, req, resp any) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, method, req, resp) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return in 10 s", method)
+		return nil
+	}
+}
+
+// One call at a time: the callers read their own answers, not the read
+// loop, which hands them over through a channel.
+func TestCallerReadsOwnAnswer(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	for _, nb := range []bool{false, true} {
+		c := dialClient(t, addr, ClientOptions{NoBatching: nb})
+		s := sharedOf(t, c)
+		const n = 200
+		before := s.callerReads.Load()
+		for i := range n {
+			var out []byte
+			want := fmt.Sprint(i)
+			if err := c.Call(context.Background(), "echo/raw", []byte(want), &out); err != nil || string(out) != want {
+				t.Fatalf("call %d = %q, %v", i, out, err)
+			}
+		}
+		// The first call finds the read loop reading; a later one may too
+		// when the machine stalls the caller past readLinger.
+		if got := s.callerReads.Load() - before; got < n/2 {
+			t.Fatalf("NoBatching=%v: callers read %d of %d answers themselves, want at least %d", nb, got, n, n/2)
+		}
+	}
+}
+
+// A caller blocked in a read for an answer that will not come in time is
+// woken by whatever settles its call: ctx's deadline, ctx's cancel, the
+// client's CallTimeout (the scheduler). The server's handler stalls past
+// its own timeout, so no answer comes to wake the reading caller instead.
+// The connection serves on.
+func TestCallerReadingIsWoken(t *testing.T) {
+	release := make(chan struct{})
+	r := testRouter()
+	Handle(r, "test/stall", func(context.Context, int) (int, error) { <-release; return 0, nil }, Async())
+	_, addr := newTestServer(t, Options{Router: r})
+	t.Cleanup(func() { close(release) }) // before the server's shutdown, which waits for handlers
+	c := dialClient(t, addr, ClientOptions{})
+	check := func(name string, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", name, err, want)
+		}
+		var out []byte
+		if err := callWithin(t, c, context.Background(), "echo/raw", []byte("after"), &out); err != nil || string(out) != "after" {
+			t.Fatalf("%s: next call = %q, %v", name, out, err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	check("ctx deadline", callWithin(t, c, ctx, "test/stall", 0, nil), ErrTimeout)
+	cancel()
+
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	check("ctx cancel", callWithin(t, c, ctx, "test/stall", 0, nil), context.Canceled)
+
+	short := dialClient(t, addr, ClientOptions{CallTimeout: 50 * time.Millisecond})
+	if err := callWithin(t, short, context.Background(), "test/stall", 0, nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("CallTimeout: %v, want ErrTimeout", err)
+	}
+	var out []byte
+	if err := callWithin(t, short, context.Background(), "echo/raw", []byte("x"), &out); err != nil || string(out) != "x" {
+		t.Fatalf("CallTimeout: next call = %q, %v", out, err)
+	}
+}
+
+// After a call nobody waits for answers, and the read loop takes the reads
+// back: an event the server sends then still arrives.
+func TestEventArrivesAfterCalls(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	got := make(chan string, 1)
+	c.On("news", func(m Message) {
+		var v string
+		m.Decode(&v)
+		got <- v
+	})
+	var out []byte
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		if err := p.Event("news", "fresh"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case v := <-got:
+		if v != "fresh" {
+			t.Fatalf("event = %q", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event sent after the last call never arrived")
+	}
+}
+
+// The connection ends while a caller reads for its answer: the call fails
+// with ErrDisconnected, the client reconnects and calls again.
+func TestConnectionEndsWhileCallerReads(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}})
+	time.AfterFunc(50*time.Millisecond, func() {
+		for _, p := range s.snapshotPeers() {
+			p.closeWith(1011, "test drop")
+		}
+	})
+	if err := callWithin(t, c, context.Background(), "test/sleep", 5000, nil); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("call across the drop: %v, want ErrDisconnected", err)
+	}
+	var out []byte
+	waitFor(t, func() bool {
+		return callWithin(t, c, context.Background(), "echo/raw", []byte("again"), &out) == nil
+	})
+	if string(out) != "again" {
+		t.Fatalf("call after reconnect = %q", out)
+	}
+
+	// Close while a caller reads: the call ends, Close returns.
+	closed := make(chan error, 1)
+	time.AfterFunc(50*time.Millisecond, func() { closed <- c.Close() })
+	if err := callWithin(t, c, context.Background(), "test/sleep", 5000, nil); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("call across Close: %v, want ErrDisconnected", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+}
+
+// Callers come and go in every mix: alone, together, with answers late and
+// timeouts firing, while events arrive. Every call gets its own answer or
+// its timeout, none hangs.
+func TestSharedReadsUnderMixedCalls(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	var events sync.WaitGroup
+	c.On("tick", func(Message) {})
+	stop := make(chan struct{})
+	events.Add(1)
+	go func() {
+		defer events.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				for _, p := range s.snapshotPeers() {
+					p.Event("tick", 1)
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range 150 {
+				switch r.IntN(10) {
+				case 0: // a call that times out while its caller may be reading
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+r.IntN(5))*time.Millisecond)
+					err := c.Call(ctx, "test/sleep", 1000, nil)
+					cancel()
+					if !errors.Is(err, ErrTimeout) {
+						errs <- fmt.Errorf("timed call: %v", err)
+						return
+					}
+				default:
+					if r.IntN(4) == 0 {
+						time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond) // alone now and then
+					}
+					want := fmt.Sprintf("%d/%d", g, i)
+					var out []byte
+					if err := c.Call(context.Background(), "echo/raw", []byte(want), &out); err != nil || string(out) != want {
+						errs <- fmt.Errorf("call %s = %q, %v", want, out, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatal("calls hung")
+	}
+	close(stop)
+	events.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
