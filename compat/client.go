@@ -410,7 +410,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	c.mu.Unlock()
 
 	bp := scratchBufs.Get().(*[]byte)
-	b := wire.AppendCall((*bp)[:0], dispatch.KindCall, id, method, timeoutMS, nil)
+	b := wire.AppendCall(beginFrame(*bp), dispatch.KindCall, id, method, timeoutMS, nil)
 	b, err = marshal(c.opts.Codec, b, req)
 	if err == nil {
 		err = cc.enqueue(b)
@@ -603,7 +603,7 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	pc.id = c.newID()
 	c.pending.add(pc)
 	c.mu.Unlock()
-	b := wire.Append(nil, &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
+	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
 	if err := cc.enqueue(b); err != nil {
 		c.cancelCall(pc, err)
 	}
@@ -622,7 +622,7 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if exceptSelf {
 		flags = wire.EmitExceptSender
 	}
-	b, err := marshal(c.opts.Codec, wire.AppendEmit(nil, room, event, flags, nil), v)
+	b, err := marshal(c.opts.Codec, wire.AppendEmit(beginFrame(nil), room, event, flags, nil), v)
 	if err != nil {
 		return err
 	}
@@ -643,11 +643,11 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 	if exceptSelf {
 		flags = wire.EmitExceptSender
 	}
-	b, err := marshal(c.opts.Codec, wire.AppendEmit(nil, room, event, flags, nil), v)
+	b, err := marshal(c.opts.Codec, wire.AppendEmit(beginFrame(nil), room, event, flags, nil), v)
 	if err != nil {
 		return err
 	}
-	if st, ok := cc.link.sendDatagram(b); ok {
+	if st, ok := cc.link.sendDatagram(b[frameHeadroom:]); ok {
 		return statusError(st)
 	}
 	return cc.enqueue(b)
@@ -659,33 +659,36 @@ func (c *Client) Event(name string, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := marshal(c.opts.Codec, wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte(name)}), v)
+	b, err := marshal(c.opts.Codec, wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindEvent, Name: []byte(name)}), v)
 	if err != nil {
 		return err
 	}
 	return cc.enqueue(b)
 }
 
-// enqueue sends one packet. With batching, packets that arrive while a
-// write is in progress are gathered and leave together as one Batch; the
-// goroutine that finds the queue idle writes at once, so a lone call waits
-// for nothing.
-func (cc *clientConn) enqueue(pkt []byte) error {
+// enqueue sends one packet, built after frame headroom in b (see
+// beginFrame); the caller owns b again on return. With batching, packets
+// that arrive while a write is in progress are gathered and leave together
+// as one Batch; the goroutine that finds no write in progress writes at
+// once, its own packet straight from b when nobody queued behind it, so a
+// lone call waits for nothing and is not copied.
+func (cc *clientConn) enqueue(b []byte) error {
 	if cc.c.opts.NoBatching {
-		return cc.sendRaw(pkt)
+		return statusError(cc.sendPacket(b))
 	}
+	pkt := b[frameHeadroom:]
 	cc.qmu.Lock()
-	cc.queue = wire.AppendItem(cc.queue, pkt)
-	cc.queued++
 	if cc.flushing {
+		cc.queue = wire.AppendItem(cc.queue, pkt)
+		cc.queued++
 		cc.qmu.Unlock()
 		return nil
 	}
 	cc.flushing = true
 	cc.qmu.Unlock()
 	// Callers are often woken together, by one read that settled their
-	// previous calls; yielding once lets the others queue behind this one
-	// and leave in its batch. On QUIC, where a write is a copy into the
+	// previous calls; yielding once lets the others queue and leave in one
+	// batch with this one. On QUIC, where a write is a copy into the
 	// stream, 64 concurrent callers otherwise send a packet each; with the
 	// yield about 20 calls share one (BenchmarkCarrierEcho/*/small-64).
 	// A caller with no other call in flight has nobody to wait for; since
@@ -695,7 +698,19 @@ func (cc *clientConn) enqueue(pkt []byte) error {
 	if cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
 	}
-	return cc.flushQueue()
+	cc.qmu.Lock()
+	alone := cc.queued == 0
+	if !alone {
+		cc.queue = wire.AppendItem(cc.queue, pkt)
+		cc.queued++
+	}
+	cc.qmu.Unlock()
+	if alone {
+		err := statusError(cc.sendPacket(b))
+		cc.flushQueue(false)
+		return err
+	}
+	return cc.flushQueue(true)
 }
 
 // flushQueue writes what is queued until the queue stays empty. A packet
@@ -703,10 +718,10 @@ func (cc *clientConn) enqueue(pkt []byte) error {
 // hold other callers' calls: they fail with the error at once instead of
 // waiting for answers that will never come.
 //
-// The caller's own packet is the first item of the first round (the queue
-// was empty when it found no flusher), and the error it returns is that
-// packet's: nil when it was sent, whatever became of the others.
-func (cc *clientConn) flushQueue() error {
+// With ownLast, the caller's own packet is the last item of the first
+// round, and the error returned is that packet's: nil when it was sent,
+// whatever became of the others.
+func (cc *clientConn) flushQueue(ownLast bool) error {
 	var spare []byte
 	var own error
 	for round := 0; ; round++ {
@@ -714,6 +729,9 @@ func (cc *clientConn) flushQueue() error {
 		items, n := cc.queue, cc.queued
 		if n == 0 {
 			cc.flushing = false
+			if cap(cc.queue) == 0 {
+				cc.queue = spare[:0] // the next flush reuses the buffer
+			}
 			cc.qmu.Unlock()
 			return own
 		}
@@ -724,8 +742,8 @@ func (cc *clientConn) flushQueue() error {
 			// Go on with what queued meanwhile: its callers wait on this
 			// flusher, and fail too if the outbox is still full.
 			cc.failCalls(unsent, err)
-			if round == 0 && len(unsent) == len(items) {
-				own = err
+			if round == 0 && ownLast {
+				own = err // unsent runs to the end of items
 			}
 		}
 		spare = items
@@ -752,7 +770,7 @@ func (cc *clientConn) sendItems(items []byte, n uint32) (unsent []byte, err erro
 			_, hl := binary.Uvarint(items)
 			err = cc.sendRaw(items[hl:end])
 		} else {
-			err = cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items[:end]}))
+			err = cc.sendBatch(items[:end], count)
 		}
 		if err != nil {
 			return items, err
@@ -760,6 +778,16 @@ func (cc *clientConn) sendItems(items []byte, n uint32) (unsent []byte, err erro
 		items = items[end:]
 	}
 	return nil, nil
+}
+
+// sendBatch sends count items as one Batch packet, built in a pooled
+// frame buffer.
+func (cc *clientConn) sendBatch(items []byte, count uint32) error {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items})
+	*bp = b[:0]
+	return statusError(cc.sendPacket(b))
 }
 
 // maxBatch is the most items one Batch may carry to this server.
@@ -962,7 +990,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			}
 			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message), Payload: e.Data}
 		}
-		cc.enqueue(wire.Append(nil, &a))
+		cc.enqueue(wire.Append(beginFrame(nil), &a))
 	}()
 }
 
