@@ -274,6 +274,9 @@ func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 	if c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
 		c.nc.SetReadDeadline(time.Now())
+		if c.shared != nil {
+			c.shared.wakeLoop() // nobody may be reading: the loop lingers (sharedread.go)
+		}
 	}
 }
 
