@@ -23,10 +23,10 @@ import (
 // a turn that answered the last call in flight: the next call is likely
 // soon, from a caller just woken, and that caller can then read for
 // itself. If no caller takes the token within readLinger, the loop takes
-// it back, so an event or a ping waits at most that long. A caller that
-// got its answer gives the token back to the loop at once when other calls
-// are still in flight (their callers wait on channels) and otherwise after
-// readLinger again.
+// it back, so an event or a ping waits at most that long (a close request
+// wakes the loop at once). A caller that got its answer gives the token
+// back to the loop at once when other callers wait on channels for their
+// answers, and otherwise after readLinger again.
 //
 // A caller blocked in a read whose call is settled elsewhere (its timeout
 // passed, its context ended, its batch was dropped) is woken by a read
