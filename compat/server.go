@@ -140,8 +140,11 @@ func (s *Server) ListenAndServe(addr string) error {
 }
 
 // Serve accepts connections on ln and upgrades each with gobwas/ws's
-// zero-copy upgrader, which parses the request in a pooled buffer and
-// allocates no http.Request. It returns when ln fails or Shutdown closes it.
+// zero-copy upgrader, which parses the request in a pooled buffer without
+// net/http's server. The hooks (origin check, Authenticate, the
+// compression filter) still see an *http.Request: one is built from the
+// request line and headers, so a raw upgrade allocates about as much as
+// the headers it carries. It returns when ln fails or Shutdown closes it.
 // Clients must wait for the upgrade response before they send frames, as
 // RFC 6455 clients do.
 func (s *Server) Serve(ln net.Listener) error {
