@@ -568,7 +568,7 @@ class CarrierSocket {
  * ({serverCertificateHashes} for a development certificate).
  */
 export class WebTransportSocket extends CarrierSocket {
-  #wt; #writer = null;
+  #wt; #writer = null; #dgWriter = null;
   constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport) {
     super();
     this.url = url;
@@ -622,6 +622,17 @@ export class WebTransportSocket extends CarrierSocket {
     this.#writer.write(frameStreamPacket(packet)).catch(() => {});
   }
 
+  /** Sends packet as one session datagram (§8.4) and reports whether it
+   * went: not before the session is open, nor when it is larger than a
+   * datagram. */
+  transmitUnreliable(packet) {
+    const dg = this.#wt.datagrams;
+    if (this.readyState !== 1 || !dg?.writable || packet.length > (dg.maxDatagramSize ?? 0)) return false;
+    this.#dgWriter ??= dg.writable.getWriter();
+    this.#dgWriter.write(packet).catch(() => {});
+    return true;
+  }
+
   closeCarrier(code, reason) {
     try { this.#wt.close({ closeCode: code, reason }); } catch { /* closed already */ }
   }
@@ -635,7 +646,7 @@ export class WebTransportSocket extends CarrierSocket {
  * the control channel does.
  */
 export class DataChannelSocket extends CarrierSocket {
-  #pc; #dc;
+  #pc; #dc; #udc;
   constructor(url, { iceServers = [], fetch: fetchImpl = globalThis.fetch, RTCPeerConnection: PC = globalThis.RTCPeerConnection } = {}) {
     super();
     this.url = url;
@@ -643,6 +654,7 @@ export class DataChannelSocket extends CarrierSocket {
     this.#dc = this.#pc.createDataChannel(SUBPROTOCOL);
     this.#dc.binaryType = 'arraybuffer';
     const udc = this.#pc.createDataChannel(SUBPROTOCOL + '/unreliable', { ordered: false, maxRetransmits: 0 });
+    this.#udc = udc;
     udc.binaryType = 'arraybuffer';
     udc.onmessage = (ev) => { if (typeof ev.data !== 'string') this.deliver(new Uint8Array(ev.data)); };
     this.#dc.onopen = () => this.opened();
@@ -683,6 +695,14 @@ export class DataChannelSocket extends CarrierSocket {
 
   transmit(packet) {
     if (this.#dc.readyState === 'open') this.#dc.send(packet);
+  }
+
+  /** Sends packet on the unreliable channel (§8.4) and reports whether it
+   * went: not before that channel is open. */
+  transmitUnreliable(packet) {
+    if (this.readyState !== 1 || this.#udc.readyState !== 'open') return false;
+    this.#udc.send(packet);
+    return true;
   }
 
   closeCarrier() { this.#pc.close(); }
@@ -746,6 +766,7 @@ export class Client {
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, openedAt, timer, asks}; null while disconnected
+  #unreliableSent = 0;
   #queue = []; // pending entries and {packet, conn} items, in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
@@ -904,6 +925,36 @@ export class Client {
     const flags = exceptSelf ? EXCEPT_SENDER : 0;
     this.#add({ packet: encodePacket({ kind: 'emit', room, event, flags, payload }) });
   }
+
+  /**
+   * emit for events the room may miss without harm (§8.4): over
+   * WebTransport it leaves as a datagram, over WebRTC on the unordered,
+   * never retransmitted channel, and the server relays it to the members
+   * the same way where it can. On WebSocket, before the connection is
+   * open, or when it does not fit a datagram, it is sent as emit sends it.
+   * @param {string} room
+   * @param {string} event
+   * @param {*} [data]
+   * @param {{exceptSelf?: boolean}} [options]
+   */
+  emitUnreliable(room, event, data, { exceptSelf = false } = {}) {
+    if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
+    if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
+    const payload = encodeJSON(data);
+    this.#checkSize(payload.length + 2 * MAX_NAME);
+    const flags = exceptSelf ? EXCEPT_SENDER : 0;
+    const packet = encodePacket({ kind: 'emit', room, event, flags, payload });
+    const conn = this.#conn;
+    if (conn !== null && conn.openedAt >= 0 && conn.ws.transmitUnreliable?.(packet)) {
+      this.#unreliableSent++;
+      return;
+    }
+    this.#add({ packet });
+  }
+
+  /** How many emitUnreliable calls left unreliably (as datagrams or on the
+   * unreliable channel) rather than as emit sends them. */
+  get unreliableSent() { return this.#unreliableSent; }
 
   /**
    * Listens to the emits of event in room, including the presence events

@@ -43,7 +43,13 @@ function fakeWebTransport({ fail = false } = {}) {
       let push;
       this.readable = new ReadableStream({ start(c) { push = c; } });
       this.serverSend = (bytes) => push.enqueue(bytes);
-      this.datagrams = { readable: new ReadableStream({}) };
+      this.sentDatagrams = [];
+      const self = this;
+      this.datagrams = {
+        readable: new ReadableStream({}),
+        writable: new WritableStream({ write(chunk) { self.sentDatagrams.push(chunk); } }),
+        maxDatagramSize: 1200,
+      };
       sessions.push(this);
     }
     async createBidirectionalStream() {
@@ -79,6 +85,41 @@ test('a Client over WebTransport sends length-prefixed packets and reads answers
   const call = sent[1];
   wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: call.id, payload: new TextEncoder().encode('{"text":"hi"}') })));
   assert.deepEqual(await answer, { text: 'hi' });
+  client.close();
+});
+
+test('emitUnreliable over WebTransport leaves as a datagram, a large one on the stream', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false,
+  });
+  await tick();
+  const wt = sessions[0];
+  assert.throws(() => client.emitUnreliable('r', 'pos', { x: 1 }), /not a member/);
+  const joined = client.join('r');
+  await tick();
+  const d = new StreamDeframer();
+  const join = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'join');
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: join.id, payload: new TextEncoder().encode('{"members":1}') })));
+  await joined;
+  const streamed = wt.written.length;
+  client.emitUnreliable('r', 'pos', { x: 1 }, { exceptSelf: true });
+  await tick();
+  assert.equal(wt.sentDatagrams.length, 1);
+  const p = decodePacket(wt.sentDatagrams[0]);
+  assert.equal(p.kind, 'emit');
+  assert.equal(p.room, 'r');
+  assert.equal(p.event, 'pos');
+  assert.equal(client.unreliableSent, 1);
+  // Larger than maxDatagramSize: it goes reliably, on the control stream.
+  client.emitUnreliable('r', 'pos', { blob: 'x'.repeat(2000) });
+  await tick();
+  assert.equal(wt.sentDatagrams.length, 1);
+  assert.equal(client.unreliableSent, 1);
+  const later = wt.written.slice(streamed).flatMap((chunk) => new StreamDeframer().push(chunk)).map(decodePacket);
+  assert.deepEqual(later.map((q) => q.kind), ['emit']);
   client.close();
 });
 
