@@ -918,12 +918,17 @@ export class Client {
    * @param {{exceptSelf?: boolean}} [options]
    */
   emit(room, event, data, { exceptSelf = false } = {}) {
+    this.#add({ packet: this.#emitPacket(room, event, data, exceptSelf) });
+  }
+
+  // emitPacket checks and encodes an Emit of this client.
+  #emitPacket(room, event, data, exceptSelf) {
     if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
     if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
     const payload = encodeJSON(data);
     this.#checkSize(payload.length + 2 * MAX_NAME);
     const flags = exceptSelf ? EXCEPT_SENDER : 0;
-    this.#add({ packet: encodePacket({ kind: 'emit', room, event, flags, payload }) });
+    return encodePacket({ kind: 'emit', room, event, flags, payload });
   }
 
   /**
@@ -938,12 +943,7 @@ export class Client {
    * @param {{exceptSelf?: boolean}} [options]
    */
   emitUnreliable(room, event, data, { exceptSelf = false } = {}) {
-    if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
-    if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
-    const payload = encodeJSON(data);
-    this.#checkSize(payload.length + 2 * MAX_NAME);
-    const flags = exceptSelf ? EXCEPT_SENDER : 0;
-    const packet = encodePacket({ kind: 'emit', room, event, flags, payload });
+    const packet = this.#emitPacket(room, event, data, exceptSelf);
     const conn = this.#conn;
     if (conn !== null && conn.openedAt >= 0 && conn.ws.transmitUnreliable?.(packet)) {
       this.#unreliableSent++;
