@@ -257,11 +257,14 @@ func (p *Peer) onCall(body []byte) error {
 		return nil
 	}
 	payload := append([]byte(nil), pk.Payload...) // the read buffer is reused
+	// The closure takes the id and timeout, not pk: a captured packet
+	// would go to the heap on every call.
+	id, timeout := pk.ID, pk.Timeout
 	s.asyncCalls.add()
 	go func() {
 		defer s.asyncCalls.done()
 		defer p.inflight.Add(-1)
-		p.runCall(m, pk.ID, pk.Timeout, payload, false)
+		p.runCall(m, id, timeout, payload, false)
 	}()
 	return nil
 }

@@ -225,8 +225,9 @@ func (p *Packet) checkPairs() error {
 // batch, so every item is delimited correctly and is neither a batch nor
 // capabilities; each item still needs Decode.
 func (p *Packet) Items() iter.Seq[[]byte] {
+	all := p.items()
 	return func(yield func([]byte) bool) {
-		for item, err := range p.items() {
+		for item, err := range all {
 			if err != nil || !yield(item) {
 				return
 			}
@@ -234,9 +235,12 @@ func (p *Packet) Items() iter.Seq[[]byte] {
 	}
 }
 
+// items walks the items. Its iterator holds the payload, not p, so that
+// a Packet on the stack stays there.
 func (p *Packet) items() iter.Seq2[[]byte, error] {
+	payload, kind := p.Payload, p.Kind
 	return func(yield func([]byte, error) bool) {
-		r := reader{b: p.Payload, kind: p.Kind}
+		r := reader{b: payload, kind: kind}
 		for len(r.b) > 0 {
 			n := r.u32("item length")
 			if r.err == nil && (n == 0 || uint64(n) > uint64(len(r.b))) {
@@ -249,7 +253,7 @@ func (p *Packet) items() iter.Seq2[[]byte, error] {
 			item := r.b[:n]
 			r.b = r.b[n:]
 			if k := Kind(item[0] &^ CompressedBit); k == dispatch.KindBatch || k == dispatch.KindCapabilities || item[0]&CompressedBit != 0 {
-				yield(nil, &MalformedError{Kind: p.Kind, Reason: "batch item may not be a batch, capabilities or compressed"})
+				yield(nil, &MalformedError{Kind: kind, Reason: "batch item may not be a batch, capabilities or compressed"})
 				return
 			}
 			if !yield(item, nil) {
@@ -261,9 +265,10 @@ func (p *Packet) items() iter.Seq2[[]byte, error] {
 
 // Pairs returns the key/value pairs of a Capabilities packet.
 func (p *Packet) Pairs() iter.Seq2[[]byte, []byte] {
+	payload, kind, count := p.Payload, p.Kind, p.Count
 	return func(yield func(key, value []byte) bool) {
-		r := reader{b: p.Payload, kind: p.Kind}
-		for i := uint32(0); i < p.Count; i++ {
+		r := reader{b: payload, kind: kind}
+		for i := uint32(0); i < count; i++ {
 			k := r.str("capability key", MaxNameLen)
 			v := r.str("capability value", MaxValueLen)
 			if r.err != nil || !yield(k, v) {
