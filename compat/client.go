@@ -37,9 +37,9 @@ type ClientOptions struct {
 	// Header is sent with the upgrade request (authentication, cookies)
 	// on WebSocket, WebTransport and WebRTC signalling.
 	Header http.Header
-	// TLSConfig configures TLS for quic:// and https:// (WebTransport)
-	// URLs: the roots or the certificate hash to trust, client
-	// certificates. Its NextProtos are set by the client.
+	// TLSConfig configures TLS for wss://, quic:// and https://
+	// (WebTransport) URLs: the roots or the certificate hash to trust,
+	// client certificates. Its NextProtos are set by the client.
 	TLSConfig *tls.Config
 	// DTLSConfig configures DTLS for sctp+dtls:// URLs.
 	DTLSConfig *dtls.Config
@@ -229,6 +229,10 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 // dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
 func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: 10 * time.Second}
+	if c.opts.TLSConfig != nil {
+		d.TLSConfig = c.opts.TLSConfig.Clone()
+		d.TLSConfig.NextProtos = []string{"http/1.1"} // the upgrade is HTTP/1.1, never h2
+	}
 	if len(c.opts.Header) > 0 {
 		d.Header = ws.HandshakeHeaderHTTP(c.opts.Header)
 	}

@@ -2,9 +2,14 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,5 +236,58 @@ func TestSharedReadsUnderMixedCalls(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Over wss:// (TLS in Go, no descriptor to poll) callers read their own
+// answers too, and a read woken by a deadline leaves the TLS stream
+// usable: a timed-out call, then more calls on the same connection.
+func TestSharedReadsOverTLS(t *testing.T) {
+	release := make(chan struct{})
+	r := testRouter()
+	Handle(r, "test/stall", func(context.Context, int) (int, error) { <-release; return 0, nil }, Async())
+	s, err := NewServer(Options{Router: r, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s)
+	ts.StartTLS()
+	t.Cleanup(func() {
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		ts.Close()
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	url := "wss://" + strings.TrimPrefix(ts.URL, "https://") + "/ws"
+	c, err := Dial(context.Background(), url, ClientOptions{TLSConfig: &tls.Config{RootCAs: roots}, Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	call := func(i int) {
+		t.Helper()
+		var out []byte
+		want := fmt.Sprint(i)
+		if err := callWithin(t, c, context.Background(), "echo/raw", []byte(want), &out); err != nil || string(out) != want {
+			t.Fatalf("call %d over TLS = %q, %v", i, out, err)
+		}
+	}
+	before := sharedOf(t, c).callerReads.Load()
+	for i := range 50 {
+		call(i)
+	}
+	if got := sharedOf(t, c).callerReads.Load() - before; got < 25 {
+		t.Fatalf("callers read %d of 50 answers themselves over TLS, want at least 25", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := callWithin(t, c, ctx, "test/stall", 0, nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("stalled call over TLS: %v, want ErrTimeout", err)
+	}
+	for i := range 10 {
+		call(100 + i)
 	}
 }
