@@ -143,8 +143,7 @@ func (s *Server) ListenAndServe(addr string) error {
 // zero-copy upgrader, which parses the request in a pooled buffer without
 // net/http's server. The hooks (origin check, Authenticate, the
 // compression filter) still see an *http.Request: one is built from the
-// request line and headers, so a raw upgrade allocates about as much as
-// the headers it carries. It returns when ln fails or Shutdown closes it.
+// request line and headers. It returns when ln fails or Shutdown closes it.
 // Clients must wait for the upgrade response before they send frames, as
 // RFC 6455 clients do.
 func (s *Server) Serve(ln net.Listener) error {

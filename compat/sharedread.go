@@ -12,9 +12,9 @@ import (
 //
 // With a read loop of its own, every answer reaches its caller through a
 // channel: the loop is woken by the poller, then wakes the caller. On
-// loopback that second wake-up doubled the round trip of a lone call
-// (BenchmarkCall: 40 µs, against 21 µs for a client that writes and then
-// reads on one goroutine). So a caller waiting for its answer reads the
+// loopback that second wake-up doubles the round trip of a lone call
+// (BenchmarkCallRawClient, reader-goroutine against same-goroutine; the
+// figures are in bench/results/compat-call-2026-12-03.txt). So a caller waiting for its answer reads the
 // connection itself when nobody else is reading (takeReads, readUntil),
 // and the poller wakes the goroutine that wants the answer.
 //
