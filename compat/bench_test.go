@@ -41,6 +41,46 @@ func BenchmarkCall(b *testing.B) {
 	}
 }
 
+// BenchmarkCallCancellable is BenchmarkCall with a context that can be
+// canceled, as most callers pass: a caller reading its own answer must be
+// woken if that context ends (readOwnAnswer).
+func BenchmarkCallCancellable(b *testing.B) {
+	c := benchClient(b, ClientOptions{})
+	req := []byte(`{"text":"0123456789abcdef0123456789"}`)
+	var resp []byte
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCall10KiB is BenchmarkCall with a 10 KiB payload each way, the
+// bench's large echo case: what the Go client copies, masks and allocates
+// per byte.
+func BenchmarkCall10KiB(b *testing.B) {
+	c := benchClient(b, ClientOptions{})
+	req := make([]byte, 10<<10)
+	for i := range req {
+		req[i] = 'a' + byte(i%26)
+	}
+	var resp []byte
+	ctx := context.Background()
+	b.SetBytes(int64(len(req)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
+			b.Fatal(err)
+		}
+		if len(resp) != len(req) {
+			b.Fatalf("answer of %d bytes, want %d", len(resp), len(req))
+		}
+	}
+}
+
 // BenchmarkCall64 keeps 64 calls in flight from 64 goroutines; concurrent
 // calls leave in batches and their answers in one writev per read.
 func BenchmarkCall64(b *testing.B) {

@@ -121,6 +121,8 @@ type Client struct {
 	handlersMu sync.RWMutex
 	handlers   map[string]*emitter.Emitter[Message]
 
+	watch ctxWatch // the context of the caller reading its own answer
+
 	closedSignal chan struct{} // closed by Close, made on first use
 	done         chan struct{} // closed when run returns
 }
@@ -270,6 +272,7 @@ func (c *Client) run(cc *clientConn) {
 		if closed || c.opts.Reconnect.Disabled {
 			c.setState(Closed)
 			c.timeouts.Stop()
+			c.watch.close()
 			return
 		}
 		c.setState(Reconnecting)
@@ -462,9 +465,8 @@ func (c *Client) wait(ctx context.Context, cc *clientConn, pc *pendingCall) erro
 func (c *Client) readOwnAnswer(ctx context.Context, cc *clientConn, ws *wsConn, pc *pendingCall) {
 	pc.reader.Store(ws)
 	if ctx.Done() != nil {
-		ref := callRef{pc, pc.id}
-		stop := context.AfterFunc(ctx, func() { c.cancelRef(ref, ctxError(ctx)) })
-		defer stop()
+		c.watch.begin(c, ctx, callRef{pc, pc.id})
+		defer c.watch.end()
 	}
 	ws.readUntil(cc, &pc.settled)
 }

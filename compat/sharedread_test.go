@@ -106,6 +106,58 @@ func TestCallerReadingIsWoken(t *testing.T) {
 	}
 }
 
+// The client keeps one watch on the context its reading callers last
+// passed (ctxWatch): a caller is still woken when that context, or one
+// derived from it, is canceled while it reads; when it was canceled before
+// the call; and when a new context replaced the watched one. Once the
+// client is closed nothing stays registered with the context.
+func TestCallerReadingIsWokenByWatchedContext(t *testing.T) {
+	release := make(chan struct{})
+	r := testRouter()
+	Handle(r, "test/stall", func(context.Context, int) (int, error) { <-release; return 0, nil }, Async())
+	_, addr := newTestServer(t, Options{Router: r})
+	t.Cleanup(func() { close(release) })
+	c := dialClient(t, addr, ClientOptions{})
+	echo := func(ctx context.Context) {
+		t.Helper()
+		var out []byte
+		if err := callWithin(t, c, ctx, "echo/raw", []byte("x"), &out); err != nil || string(out) != "x" {
+			t.Fatalf("echo = %q, %v", out, err)
+		}
+	}
+	stall := func(name string, ctx context.Context, cancel context.CancelFunc) {
+		t.Helper()
+		if cancel != nil {
+			time.AfterFunc(50*time.Millisecond, cancel)
+		}
+		if err := callWithin(t, c, ctx, "test/stall", 0, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: %v, want context.Canceled", name, err)
+		}
+		echo(context.Background())
+	}
+
+	type key struct{}
+	a, cancelA := context.WithCancel(context.Background())
+	echo(a) // a is watched from here on
+	stall("derived context", context.WithValue(a, key{}, 1), cancelA)
+	stall("context canceled before the call", a, nil)
+
+	b, cancelB := context.WithCancel(context.Background())
+	echo(b)
+	stall("context that replaced the watched one", b, cancelB)
+
+	d, cancelD := context.WithCancel(context.Background())
+	defer cancelD()
+	echo(d)
+	c.Close()
+	c.watch.mu.Lock()
+	kept := c.watch.stop != nil
+	c.watch.mu.Unlock()
+	if kept {
+		t.Fatal("the closed client still watches a context")
+	}
+}
+
 // After a call nobody waits for answers, and the read loop takes the reads
 // back: an event the server sends then still arrives.
 func TestEventArrivesAfterCalls(t *testing.T) {
