@@ -211,10 +211,15 @@ func openGoClientRow(noBatching bool) func(size, window int, d time.Duration) fu
 				stop()
 				return nil, err
 			}
+			// Each caller passes its own answer buffer call after call, as
+			// Call's doc suggests: the answer is copied into it instead of
+			// a new slice per call.
+			answers := sync.Pool{New: func() any { return new([]byte) }}
 			call := func(ctx context.Context, req []byte) (int, error) {
-				var resp []byte
-				err := c.Call(ctx, rpcEchoMethod, req, &resp)
-				return len(resp), err
+				resp := answers.Get().(*[]byte)
+				defer answers.Put(resp)
+				err := c.Call(ctx, rpcEchoMethod, req, resp)
+				return len(*resp), err
 			}
 			closeAll := func() error {
 				err := c.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/rpc"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -155,10 +156,14 @@ func openNetRPC(_ context.Context, ln net.Listener) (func(context.Context, []byt
 		ln.Close()
 		return nil, nil, err
 	}
+	// Each caller reuses its answer buffer, as hotpath's row does (gob
+	// decodes into a slice with the room).
+	answers := sync.Pool{New: func() any { return new([]byte) }}
 	call := func(_ context.Context, req []byte) (int, error) {
-		var resp []byte
-		err := client.Call("Echo.Echo", req, &resp)
-		return len(resp), err
+		resp := answers.Get().(*[]byte)
+		defer answers.Put(resp)
+		err := client.Call("Echo.Echo", req, resp)
+		return len(*resp), err
 	}
 	closeFn := func() error {
 		err := client.Close()

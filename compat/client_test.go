@@ -2,8 +2,10 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,6 +50,45 @@ func TestClientCall(t *testing.T) {
 	defer cancel()
 	if err := c.Call(tctx, "test/sleep", 5000, nil); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("slow call: %v, want ErrTimeout", err)
+	}
+}
+
+// A raw result is the caller's to keep: copied out of the read buffer,
+// which the next answers reuse, for a *json.RawMessage as for a *[]byte.
+// The copy goes into the caller's slice when it has the room (Call's doc).
+func TestClientRawResults(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	ctx := context.Background()
+	var first json.RawMessage
+	var firstBytes []byte
+	if err := c.Call(ctx, "echo/raw", []byte(`"first"`), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "echo/raw", []byte(`"FIRST"`), &firstBytes); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		var out []byte
+		later := []byte(fmt.Sprintf(`"later %03d %s"`, i, strings.Repeat("x", 500)))
+		if err := c.Call(ctx, "echo/raw", later, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(first) != `"first"` || string(firstBytes) != `"FIRST"` {
+		t.Fatalf("kept results changed to %s and %s by later answers", first, firstBytes)
+	}
+
+	buf := make([]byte, 3, 64)
+	if err := c.Call(ctx, "echo/raw", []byte("reused"), &buf); err != nil || string(buf) != "reused" {
+		t.Fatalf("Call = %q, %v", buf, err)
+	}
+	if cap(buf) != 64 {
+		t.Fatalf("the answer went to a new slice (cap %d), not into the caller's", cap(buf))
+	}
+	var fresh []byte
+	if err := c.Call(ctx, "echo/raw", []byte("fresh"), &fresh); err != nil || string(fresh) != "fresh" {
+		t.Fatalf("Call = %q, %v", fresh, err)
 	}
 }
 
