@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // benchServer starts a server with the test router for benchmarks.
@@ -113,6 +115,73 @@ func BenchmarkCall64(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// BenchmarkCallMinimalClient is the floor for BenchmarkCall on the same
+// server: a client that writes one prebuilt masked frame per call and
+// reads the answer into one buffer on the same goroutine, as the bench's
+// echo client does, with no packet building, masking, decoding or
+// copying per call.
+func BenchmarkCallMinimalClient(b *testing.B) {
+	_, addr := newTestServer(b, Options{Logger: slog.New(slog.DiscardHandler)})
+	nc, br, _, err := ws.Dialer{Protocols: []string{Subprotocol}}.Dial(context.Background(), "ws://"+addr+"/ws")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte(`{"text":"0123456789abcdef0123456789"}`))
+	h := wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: int64(len(pkt)), Masked: true, Key: wsframe.NewMaskKey()}
+	frame := wsframe.AppendHeader(nil, h)
+	start := len(frame)
+	frame = append(frame, pkt...)
+	wsframe.Mask(frame[start:], h.Key, 0)
+
+	buf := make([]byte, 4096)
+	have := 0
+	if br != nil { // bytes that came with the upgrade response
+		have, _ = br.Read(buf)
+		ws.PutReader(br)
+	}
+	// readMessage reads until one server frame (unmasked, under 64 KiB)
+	// is whole, and drops it.
+	readMessage := func() {
+		for {
+			if size, ok := serverFrameSize(buf[:have]); ok {
+				have = copy(buf, buf[size:have])
+				return
+			}
+			n, err := nc.Read(buf[have:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			have += n
+		}
+	}
+	readMessage() // the capabilities
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := nc.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		readMessage()
+	}
+}
+
+// serverFrameSize reports the size of the unmasked frame of under 64 KiB
+// at the start of b, and whether b holds all of it.
+func serverFrameSize(b []byte) (int, bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	size, n := 2, int(b[1]&0x7f)
+	if n == 126 {
+		if len(b) < 4 {
+			return 0, false
+		}
+		size, n = 4, int(binary.BigEndian.Uint16(b[2:]))
+	}
+	size += n
+	return size, len(b) >= size
 }
 
 // BenchmarkCallRawClient is BenchmarkCall's call made by a bare gobwas/ws
