@@ -952,6 +952,10 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 				if c.opts.Dictionary != nil {
 					cc.chooseDictionary(string(v))
 				}
+			case "codec":
+				if string(v) != c.opts.Codec.Name() {
+					return errUnsupportedCodec
+				}
 			case "maxBatch":
 				if n, err := strconv.ParseUint(string(v), 10, 32); err == nil && n > 0 {
 					cc.serverMaxBatch.Store(uint32(n))

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 )
 
 func dialClient(t *testing.T, addr string, opts ClientOptions) *Client {
@@ -239,4 +243,87 @@ func TestClientDictionary(t *testing.T) {
 		t.Error("no packet was sent compressed with the dictionary")
 	}
 	var _ = wire.CompressedBit
+}
+
+// namedJSON is JSON under another name: a codec the other end may not
+// speak.
+type namedJSON struct {
+	jsonCodec
+	name string
+}
+
+func (c namedJSON) Name() string { return c.name }
+
+// PROTOCOL.md §4.9: a client's codec capability names the codecs it
+// speaks; a server whose codec is not among them closes with 1008
+// HP_ERR_UNSUPPORTED_CODEC instead of failing every call as invalid
+// params. Both ends on the same codec, other than JSON, talk.
+func TestCodecNegotiation(t *testing.T) {
+	_, jsonAddr := newTestServer(t, Options{})
+	c := dialClient(t, jsonAddr, ClientOptions{Codec: namedJSON{name: "msgpack"}, Reconnect: Reconnect{Disabled: true}})
+	err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+	var ce *CloseError
+	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Code != 1008 || ce.Reason != "HP_ERR_UNSUPPORTED_CODEC" || !ce.Remote {
+		t.Fatalf("call with a codec the server does not speak: %v, want ErrDisconnected and the server's 1008 HP_ERR_UNSUPPORTED_CODEC", err)
+	}
+
+	_, addr := newTestServer(t, Options{Codec: namedJSON{name: "json-v2"}})
+	c = dialClient(t, addr, ClientOptions{Codec: namedJSON{name: "json-v2"}})
+	var out echoReq
+	if err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, &out); err != nil || out.Text != "hi" {
+		t.Fatalf("both ends on json-v2: %+v, %v", out, err)
+	}
+}
+
+// The client checks the server's choice too: a server that answers with
+// another codec (one that does not check the client's offer) gets a close
+// frame with 1008 HP_ERR_UNSUPPORTED_CODEC.
+func TestClientRefusesServerCodec(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan ws.StatusCode, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "msgpack")})
+		if err := wsutil.WriteServerBinary(nc, caps); err != nil {
+			return
+		}
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			frame, err := ws.ReadFrame(nc)
+			if err != nil {
+				got <- 0
+				return
+			}
+			if frame.Header.OpCode == ws.OpClose {
+				frame = ws.UnmaskFrameInPlace(frame)
+				code, reason := ws.ParseCloseFrameData(frame.Payload)
+				if reason != "HP_ERR_UNSUPPORTED_CODEC" {
+					code = 0
+				}
+				got <- code
+				return
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	defer c.Close()
+	select {
+	case code := <-got:
+		if code != 1008 {
+			t.Fatalf("the client closed with %d, want 1008 HP_ERR_UNSUPPORTED_CODEC", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client never closed the connection")
+	}
 }

@@ -6,9 +6,12 @@ import (
 )
 
 // A Codec encodes and decodes payloads: call requests and results, event
-// and emit payloads, error data. The codec is chosen per connection through
-// capabilities (PROTOCOL.md §5); JSON is the default and the only one
-// hotpath.v1 names, and a server may install another for its own clients.
+// and emit payloads, error data. JSON is the default and the only one
+// hotpath.v1 names; a server may install another for its own clients. Both
+// ends name their codec in capabilities (PROTOCOL.md §4.9): a server closes
+// a connection whose client does not offer its codec, and a client one
+// whose server names another, with 1008 HP_ERR_UNSUPPORTED_CODEC, rather
+// than fail every call as invalid params.
 //
 // A Codec must be safe for concurrent use.
 type Codec interface {

@@ -146,8 +146,15 @@ func (p *Peer) onCapabilities(body []byte) error {
 	s := p.srv
 	var chosen *dictCodec
 	for k, v := range pk.Pairs() {
-		if string(k) == "dict" && s.dict != nil {
-			chosen = s.dict.choose(string(v))
+		switch string(k) {
+		case "dict":
+			if s.dict != nil {
+				chosen = s.dict.choose(string(v))
+			}
+		case "codec":
+			if !offers(string(v), p.codec.Name()) {
+				return errUnsupportedCodec
+			}
 		}
 	}
 	lim := s.opts.Limits
@@ -167,6 +174,25 @@ func (p *Peer) onCapabilities(body []byte) error {
 		p.dict.Store(chosen)
 	}
 	return nil
+}
+
+// errUnsupportedCodec ends a connection whose peer does not speak this
+// end's payload codec (PROTOCOL.md §4.9): its payloads could not be
+// decoded, and every call would fail as invalid params.
+var errUnsupportedCodec = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNSUPPORTED_CODEC"}
+
+// offers reports whether the comma-separated list of a codec capability
+// names codec. An empty list is JSON's, the default.
+func offers(list, codec string) bool {
+	if list == "" {
+		return codec == JSON.Name()
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(name) == codec {
+			return true
+		}
+	}
+	return false
 }
 
 // Version is the version of this server, sent in capabilities.
