@@ -59,7 +59,7 @@ type sharedReads struct {
 	// release. The timer is armed by the first release after it fired,
 	// not reset by every release: a reset per call moved a runtime timer
 	// earlier each time and woke a core sleeping in the poller, one more
-	// epoll_pwait per call (strace -c of BenchmarkCall) and about 3% of a
+	// epoll_pwait per call (strace -c of BenchmarkCall) and about 2% of a
 	// lone call. When it fires early for a later release, the loop arms it
 	// again for the rest.
 	linger      *time.Timer
