@@ -1,12 +1,15 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -247,4 +250,99 @@ func BenchmarkCallRawClient(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRoomEmit is the room fan-out of the bench's fanout scenario in
+// process: emits of 512 bytes to a room of 200 members, in bursts of 100
+// back to back, each burst timed until every member has read all of it.
+// Members are minimal clients that count frames. writev/member/burst is
+// how many write system calls the outboxes made per member per burst: a
+// burst coalesces when it is about 1.
+func BenchmarkRoomEmit(b *testing.B) {
+	const members, burst = 200, 100
+	s, addr := newTestServer(b, Options{Compression: Compression{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+	// The members count what they read into received and signal reached
+	// when it gets to want; the emitter sleeps meanwhile, as a spinning
+	// wait would take a core from the members.
+	var received, want atomic.Int64
+	reached := make(chan struct{}, 1)
+	for range members {
+		nc, br, _, err := ws.Dialer{Protocols: []string{Subprotocol}}.Dial(context.Background(), "ws://"+addr+"/ws")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			buf := make([]byte, 64<<10)
+			have := 0
+			if br != nil {
+				have, _ = br.Read(buf)
+				ws.PutReader(br)
+			}
+			for {
+				frames, off := 0, 0
+				for {
+					size, ok := serverFrameSize(buf[off:have])
+					if !ok {
+						break
+					}
+					off += size
+					frames++
+				}
+				have = copy(buf, buf[off:have])
+				if frames > 0 && received.Add(int64(frames)) >= want.Load() {
+					select {
+					case reached <- struct{}{}:
+					default:
+					}
+				}
+				n, err := nc.Read(buf[have:])
+				if err != nil {
+					return
+				}
+				have += n
+			}
+		}()
+	}
+	peers := s.snapshotPeers()
+	for len(peers) < members {
+		time.Sleep(time.Millisecond)
+		peers = s.snapshotPeers()
+	}
+	for _, p := range peers {
+		if _, err := s.Join(p, "lobby"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// wait returns once the members have read n frames in all.
+	wait := func(n int64) {
+		want.Store(n)
+		for received.Load() < n {
+			<-reached
+		}
+	}
+	wait(members * (members + 1) / 2) // every presence event, before the timer starts
+	writes := func() (n uint64) {
+		for _, p := range peers {
+			n += p.link.(*wsConn).out.Stats().Syscalls
+		}
+		return n
+	}
+	payload := bytes.Repeat([]byte("a"), 512)
+	w0 := writes()
+	b.ReportAllocs()
+	b.ResetTimer()
+	bursts := 0
+	for n := 0; n < b.N; n += burst {
+		bursts++
+		next := received.Load() + members*burst
+		for range burst {
+			if _, err := s.Emit("lobby", "msg", payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wait(next)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(writes()-w0)/float64(members*bursts), "writev/member/burst")
 }

@@ -57,11 +57,10 @@ type sharedReads struct {
 	loopWake chan struct{} // buffered: the read loop should try to take the token
 	// The read loop takes the token back readLinger after the last
 	// release. The timer is armed by the first release after it fired,
-	// not reset by every release: a reset per call moved a runtime timer
-	// earlier each time and woke a core sleeping in the poller, one more
-	// epoll_pwait per call (strace -c of BenchmarkCall) and about 2% of a
-	// lone call. When it fires early for a later release, the loop arms it
-	// again for the rest.
+	// not reset by every release: a reset per call cost about 2% of a
+	// lone call, as much as having no timer at all (BenchmarkCall;
+	// bench/results/compat-client-2026-12-03.txt). When it fires early
+	// for a later release, the loop arms it again for the rest.
 	linger      *time.Timer
 	lingerArmed atomic.Bool  // linger is pending; set by whoever arms it
 	releasedAt  atomic.Int64 // when the token was last let go of, in nanoseconds since the Unix epoch
