@@ -120,6 +120,44 @@ func BenchmarkCall64(b *testing.B) {
 	}
 }
 
+// BenchmarkCall64x10KiB is BenchmarkCall64 with 10 KiB each way: answers
+// that straddle the client's reads, and batches of large calls.
+func BenchmarkCall64x10KiB(b *testing.B) {
+	for _, nobatch := range []bool{false, true} {
+		name := "batching"
+		if nobatch {
+			name = "no-batching"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := benchClient(b, ClientOptions{NoBatching: nobatch})
+			req := make([]byte, 10<<10)
+			for i := range req {
+				req[i] = 'a' + byte(i%26)
+			}
+			ctx := context.Background()
+			b.SetBytes(int64(len(req)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			per := b.N/64 + 1
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var resp []byte
+					for range per {
+						if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
 // BenchmarkCallMinimalClient is the floor for BenchmarkCall on the same
 // server: a client that writes one prebuilt masked frame per call and
 // reads the answer into one buffer on the same goroutine, as the bench's

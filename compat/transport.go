@@ -75,6 +75,13 @@ type wsConn struct {
 // for a burst of small calls, small enough that a pool of them is cheap.
 const readBufSize = 16 << 10
 
+// pushInQueue is how many bytes a partial message must reach before a
+// read buffer joins the queue as it is rather than copied into it. A read
+// buffer the queue takes is lost to the pool: with messages of 10 KiB
+// straddling most reads, pushing every read cost a new 16 KiB buffer per
+// read and the collections that go with it (BenchmarkCall64x10KiB).
+const pushInQueue = 64 << 10
+
 // largeReadSize is the most a single read asks for while a large frame is
 // being received on a stream carrier.
 const largeReadSize = 256 << 10
@@ -301,13 +308,15 @@ func (c *wsConn) isClosing() bool {
 // consume decodes and handles every message in b, the bytes of one read,
 // and keeps a trailing partial frame in the queue. With the queue empty, b
 // is decoded in place and a partial frame at its end is copied into the
-// queue. With a frame pending, b joins the queue: without a copy when the
-// read filled at least half its buffer (kept reports that the queue now
-// owns it), copied otherwise, so a peer that trickles a frame a byte at a
-// time makes the queue hold what it sent, not a buffer per read.
+// queue. With a frame pending, b joins the queue: copied while what is
+// pending stays small (pushInQueue), so that the read buffer goes back to
+// its pool, and a peer that trickles a frame a byte at a time makes the
+// queue hold what it sent, not a buffer per read; without a copy when a
+// large message is being received (kept reports that the queue now owns
+// b, which the garbage collector then frees).
 func (c *wsConn) consume(b []byte, h messageHandler) (kept bool, err error) {
 	if c.q.Len() > 0 {
-		if len(b) >= readBufSize/2 {
+		if c.q.Len()+len(b) > pushInQueue {
 			err, kept = c.q.Push(b), true
 		} else {
 			_, err = c.q.Write(b)
