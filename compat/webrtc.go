@@ -152,10 +152,11 @@ type rtcTransport struct {
 	unreliable datachannel.ReadWriteCloser // nil until it opens
 	datagrams  chan datachannel.ReadWriteCloser
 	closeOnce  sync.Once
+	closed     chan struct{} // closed with the transport
 }
 
 func newRTCTransport(pc *webrtc.PeerConnection) *rtcTransport {
-	t := &rtcTransport{pc: pc, datagrams: make(chan datachannel.ReadWriteCloser, 1)}
+	t := &rtcTransport{pc: pc, datagrams: make(chan datachannel.ReadWriteCloser, 1), closed: make(chan struct{})}
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
 		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
 			t.closeTransport(wsframe.CloseAbnormal, "")
@@ -203,7 +204,10 @@ func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 // closeTransport closes the peer connection: a data channel carries no
 // close code (the close notice does).
 func (t *rtcTransport) closeTransport(wsframe.CloseCode, string) {
-	t.closeOnce.Do(func() { go t.pc.Close() })
+	t.closeOnce.Do(func() {
+		close(t.closed)
+		go t.pc.Close()
+	})
 }
 
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
@@ -221,11 +225,15 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	return corkwriter.Sent, true
 }
 
+// receiveDatagrams reads the unreliable channel from whenever the client
+// opens it until the transport closes. A client may open it late; a
+// channel nobody reads would fill the association's receive window and
+// stall the control channel with it.
 func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
 	var raw datachannel.ReadWriteCloser
 	select {
 	case raw = <-t.datagrams:
-	case <-time.After(handshakeTimeout):
+	case <-t.closed:
 		return
 	}
 	buf := make([]byte, maxChannelMessage)
