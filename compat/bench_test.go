@@ -68,10 +68,7 @@ func BenchmarkCallCancellable(b *testing.B) {
 // per byte.
 func BenchmarkCall10KiB(b *testing.B) {
 	c := benchClient(b, ClientOptions{})
-	req := make([]byte, 10<<10)
-	for i := range req {
-		req[i] = 'a' + byte(i%26)
-	}
+	req := payload10KiB()
 	var resp []byte
 	ctx := context.Background()
 	b.SetBytes(int64(len(req)))
@@ -89,40 +86,18 @@ func BenchmarkCall10KiB(b *testing.B) {
 // BenchmarkCall64 keeps 64 calls in flight from 64 goroutines; concurrent
 // calls leave in batches and their answers in one writev per read.
 func BenchmarkCall64(b *testing.B) {
-	for _, nobatch := range []bool{false, true} {
-		name := "batching"
-		if nobatch {
-			name = "no-batching"
-		}
-		b.Run(name, func(b *testing.B) {
-			c := benchClient(b, ClientOptions{NoBatching: nobatch})
-			req := []byte(`{"text":"0123456789abcdef0123456789"}`)
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			per := b.N/64 + 1
-			for range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var resp []byte
-					for range per {
-						if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-		})
-	}
+	benchCalls64(b, []byte(`{"text":"0123456789abcdef0123456789"}`))
 }
 
 // BenchmarkCall64x10KiB is BenchmarkCall64 with 10 KiB each way: answers
 // that straddle the client's reads, and batches of large calls.
 func BenchmarkCall64x10KiB(b *testing.B) {
+	benchCalls64(b, payload10KiB())
+}
+
+// benchCalls64 makes calls of req from 64 goroutines, with and without
+// client batching.
+func benchCalls64(b *testing.B, req []byte) {
 	for _, nobatch := range []bool{false, true} {
 		name := "batching"
 		if nobatch {
@@ -130,10 +105,6 @@ func BenchmarkCall64x10KiB(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			c := benchClient(b, ClientOptions{NoBatching: nobatch})
-			req := make([]byte, 10<<10)
-			for i := range req {
-				req[i] = 'a' + byte(i%26)
-			}
 			ctx := context.Background()
 			b.SetBytes(int64(len(req)))
 			b.ReportAllocs()
@@ -156,6 +127,15 @@ func BenchmarkCall64x10KiB(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// payload10KiB is the 10 KiB payload of the large-call benchmarks.
+func payload10KiB() []byte {
+	p := make([]byte, 10<<10)
+	for i := range p {
+		p[i] = 'a' + byte(i%26)
+	}
+	return p
 }
 
 // BenchmarkCallMinimalClient is the floor for BenchmarkCall on the same
