@@ -779,9 +779,10 @@ func (cc *clientConn) flushQueue(ownLast bool) error {
 
 // maxSpareQueue bounds the spare queue buffer a client connection keeps
 // between flushes. Without a spare, a flush that took more than one round
-// grew a new buffer item by item: at 10 KiB with 64 callers, 12 KiB
-// allocated per call (BenchmarkCall64x10KiB/batching). 64 calls of 10 KiB
-// queue about 650 KiB.
+// grew a new buffer item by item: at 10 KiB with 64 callers, 9-13 KiB
+// allocated per call (BenchmarkCall64x10KiB/batching;
+// bench/results/compat-large-2026-12-03.txt). 64 calls of 10 KiB queue
+// about 650 KiB, more than a smaller cap would keep.
 const maxSpareQueue = 1 << 20
 
 // sendItems sends n queued items: one alone, or several as Batch packets
