@@ -713,10 +713,9 @@ func (cc *clientConn) enqueue(b []byte) error {
 	// batch with this one. On QUIC, where a write is a copy into the
 	// stream, 64 concurrent callers otherwise send a packet each; with the
 	// yield about 20 calls share one (BenchmarkCarrierEcho/*/small-64).
-	// A caller with no other call in flight has nobody to wait for; since
-	// callers read their own answers (sharedread.go) the yield cost a lone
-	// call more than half its round trip on loopback (BenchmarkCall with
-	// the yield made unconditional: about 49 µs against 20 µs).
+	// A caller with no other call in flight has nobody to wait for, and
+	// since callers read their own answers (sharedread.go) a yield would
+	// only delay its packet and the read that follows it.
 	if cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
 	}
