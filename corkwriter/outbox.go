@@ -116,6 +116,7 @@ type Outbox struct {
 	flushing bool   // a goroutine owns w and is writing
 	corks    int
 	err      error
+	last     bool // SendLast took its frame: nothing more is accepted
 	stats    OutboxStats
 	drained  chan struct{} // closed when queued reaches 0 or err is set; made by Drained
 
@@ -147,12 +148,19 @@ func newOutbox(out sender, opts *OutboxOptions) *Outbox {
 }
 
 // Send queues a copy of p. The caller may reuse p when Send returns.
-func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false, true) }
+func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false, true, false) }
+
+// SendLast queues p by reference, as SendShared does, as the last frame the
+// outbox accepts: every send after it returns Closed, while what is queued
+// is still written, p last. It is for a protocol's closing frame (RFC 6455
+// §5.5.1: no data frame after a close frame), so that senders need no lock
+// of their own to stay ahead of it. A second SendLast returns Closed.
+func (o *Outbox) SendLast(p []byte) Status { return o.enqueue(p, true, true, true) }
 
 // SendShared queues p by reference, without copying: p must never be
 // modified afterwards (a prepared broadcast frame, a constant ping). Frames
 // shorter than 256 bytes are copied, as by Writer.WriteShared.
-func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true, true) }
+func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true, true, false) }
 
 // QueueShared queues p by reference, as SendShared does, but never writes
 // on the caller's goroutine: if the outbox is idle, a flusher goroutine
@@ -161,18 +169,20 @@ func (o *Outbox) SendShared(p []byte) Status { return o.enqueue(p, true, true) }
 // loop: the writes run on the recipients' flushers, in parallel, and the
 // frames of a burst of broadcasts coalesce into one writev per recipient.
 // It never returns Sent.
-func (o *Outbox) QueueShared(p []byte) Status { return o.enqueue(p, true, false) }
+func (o *Outbox) QueueShared(p []byte) Status { return o.enqueue(p, true, false, false) }
 
 // enqueue accepts p (a copy, or by reference when shared) and, when the
 // outbox is idle, writes it: on the caller's goroutine if inline is allowed
 // and the connection can be tried without blocking, else on a flusher
-// goroutine.
-func (o *Outbox) enqueue(p []byte, shared, inline bool) Status {
+// goroutine. With last, p is the last frame the outbox accepts, whatever
+// becomes of it.
+func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
 	o.mu.Lock()
-	if o.err != nil {
+	if o.err != nil || o.last {
 		o.mu.Unlock()
 		return Closed
 	}
+	o.last = last
 	if len(p) == 0 {
 		o.mu.Unlock()
 		return Sent

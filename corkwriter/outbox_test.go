@@ -414,3 +414,81 @@ func TestOutboxQueueSharedWritesOnAFlusherAndCoalesces(t *testing.T) {
 		t.Errorf("%d writes for %d frames queued back to back: no coalescing", st.Syscalls, n)
 	}
 }
+
+// SendLast: while producers send as fast as they can, the frame given to
+// SendLast is the last one on the wire, every frame accepted before it
+// arrives, and every send after it returns Closed.
+func TestOutboxSendLast(t *testing.T) {
+	c, peer := tcpPair(t)
+	defer peer.Close()
+	order := make(chan []byte, 1)
+	go func() {
+		var ids []byte
+		hdr := make([]byte, 7)
+		for {
+			if _, err := io.ReadFull(peer, hdr); err != nil {
+				order <- ids
+				return
+			}
+			if _, err := io.CopyN(io.Discard, peer, int64(binary.BigEndian.Uint16(hdr[5:]))); err != nil {
+				order <- ids
+				return
+			}
+			ids = append(ids, hdr[0])
+		}
+	}()
+	o := NewOutbox(c, &OutboxOptions{MaxQueued: 64 << 20})
+	const producers, lastID = 4, 0xfe
+	var accepted [producers]atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for id := range producers {
+		wg.Go(func() {
+			var scratch []byte
+			for seq := uint32(0); ; seq++ {
+				scratch = appendFrame(scratch[:0], byte(id), seq, int(seq*37)%900)
+				switch st := o.Send(scratch); st {
+				case Sent, Queued:
+					accepted[id].Add(1)
+				case Closed:
+					<-stop
+					return
+				default:
+					t.Errorf("producer %d: status %v", id, st)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st := o.SendLast(appendFrame(nil, lastID, 0, 100)); st != Sent && st != Queued {
+		t.Fatalf("SendLast: %v", st)
+	}
+	if st := o.Send(appendFrame(nil, 0, 0, 10)); st != Closed {
+		t.Fatalf("Send after SendLast: %v, want Closed", st)
+	}
+	if st := o.SendLast(appendFrame(nil, lastID, 1, 10)); st != Closed {
+		t.Fatalf("a second SendLast: %v, want Closed", st)
+	}
+	close(stop)
+	wg.Wait()
+	waitFor(t, "the outbox to drain", func() bool { return o.Queued() == 0 })
+	o.Close()
+	c.Close()
+	ids := <-order
+	if len(ids) == 0 || ids[len(ids)-1] != lastID {
+		t.Fatalf("the last frame on the wire is not SendLast's (%d frames)", len(ids))
+	}
+	var arrived [producers]int64
+	for _, id := range ids[:len(ids)-1] {
+		if id == lastID {
+			t.Fatal("SendLast's frame arrived twice")
+		}
+		arrived[id]++
+	}
+	for id := range producers {
+		if arrived[id] != accepted[id].Load() {
+			t.Fatalf("producer %d: %d frames accepted, %d arrived before the last", id, accepted[id].Load(), arrived[id])
+		}
+	}
+}
