@@ -34,43 +34,33 @@ func benchClient(b *testing.B, copts ClientOptions) *Client {
 // client encode and frame, loopback TCP, server decode, dispatch, handler,
 // answer, client decode.
 func BenchmarkCall(b *testing.B) {
-	c := benchClient(b, ClientOptions{})
-	req := []byte(`{"text":"0123456789abcdef0123456789"}`)
-	var resp []byte
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCall(b, context.Background(), smallPayload)
 }
 
 // BenchmarkCallCancellable is BenchmarkCall with a context that can be
 // canceled, as most callers pass: a caller reading its own answer must be
 // woken if that context ends (readOwnAnswer).
 func BenchmarkCallCancellable(b *testing.B) {
-	c := benchClient(b, ClientOptions{})
-	req := []byte(`{"text":"0123456789abcdef0123456789"}`)
-	var resp []byte
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCall(b, ctx, smallPayload)
 }
 
 // BenchmarkCall10KiB is BenchmarkCall with a 10 KiB payload each way, the
 // bench's large echo case: what the Go client copies, masks and allocates
 // per byte.
 func BenchmarkCall10KiB(b *testing.B) {
+	benchCall(b, context.Background(), payload10KiB())
+}
+
+// smallPayload is the 32-byte request of the small-call benchmarks.
+var smallPayload = []byte(`{"text":"0123456789abcdef0123456789"}`)
+
+// benchCall makes calls of req with ctx one at a time, each answer into
+// the same slice.
+func benchCall(b *testing.B, ctx context.Context, req []byte) {
 	c := benchClient(b, ClientOptions{})
-	req := payload10KiB()
 	var resp []byte
-	ctx := context.Background()
 	b.SetBytes(int64(len(req)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -86,7 +76,7 @@ func BenchmarkCall10KiB(b *testing.B) {
 // BenchmarkCall64 keeps 64 calls in flight from 64 goroutines; concurrent
 // calls leave in batches and their answers in one writev per read.
 func BenchmarkCall64(b *testing.B) {
-	benchCalls64(b, []byte(`{"text":"0123456789abcdef0123456789"}`))
+	benchCalls64(b, smallPayload)
 }
 
 // BenchmarkCall64x10KiB is BenchmarkCall64 with 10 KiB each way: answers
@@ -150,7 +140,7 @@ func BenchmarkCallMinimalClient(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte(`{"text":"0123456789abcdef0123456789"}`))
+	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, smallPayload)
 	h := wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: int64(len(pkt)), Masked: true, Key: wsframe.NewMaskKey()}
 	frame := wsframe.AppendHeader(nil, h)
 	start := len(frame)
@@ -250,7 +240,7 @@ func BenchmarkCallRawClient(b *testing.B) {
 					}
 				}()
 			}
-			req := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte(`{"text":"0123456789abcdef0123456789"}`))
+			req := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, smallPayload)
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := wsutil.WriteClientBinary(nc, req); err != nil {

@@ -147,7 +147,8 @@ type clientConn struct {
 	flushing bool
 	// spare is the flusher's second queue buffer, kept between flushes
 	// (up to maxSpareQueue): callers queue into one buffer while the
-	// other is being sent (flushQueue).
+	// other is being sent (flushQueue). Only the goroutine that set
+	// flushing touches it, so it needs no lock of its own.
 	spare []byte
 
 	// shared is the read token of a WebSocket connection, whose callers
@@ -744,10 +745,8 @@ func (cc *clientConn) enqueue(b []byte) error {
 // whatever became of the others.
 func (cc *clientConn) flushQueue(ownLast bool) error {
 	var own error
-	cc.qmu.Lock()
 	spare := cc.spare
 	cc.spare = nil
-	cc.qmu.Unlock()
 	for round := 0; ; round++ {
 		cc.qmu.Lock()
 		items, n := cc.queue, cc.queued
