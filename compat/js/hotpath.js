@@ -1155,7 +1155,14 @@ export class Client {
       case 'pong':
         return;
       case 'capabilities': {
-        this.#capabilities = Object.fromEntries(p.pairs);
+        const caps = Object.fromEntries(p.pairs);
+        // This client speaks JSON only (§4.9): a server that chose another
+        // codec would answer in bytes it cannot decode.
+        if (caps.codec !== undefined && caps.codec !== 'json') {
+          this.#violate(conn, 1008, 'HP_ERR_UNSUPPORTED_CODEC');
+          return;
+        }
+        this.#capabilities = caps;
         const maxBatch = Number(this.#capabilities.maxBatch);
         const maxMessage = Number(this.#capabilities.maxMessage);
         if (Number.isInteger(maxBatch) && maxBatch > 0) this.#maxBatch = Math.min(this.#maxBatch, maxBatch);

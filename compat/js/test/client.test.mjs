@@ -564,6 +564,7 @@ test('protocol violations close the connection, then it reconnects (§7)', async
     [(ws) => ws.receive(new Uint8Array([0x7f])), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
     [(ws) => ws.receive(new Uint8Array([0x82, 0])), 1008, 'HP_ERR_UNNEGOTIATED_COMPRESSION', 4008],
     [(ws) => ws.receive({ kind: 'join', id: 1, room: 'r' }), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
+    [(ws) => ws.receive({ kind: 'capabilities', pairs: [['codec', 'cbor']] }), 1008, 'HP_ERR_UNSUPPORTED_CODEC', 4008],
   ]) {
     const { client, net } = connected();
     const seen = states(client);
