@@ -79,12 +79,39 @@ func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {
 
 // closeErrorOf recovers the code of the other end's CLOSE_WEBTRANSPORT_SESSION,
 // or of the QUIC connection's close.
+//
+// A session that ended is asked for its own error first: as soon as a
+// session ends, webtransport-go's client closes the QUIC connection under
+// it (0x100, local), and a read racing with that returns the connection's
+// error instead of the session's, which carries the code (TestCarrierBadInput
+// saw it in about one run in eight).
 func (t *wtTransport) closeErrorOf(err error) *CloseError {
+	if ce := remoteSessionClose(err); ce != nil {
+		return ce
+	}
+	if t.sess.Context().Err() != nil {
+		// An ended session has its error set, and OpenStream returns it
+		// without opening a stream.
+		if str, serr := t.sess.OpenStream(); serr != nil {
+			if ce := remoteSessionClose(serr); ce != nil {
+				return ce
+			}
+		} else {
+			str.CancelWrite(0)
+			str.CancelRead(0)
+		}
+	}
+	return quicCloseError(err)
+}
+
+// remoteSessionClose returns the close code of a session the other end
+// closed, or nil.
+func remoteSessionClose(err error) *CloseError {
 	var se *webtransport.SessionError
 	if errors.As(err, &se) && se.Remote {
 		return &CloseError{Code: wsframe.CloseCode(se.ErrorCode), Reason: se.Message, Remote: true}
 	}
-	return quicCloseError(err)
+	return nil
 }
 
 func (t *wtTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
