@@ -58,6 +58,35 @@ func TestClientBatchesWithinServerLimits(t *testing.T) {
 	}
 }
 
+// A server whose message limit is below batchMaxBytes: the client's
+// batches stay within its maxMessage capability. 24 queued calls of 3 KiB
+// in one 64 KiB batch would close the connection with 1009.
+func TestClientBatchesWithinSmallServerLimit(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 16 << 10}})
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatal(err) // the server's capabilities have arrived
+	}
+	const callers, rounds = 48, 8
+	payload := make([]byte, 3<<10)
+	errs := make(chan error, callers*rounds)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range rounds {
+				if err := c.Call(context.Background(), "echo/raw", payload, nil); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("call failed: %v", err)
+	}
+}
+
 // A batch the client's outbox drops holds other callers' calls: they fail
 // at once with ErrOverloaded instead of waiting for answers that will never
 // come. The server's read loop is held in a handler, so the socket fills

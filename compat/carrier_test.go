@@ -681,3 +681,47 @@ func TestCarrierLimits(t *testing.T) {
 		})
 	}
 }
+
+// A client refuses, with ErrMessageTooBig, a packet over the server's
+// maxMessage capability or over its carrier's largest message (256 KiB on
+// a WebRTC data channel), before sending it: sent, it would make the
+// server close the connection with 1009. The connection stays up.
+func TestClientRefusesOversizedPackets(t *testing.T) {
+	const limit = 64 << 10
+	e := newCarrierEnv(t, Options{Limits: Limits{MaxMessageSize: limit}})
+	ctx := context.Background()
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			// The first answer follows the server's capabilities.
+			if err := c.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatal(err)
+			}
+			big := make([]byte, limit)
+			for what, err := range map[string]error{
+				"call":  c.Call(ctx, "echo/raw", big, nil),
+				"emit":  c.Emit("lobby", "big", big, false),
+				"event": c.Event("big", big),
+			} {
+				if !errors.Is(err, ErrMessageTooBig) {
+					t.Errorf("%s over the server's limit: %v, want ErrMessageTooBig", what, err)
+				}
+			}
+			var out []byte
+			payload := make([]byte, limit-256)
+			if err := c.Call(ctx, "echo/raw", payload, &out); err != nil || len(out) != len(payload) {
+				t.Fatalf("a call within the limit, after the refusals: %d bytes back, %v", len(out), err)
+			}
+		})
+	}
+	t.Run("webrtc carrier limit", func(t *testing.T) {
+		e := newCarrierEnv(t, Options{})
+		c := e.dial(t, CarrierWebRTC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		if err := c.Call(ctx, "echo/raw", make([]byte, maxChannelMessage), nil); !errors.Is(err, ErrMessageTooBig) {
+			t.Errorf("a call over a data channel's message limit: %v, want ErrMessageTooBig", err)
+		}
+		if err := c.Call(ctx, "echo/raw", make([]byte, 200<<10), nil); err != nil {
+			t.Fatalf("a call within it: %v", err)
+		}
+	})
+}

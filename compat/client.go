@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -140,6 +141,9 @@ type clientConn struct {
 
 	// serverMaxBatch is the server's maxBatch capability, 0 until known.
 	serverMaxBatch atomic.Uint32
+	// serverMaxMessage is the server's maxMessage capability, 0 until
+	// known.
+	serverMaxMessage atomic.Int64
 
 	qmu      sync.Mutex
 	queue    []byte // encoded packets waiting, as batch items
@@ -696,6 +700,9 @@ func (c *Client) Event(name string, v any) error {
 // once, its own packet straight from b when nobody queued behind it, so a
 // lone call waits for nothing and is not copied.
 func (cc *clientConn) enqueue(b []byte) error {
+	if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
+		return err
+	}
 	if cc.c.opts.NoBatching {
 		return statusError(cc.sendPacket(b))
 	}
@@ -733,6 +740,27 @@ func (cc *clientConn) enqueue(b []byte) error {
 		return err
 	}
 	return cc.flushQueue(true)
+}
+
+// packetLimit is the largest packet this connection may send: the least
+// of the server's maxMessage and the carrier's message limit, 0 while
+// neither is known.
+func (cc *clientConn) packetLimit() int {
+	limit := int64(cc.link.maxPacket())
+	if m := cc.serverMaxMessage.Load(); m > 0 && (limit == 0 || m < limit) {
+		limit = m
+	}
+	return int(min(limit, math.MaxInt32))
+}
+
+// checkSize refuses a packet of n bytes over packetLimit, which the server
+// would answer by closing the connection (1009), or the carrier could not
+// carry.
+func (cc *clientConn) checkSize(n int) error {
+	if limit := cc.packetLimit(); limit > 0 && n > limit {
+		return fmt.Errorf("%w: a packet of %d bytes, over the limit of %d", ErrMessageTooBig, n, limit)
+	}
+	return nil
 }
 
 // flushQueue writes what is queued until the queue stays empty. A packet
@@ -795,7 +823,7 @@ func (cc *clientConn) sendItems(items []byte, n uint32) (unsent []byte, err erro
 		}
 		return nil, nil
 	}
-	limit := batchLimit(cc.link.maxPacket())
+	limit := batchLimit(cc.packetLimit())
 	for len(items) > 0 {
 		end, count := nextBatch(items, limit, cc.maxBatch())
 		var err error
@@ -975,6 +1003,10 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 				if n, err := strconv.ParseUint(string(v), 10, 32); err == nil && n > 0 {
 					cc.serverMaxBatch.Store(uint32(n))
 				}
+			case "maxMessage":
+				if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+					cc.serverMaxMessage.Store(n)
+				}
 			}
 		}
 	default:
@@ -1027,7 +1059,11 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			}
 			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message), Payload: e.Data}
 		}
-		cc.enqueue(wire.Append(beginFrame(nil), &a))
+		if err := cc.enqueue(wire.Append(beginFrame(nil), &a)); errors.Is(err, ErrMessageTooBig) {
+			// The server still gets an answer, and the asker a reason.
+			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: wire.CodeInternal, Message: []byte("answer over the message limit")}
+			cc.enqueue(wire.Append(beginFrame(nil), &a))
+		}
 	}()
 }
 

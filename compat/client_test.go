@@ -199,6 +199,28 @@ func TestServerAsk(t *testing.T) {
 	}
 }
 
+// An answer to an ask over the server's message limit is not sent (the
+// server would close the connection with 1009): the server gets an error
+// answer instead, and the connection stays up.
+func TestClientAnswerOverServerLimit(t *testing.T) {
+	r := testRouter()
+	Handle(r, "test/ask", func(ctx context.Context, _ struct{}) (string, error) {
+		var answer []byte
+		return "", PeerFrom(ctx).Ask(ctx, "ui/big", struct{}{}, &answer)
+	}, Async())
+	_, addr := newTestServer(t, Options{Router: r, Limits: Limits{MaxMessageSize: 16 << 10}})
+	handlers := NewRouter()
+	Handle(handlers, "ui/big", func(ctx context.Context, _ struct{}) ([]byte, error) { return make([]byte, 32<<10), nil })
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers, Reconnect: Reconnect{Disabled: true}})
+	err := c.Call(context.Background(), "test/ask", struct{}{}, nil)
+	if !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "answer over the message limit") {
+		t.Fatalf("ask answered over the limit: %v, want the internal error the client answered", err)
+	}
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("the connection after the refused answer: %v", err)
+	}
+}
+
 func TestClientReconnectRejoins(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	states := make(chan State, 10)

@@ -78,3 +78,11 @@ func CloseStatus(err error) wsframe.CloseCode {
 // ErrClosed is returned by calls on a connection or client that was closed
 // by its owner.
 var ErrClosed = errors.New("hotpath: closed")
+
+// ErrMessageTooBig is returned, wrapped with the sizes, by a client's Call,
+// Join, Leave, Emit or Event whose packet is over the server's message
+// limit (its maxMessage capability, PROTOCOL.md §4.9) or over the largest
+// message its carrier takes (256 KiB on a WebRTC data channel). The packet
+// is not sent and the connection stays up; sent, it would make the server
+// close the connection with 1009.
+var ErrMessageTooBig = errors.New("hotpath: message too big")
