@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -668,7 +669,23 @@ func TestCarrierLimits(t *testing.T) {
 			if err := bomb.Call(ctx, "echo/say", echoReq{Text: "a message long enough to be worth compressing with the router dictionary"}, nil); err != nil {
 				t.Fatal(err)
 			}
-			err := bomb.Call(ctx, "echo/raw", make([]byte, 256<<10), nil)
+			// The client refuses a packet over the server's maxMessage
+			// itself (ErrMessageTooBig): the bomb goes past that check,
+			// compressed with the dictionary, and a call in flight reports
+			// how the connection ended.
+			failed := make(chan error, 1)
+			go func() { failed <- bomb.Call(ctx, "test/sleep", 10_000, nil) }()
+			time.Sleep(20 * time.Millisecond)
+			cc, err := bomb.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc.sendPacket(wire.AppendCall(beginFrame(nil), dispatch.KindCall, 1<<30, "echo/raw", 0, make([]byte, 256<<10)))
+			select {
+			case err = <-failed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the bomb did not close the connection")
+			}
 			// The reason tells the inflate cap from the message limit,
 			// which a packet sent uncompressed would have hit.
 			var ce *CloseError
@@ -724,4 +741,51 @@ func TestClientRefusesOversizedPackets(t *testing.T) {
 			t.Fatalf("a call within it: %v", err)
 		}
 	})
+}
+
+// Keepalive on the carriers without ping frames (PROTOCOL.md §4.8): the
+// server's Ping packets, answered by the client's Pong, keep a silent
+// connection open past IdleTimeout; a client that stops reading (its room
+// listener blocks the read loop) answers none and is closed for silence
+// with 1001, which its call in flight reports once it reads again.
+func TestCarrierKeepalive(t *testing.T) {
+	e := newCarrierEnv(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 400 * time.Millisecond})
+	ctx := context.Background()
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			live := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if err := live.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatal(err)
+			}
+			stuck := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			room := "stuck-" + carrierName(carrier)
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			unblock := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(unblock) // before the client's Close, also on failure
+			stuck.OnRoom(room, "block", func(Message) { <-release })
+			if _, err := stuck.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			inFlight := make(chan error, 1)
+			go func() { inFlight <- stuck.Call(ctx, "test/sleep", 60_000, nil) }()
+			if _, err := e.srv.Emit(room, "block", nil); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // more than twice IdleTimeout
+			if err := live.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatalf("a client that answers pings, after 1 s of silence: %v", err)
+			}
+			unblock()
+			select {
+			case err := <-inFlight:
+				if CloseStatus(err) != wsframe.CloseGoingAway || !strings.Contains(err.Error(), "HP_IDLE_TIMEOUT") {
+					t.Fatalf("the call in flight on the stuck client: %v, want close 1001 HP_IDLE_TIMEOUT", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the stuck client was not closed")
+			}
+		})
+	}
 }
