@@ -675,7 +675,7 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 		return err
 	}
 	if st, ok := cc.link.sendDatagram(b[frameHeadroom:]); ok {
-		return statusError(st)
+		return cc.sendError(st)
 	}
 	return cc.enqueue(b)
 }
@@ -704,7 +704,7 @@ func (cc *clientConn) enqueue(b []byte) error {
 		return err
 	}
 	if cc.c.opts.NoBatching {
-		return statusError(cc.sendPacket(b))
+		return cc.sendError(cc.sendPacket(b))
 	}
 	pkt := b[frameHeadroom:]
 	cc.qmu.Lock()
@@ -735,11 +735,28 @@ func (cc *clientConn) enqueue(b []byte) error {
 	}
 	cc.qmu.Unlock()
 	if alone {
-		err := statusError(cc.sendPacket(b))
+		err := cc.sendError(cc.sendPacket(b))
 		cc.flushQueue(false)
 		return err
 	}
 	return cc.flushQueue(true)
+}
+
+// sendError is the error of a packet the link did not take: ErrOverloaded
+// when the outbox is full; when the link is closing, ErrClosed if the
+// client's owner closed it, else ErrDisconnected (the server or the
+// network ended the connection, and it may reconnect).
+func (cc *clientConn) sendError(st corkwriter.Status) error {
+	if st != corkwriter.Closed {
+		return statusError(st)
+	}
+	cc.c.mu.Lock()
+	closed := cc.c.closed
+	cc.c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return ErrDisconnected
 }
 
 // packetLimit is the largest packet this connection may send: the least
@@ -848,7 +865,7 @@ func (cc *clientConn) sendBatch(items []byte, count uint32) error {
 	defer scratchBufs.Put(bp)
 	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items})
 	*bp = b[:0]
-	return statusError(cc.sendPacket(b))
+	return cc.sendError(cc.sendPacket(b))
 }
 
 // maxBatch is the most items one Batch may carry to this server.
@@ -895,7 +912,7 @@ func (cc *clientConn) sendRaw(pkt []byte) error {
 	defer scratchBufs.Put(bp)
 	b := append(beginFrame(*bp), pkt...)
 	*bp = b[:0]
-	return statusError(cc.sendPacket(b))
+	return cc.sendError(cc.sendPacket(b))
 }
 
 // sendPacket sends a packet built after frame headroom, compressed with

@@ -15,6 +15,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
 )
 
@@ -218,6 +219,27 @@ func TestClientAnswerOverServerLimit(t *testing.T) {
 	}
 	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
 		t.Fatalf("the connection after the refused answer: %v", err)
+	}
+}
+
+// A packet refused because the connection is closing fails with
+// ErrDisconnected when the server or the network ends the connection, and
+// with ErrClosed only when the client's owner closed it.
+func TestClientSendErrors(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for st, want := range map[corkwriter.Status]error{corkwriter.Closed: ErrDisconnected, corkwriter.Dropped: ErrOverloaded, corkwriter.Sent: nil} {
+		if got := cc.sendError(st); got != want {
+			t.Errorf("%v while open: %v, want %v", st, got, want)
+		}
+	}
+	c.Close()
+	if got := cc.sendError(corkwriter.Closed); got != ErrClosed {
+		t.Errorf("Closed after Close: %v, want ErrClosed", got)
 	}
 }
 
