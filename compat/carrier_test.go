@@ -789,3 +789,45 @@ func TestCarrierKeepalive(t *testing.T) {
 		})
 	}
 }
+
+// A client that calls and never reads the answers (its read loop is held
+// by a room listener): the server's turn waits for the carrier to take the
+// answers (on streams the outbox's flusher does), the silence trips
+// IdleTimeout, and the connection is dropped within closeTimeout on every
+// carrier, as TestCallerThatNeverReads checks on WebSocket.
+func TestCarrierCallerThatNeverReads(t *testing.T) {
+	t.Parallel()
+	e := newCarrierEnv(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+	ctx := context.Background()
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			stuck := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxOutboxBytes: 64 << 20}})
+			room := "deaf-" + carrierName(carrier)
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			unblock := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(unblock) // before the client's Close, also on failure
+			stuck.OnRoom(room, "block", func(Message) { <-release })
+			if _, err := stuck.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.srv.Emit(room, "block", nil); err != nil {
+				t.Fatal(err)
+			}
+			// 32 MiB of answers asked for, far past what a carrier buffers
+			// for a reader that does not read.
+			payload := make([]byte, 128<<10)
+			for range 256 {
+				go stuck.Call(ctx, "echo/raw", payload, nil)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for e.srv.Members(room) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the server kept a connection that does not read for 10 s")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -236,3 +236,32 @@ func TestNoGoroutineLeakAfterShutdown(t *testing.T) {
 		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// A client that sends calls and never reads their answers: the server
+// stops reading it once the socket is full (a turn's answers wait for the
+// socket), the silence trips IdleTimeout, and the answers still waiting get
+// closeTimeout to leave before the connection is dropped; memory stays
+// bounded by the outbox and the socket buffers, and other connections are
+// served. The connection used to stay open as long as the peer did.
+func TestCallerThatNeverReads(t *testing.T) {
+	t.Parallel()
+	s, addr := newTestServer(t, Options{KeepaliveInterval: 100 * time.Millisecond, IdleTimeout: 500 * time.Millisecond, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+	slow := dial(t, addr)
+	payload := make([]byte, 256<<10)
+	// Writes block once the server stops reading; they fail when it drops
+	// the connection (the deadline only bounds a failing test).
+	slow.NC.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	for i := 1; i <= 256; i++ { // 64 MiB at most, far past the socket buffers
+		if err := slow.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, uint32(i), "echo/raw", 0, payload)); err != nil {
+			break
+		}
+	}
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	if m := s.Metrics(); m.IdleTimeouts != 1 {
+		t.Errorf("IdleTimeouts = %d, want 1", m.IdleTimeouts)
+	}
+	c := dialClient(t, addr, ClientOptions{})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+}

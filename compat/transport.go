@@ -280,8 +280,14 @@ func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 // requestClose asks the read loop to close the connection with code after
 // the turn in progress; it is how goroutines other than the read loop end
 // a connection. The read loop is woken by a read deadline in the past.
+//
+// A turn waits for the socket to take its answers, so a peer that sends
+// and never reads could hold the read loop, and the connection, forever:
+// the turn's writes get closeTimeout, after which the connection is
+// dropped (TestCallerThatNeverReads).
 func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 	if c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
+		c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
 		c.nc.SetReadDeadline(time.Now())
 		if c.shared != nil {
 			c.shared.wakeLoop() // nobody may be reading: the loop lingers (sharedread.go)
@@ -474,7 +480,8 @@ func (c *wsConn) queueShared(frame []byte) corkwriter.Status { return c.out.Queu
 
 // sendClose queues a close frame, once, and from then on refuses data
 // frames. It bounds the closing handshake: the read loop ends when the
-// peer's close frame arrives, or at closeTimeout.
+// peer's close frame arrives, or at closeTimeout, and what is queued must
+// be written by then.
 func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 	c.wmu.Lock()
 	if c.closing {
@@ -494,7 +501,9 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 	c.out.SendLast(frame)
 	// Under wmu, so that wakeReader, which checks closing under it too,
 	// never moves this deadline.
-	c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+	deadline := time.Now().Add(closeTimeout)
+	c.nc.SetReadDeadline(deadline)
+	c.nc.SetWriteDeadline(deadline)
 	c.wmu.Unlock()
 }
 
