@@ -222,6 +222,121 @@ func TestClientAnswerOverServerLimit(t *testing.T) {
 	}
 }
 
+// Client events (PROTOCOL.md §4.3) reach the server's HandleEvent
+// handlers, decoded, with the sender's Peer in ctx; an event no handler
+// takes, or one that does not decode, is dropped and counted, and the
+// connection lives on.
+func TestClientEvents(t *testing.T) {
+	type typing struct {
+		Room string `json:"room"`
+	}
+	r := testRouter()
+	got := make(chan string, 4)
+	HandleEvent(r, "chat/typing", func(ctx context.Context, v typing) {
+		if PeerFrom(ctx) == nil {
+			got <- "no peer in ctx"
+			return
+		}
+		got <- v.Room
+	})
+	s, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{})
+	if err := c.Event("chat/typing", typing{Room: "lobby"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case room := <-got:
+		if room != "lobby" {
+			t.Fatalf("handler got %q, want lobby", room)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event handler never ran")
+	}
+	for _, ev := range []struct {
+		name string
+		v    any
+	}{{"chat/unknown", typing{Room: "x"}}, {"chat/typing", []int{1, 2}}} {
+		if err := c.Event(ev.name, ev.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Packets on one connection are handled in order: after this answer
+	// both events above were handled.
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("the connection after dropped events: %v", err)
+	}
+	if n := s.Metrics().DroppedEvents; n != 2 {
+		t.Errorf("DroppedEvents = %d, want 2 (an unknown event, one that does not decode)", n)
+	}
+	select {
+	case room := <-got:
+		t.Errorf("the handler ran for a dropped event: %q", room)
+	default:
+	}
+}
+
+// Rooms driven from the server: Server.Join and Leave put a connection in
+// and out of a room, OnJoin and OnLeave see every change (a closed
+// connection leaves its rooms), and the members get the presence events.
+func TestServerRoomAPI(t *testing.T) {
+	r := testRouter()
+	var s *Server
+	Handle(r, "vip/enter", func(ctx context.Context, _ struct{}) (int, error) {
+		return s.Join(PeerFrom(ctx), "vip")
+	})
+	Handle(r, "vip/exit", func(ctx context.Context, _ struct{}) (int, error) {
+		return s.Leave(PeerFrom(ctx), "vip"), nil
+	})
+	s, addr := newTestServer(t, Options{Router: r})
+	changes := make(chan string, 16)
+	offJoin := s.OnJoin(func(e RoomEvent) { changes <- fmt.Sprintf("join %s %d", e.Room, e.Members) })
+	defer offJoin()
+	s.OnLeave(func(e RoomEvent) { changes <- fmt.Sprintf("leave %s %d", e.Room, e.Members) })
+	ctx := context.Background()
+	a := dialClient(t, addr, ClientOptions{})
+	b := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	presence := make(chan string, 16)
+	a.OnRoom("vip", "$join", func(m Message) { presence <- "$join " + string(m.Data) })
+	a.OnRoom("vip", "$leave", func(m Message) { presence <- "$leave " + string(m.Data) })
+	var n int
+	for _, step := range []struct {
+		c      *Client
+		method string
+		want   int
+	}{{a, "vip/enter", 1}, {b, "vip/enter", 2}, {b, "vip/exit", 1}, {b, "vip/enter", 2}} {
+		if err := step.c.Call(ctx, step.method, struct{}{}, &n); err != nil || n != step.want {
+			t.Fatalf("%s = %d, %v; want %d members", step.method, n, err, step.want)
+		}
+	}
+	if m := s.Members("vip"); m != 2 {
+		t.Fatalf("Members = %d, want 2", m)
+	}
+	b.Close() // leaves the room as it closes
+	waitFor(t, func() bool { return s.Members("vip") == 1 })
+	want := []string{"join vip 1", "join vip 2", "leave vip 1", "join vip 2", "leave vip 1"}
+	for i, w := range want {
+		select {
+		case got := <-changes:
+			if got != w {
+				t.Errorf("room change %d: %q, want %q", i, got, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("room change %d (%q) never came", i, w)
+		}
+	}
+	wantPresence := []string{`$join {"members":1}`, `$join {"members":2}`, `$leave {"members":1}`, `$join {"members":2}`, `$leave {"members":1}`}
+	for i, w := range wantPresence {
+		select {
+		case got := <-presence:
+			if got != w {
+				t.Errorf("presence event %d: %s, want %s", i, got, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("presence event %d (%s) never came", i, w)
+		}
+	}
+}
+
 // A packet refused because the connection is closing fails with
 // ErrDisconnected when the server or the network ends the connection, and
 // with ErrClosed only when the client's owner closed it.
