@@ -6,6 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,3 +261,122 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 var _ = errors.Is
+
+// The origin check (Options.CheckOrigin) runs before the upgrade, on the
+// raw listener and through net/http alike: by default a browser page may
+// connect only from the host it was served by (same host and port), and a
+// request with no Origin (not from a browser) passes; SameHost allows any
+// port of the same host; a refused upgrade is answered 403 and counted.
+func TestOriginCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		check  func(*http.Request) bool
+		origin func(addr string) string // "" sends no Origin
+		want   int
+	}{
+		{"no origin", nil, func(string) string { return "" }, http.StatusSwitchingProtocols},
+		{"same origin", nil, func(addr string) string { return "http://" + addr }, http.StatusSwitchingProtocols},
+		{"other host", nil, func(string) string { return "http://evil.example" }, http.StatusForbidden},
+		{"same host, other port", nil, func(string) string { return "http://127.0.0.1:1" }, http.StatusForbidden},
+		{"same host, other port, SameHost", SameHost, func(string) string { return "http://127.0.0.1:1" }, http.StatusSwitchingProtocols},
+		{"other host, SameHost", SameHost, func(string) string { return "https://evil.example:443" }, http.StatusForbidden},
+		{"malformed origin", nil, func(string) string { return "http://[::1" }, http.StatusForbidden},
+		{"custom check", func(r *http.Request) bool { return r.Header.Get("Origin") == "https://app.example" }, func(string) string { return "https://app.example" }, http.StatusSwitchingProtocols},
+	} {
+		for _, viaHTTP := range []bool{false, true} {
+			s, err := NewServer(Options{Router: testRouter(), CheckOrigin: tc.check, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := startServer(t, s, viaHTTP)
+			var headers []string
+			if o := tc.origin(addr); o != "" {
+				headers = append(headers, "Origin: "+o)
+			}
+			c, err := wstest.Dial(addr, "/ws", headers...)
+			if c == nil {
+				t.Fatalf("%s (net/http %v): %v", tc.name, viaHTTP, err)
+			}
+			c.NC.Close()
+			if got := c.Response.StatusCode; got != tc.want {
+				t.Errorf("%s (net/http %v): status %d, want %d", tc.name, viaHTTP, got, tc.want)
+			}
+			if tc.want == http.StatusForbidden && s.Metrics().HandshakeFailures == 0 {
+				t.Errorf("%s (net/http %v): refused upgrade not counted", tc.name, viaHTTP)
+			}
+		}
+	}
+}
+
+// MetricsHandler serves the counters in the Prometheus text format: every
+// sample after its HELP and TYPE lines, a well-formed name and value, and
+// the figures of what happened (one open connection, the calls it made,
+// the closes by code).
+func TestMetricsHandler(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	gone := dialClient(t, addr, ClientOptions{})
+	if err := gone.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	gone.Close() // 1000
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	c := dialClient(t, addr, ClientOptions{})
+	for range 3 {
+		if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	sample := regexp.MustCompile(`^(hotpath_[a-z_]+)(\{code="[0-9]+"\})? ([0-9]+)$`)
+	typed := map[string]bool{}
+	values := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(rec.Body.String(), "\n"), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "#" && f[1] == "TYPE" {
+			if f[3] != "counter" && f[3] != "gauge" {
+				t.Errorf("type %q in %q", f[3], line)
+			}
+			typed[f[2]] = true
+			continue
+		}
+		if strings.HasPrefix(line, "# HELP ") {
+			continue
+		}
+		m := sample.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("malformed line %q", line)
+			continue
+		}
+		if !typed[m[1]] {
+			t.Errorf("sample before its TYPE line: %q", line)
+		}
+		values[m[1]+m[2]] = m[3]
+	}
+	for name, want := range map[string]string{
+		"hotpath_connections":                 "1",
+		"hotpath_connections_total":           "2",
+		"hotpath_closes_total{code=\"1000\"}": "1",
+	} {
+		if values[name] != want {
+			t.Errorf("%s = %q, want %s", name, values[name], want)
+		}
+	}
+	if n, _ := strconv.Atoi(values["hotpath_messages_in_total"]); n < 4 {
+		t.Errorf("hotpath_messages_in_total = %q, want at least the 4 calls", values["hotpath_messages_in_total"])
+	}
+}
+
+// PROTOCOL.md §4.8: a receiver of Ping answers Pong with the same data; a
+// Pong is taken silently.
+func TestPingPacketAnsweredWithPong(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: []byte("unasked")}))
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte("t=1")}))
+	if p := readPacket(t, c); p.Kind != dispatch.KindPong || string(p.Payload) != "t=1" {
+		t.Fatalf("got %+v, want a Pong with t=1", p)
+	}
+}
