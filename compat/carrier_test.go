@@ -831,3 +831,64 @@ func TestCarrierCallerThatNeverReads(t *testing.T) {
 		})
 	}
 }
+
+// Datagrams carry only Emit and Event packets (PROTOCOL.md §8.4): any
+// other kind, a malformed one, or a compressed one before negotiation
+// closes that connection with 1008, as on the control stream, seen by
+// the client's call in flight.
+func TestCarrierDatagramBadInput(t *testing.T) {
+	t.Parallel()
+	e := newCarrierEnv(t, Options{})
+	cases := []struct {
+		name   string
+		pkt    []byte
+		reason string
+	}{
+		{"a call", wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, nil), "HP_ERR_DATAGRAM_KIND"},
+		{"a malformed emit", []byte{byte(dispatch.KindEmit)}, "HP_ERR_MALFORMED_PACKET"},
+		{"compressed before negotiation", []byte{byte(dispatch.KindEvent) | wire.CompressedBit, 0}, "HP_ERR_UNNEGOTIATED_COMPRESSION"},
+	}
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			bystander := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			for _, tc := range cases {
+				c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				if err := c.Call(context.Background(), "echo/raw", []byte("first"), nil); err != nil {
+					t.Fatal(err)
+				}
+				failed := make(chan error, 1)
+				go func() { failed <- c.Call(context.Background(), "test/sleep", 10000, nil) }()
+				time.Sleep(20 * time.Millisecond)
+				cc, err := c.current()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A datagram may be lost: it is sent again until the
+				// connection closes.
+				resend := time.NewTicker(200 * time.Millisecond)
+				timeout := time.After(10 * time.Second)
+			wait:
+				for {
+					if _, ok := cc.link.sendDatagram(tc.pkt); !ok {
+						t.Fatalf("%s sent no datagram of %d bytes", carrier, len(tc.pkt))
+					}
+					select {
+					case err := <-failed:
+						var ce *CloseError
+						if !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != tc.reason {
+							t.Errorf("%s: client saw %v, want close 1008 %s", tc.name, err, tc.reason)
+						}
+						break wait
+					case <-resend.C:
+					case <-timeout:
+						t.Fatalf("%s: the connection was not closed", tc.name)
+					}
+				}
+				resend.Stop()
+			}
+			if err := bystander.Call(context.Background(), "echo/raw", []byte("still"), nil); err != nil {
+				t.Errorf("bystander: %v", err)
+			}
+		})
+	}
+}
