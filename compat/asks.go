@@ -79,7 +79,13 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	select {
 	case r = <-a.result:
 	case <-ctx.Done():
-		p.settleAsk(a.id, askResult{err: ErrCanceled})
+		// ctx's deadline is the ask's: the scheduler would report it as
+		// ErrTimeout, a bucket later.
+		err := ErrCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = ErrTimeout
+		}
+		p.settleAsk(a.id, askResult{err: err})
 		r = <-a.result
 	}
 	if r.err != nil {

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -114,33 +115,45 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 	}
 }
 
+// An ask the client never answers fails with ErrTimeout, whether the
+// handler's ctx has a deadline or Options.AskTimeout applies (the
+// scheduler's timeout); the late answer is ignored and counted.
 func TestAskTimeout(t *testing.T) {
 	r := testRouter()
 	result := make(chan error, 1)
-	Handle(r, "test/askslow", func(ctx context.Context, _ struct{}) (string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
+	Handle(r, "test/askslow", func(ctx context.Context, withDeadline bool) (string, error) {
+		if withDeadline {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+		} else {
+			ctx = context.WithoutCancel(ctx)
+		}
 		var s string
 		err := PeerFrom(ctx).Ask(ctx, "never/answered", nil, &s)
 		result <- err
 		return s, nil
 	}, Async())
-	_, addr := newTestServer(t, Options{Router: r})
-	c := dial(t, addr)
-	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/askslow", 0, nil))
-	if p := readPacket(t, c); p.Kind != dispatch.KindAsk || string(p.Name) != "never/answered" || p.Timeout == 0 {
-		t.Fatalf("got %+v, want the ask with a timeout", p)
-	}
-	select {
-	case err := <-result:
-		if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrCanceled) {
-			t.Fatalf("Ask = %v, want a timeout", err)
+	s, addr := newTestServer(t, Options{Router: r, AskTimeout: 50 * time.Millisecond})
+	for i, withDeadline := range []bool{true, false} {
+		c := dial(t, addr)
+		c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/askslow", 0, []byte(fmt.Sprint(withDeadline))))
+		p := readPacket(t, c)
+		if p.Kind != dispatch.KindAsk || string(p.Name) != "never/answered" || p.Timeout == 0 || p.Timeout > 50 {
+			t.Fatalf("got %+v, want the ask with a timeout of at most 50 ms", p)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Ask never returned")
+		select {
+		case err := <-result:
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("ctx deadline %v: Ask = %v, want ErrTimeout", withDeadline, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Ask never returned")
+		}
+		// A late answer is ignored and counted.
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: p.ID, Payload: []byte(`"late"`)}))
+		waitFor(t, func() bool { return s.Metrics().LateAnswers == uint64(i+1) })
 	}
-	// A late answer is ignored and counted.
-	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 1, Payload: []byte(`"late"`)}))
 }
 
 func TestSlowConsumer(t *testing.T) {
