@@ -411,6 +411,75 @@ func TestStreams(t *testing.T) {
 	}
 }
 
+// Binary streams under the limits and bad input of calls: a stream counts
+// against MaxInFlight while its handler runs (one more is refused with
+// ErrOverloaded, and accepted again once it ended); a handler that panics
+// resets its stream with Internal and the connection lives on; a stream
+// whose first packet is not a Call closes the connection with 1008, as a
+// malformed packet on the control stream does.
+func TestStreamLimitsAndFailures(t *testing.T) {
+	r := streamRouter()
+	HandleStream(r, "file/panic", func(ctx context.Context, _ struct{}, s *Stream) error { panic("boom") })
+	e := newCarrierEnv(t, Options{Router: r, Limits: Limits{MaxInFlight: 1}})
+	ctx := context.Background()
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			sink, err := c.OpenStream(ctx, "file/sink", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.OpenStream(ctx, "file/echo", ""); !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("a second stream with MaxInFlight 1: %v, want ErrOverloaded", err)
+			}
+			sink.CloseWrite()
+			if _, err := io.ReadAll(sink); err != nil {
+				t.Fatalf("the sink's end: %v", err)
+			}
+			// The slot frees when the sink's handler has returned, just
+			// after its stream ended.
+			var p *Stream
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				if p, err = c.OpenStream(ctx, "file/panic", nil); !errors.Is(err, ErrOverloaded) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err == nil {
+				_, err = io.ReadAll(p)
+			}
+			if !errors.Is(err, ErrInternal) {
+				t.Fatalf("a stream whose handler panicked: %v, want Internal", err)
+			}
+			if err := c.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatalf("a call after the panic: %v", err)
+			}
+
+			failed := make(chan error, 1)
+			go func() { failed <- c.Call(ctx, "test/sleep", 10000, nil) }()
+			time.Sleep(20 * time.Millisecond) // the call is in flight
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := cc.link.(*pktConn).t.(streamOpener).openStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeStreamPacket(raw, wire.AppendResult(nil, 1, nil)) // not a Call
+			select {
+			case err := <-failed:
+				var ce *CloseError
+				if !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation {
+					t.Errorf("a stream opened with a Result: the call in flight saw %v, want close 1008", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a stream opened with a Result did not close the connection")
+			}
+		})
+	}
+}
+
 // TestRoomAcrossCarriers: members on every carrier receive every emit
 // once, reliable emits in order; unreliable ones as datagrams where the
 // carrier has them.
