@@ -961,3 +961,53 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Dial gives up on a server that never answers after ConnectTimeout on
+// every carrier, also with a ctx that has no deadline: an SCTP handshake
+// with a silent host used to retry its INIT forever.
+func TestDialSilentServer(t *testing.T) {
+	t.Parallel()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	go func() { // accepts, never answers
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	for _, url := range []string{
+		"ws://" + tcp.Addr().String() + "/ws",
+		"webrtc+http://" + tcp.Addr().String() + "/rtc",
+		"quic://" + udp.LocalAddr().String(),
+		"https://" + udp.LocalAddr().String() + "/wt",
+		"sctp://" + udp.LocalAddr().String(),
+	} {
+		dialed := make(chan error, 1)
+		go func() {
+			c, err := Dial(context.Background(), url, ClientOptions{ConnectTimeout: 300 * time.Millisecond, TLSConfig: testCert().ClientTLSConfig()})
+			if err == nil {
+				c.Close()
+			}
+			dialed <- err
+		}()
+		select {
+		case err := <-dialed:
+			if err == nil {
+				t.Errorf("%s: connected to a silent server", url)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: Dial did not return", url)
+		}
+	}
+}

@@ -59,6 +59,10 @@ type ClientOptions struct {
 	Limits Limits
 	// CallTimeout bounds a call whose context has no deadline; 0: none.
 	CallTimeout time.Duration
+	// ConnectTimeout bounds each connection attempt, Dial's (within its
+	// ctx) and every reconnect's: the carrier's handshakes and the
+	// upgrade or signalling. 10 s by default.
+	ConnectTimeout time.Duration
 	// NoBatching sends every call in a frame of its own. By default calls
 	// issued while a write is in progress leave together in one Batch.
 	NoBatching bool
@@ -186,6 +190,9 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		opts.Logger = slog.Default()
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
 	if opts.Reconnect.MinDelay <= 0 {
 		opts.Reconnect.MinDelay = 100 * time.Millisecond
 	}
@@ -220,6 +227,10 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 // connect opens one connection, on the carrier the URL's scheme names,
 // and sends the capabilities.
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
+	// Without a bound, an SCTP handshake with a host that never answers
+	// retried its INIT forever.
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
 	l, err := c.dialLink(ctx)
 	if err != nil {
 		return nil, err
@@ -240,7 +251,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 
 // dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
 func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
-	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: 10 * time.Second}
+	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout}
 	if c.opts.TLSConfig != nil {
 		d.TLSConfig = c.opts.TLSConfig.Clone()
 		d.TLSConfig.NextProtos = []string{"http/1.1"} // the upgrade is HTTP/1.1, never h2
@@ -306,9 +317,7 @@ func (c *Client) reconnect() *clientConn {
 		case <-c.closedCh():
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cc, err := c.connect(ctx)
-		cancel()
+		cc, err := c.connect(context.Background())
 		if err != nil {
 			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
 			step = min(2*step, c.opts.Reconnect.MaxDelay)

@@ -306,6 +306,9 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 	stop()
 	if err != nil {
 		nc.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err() // the association closed because ctx ended
+		}
 		return nil, fmt.Errorf("compat: sctp: %w", err)
 	}
 	control, err := a.OpenStream(sctpControlStream, sctp.PayloadTypeWebRTCBinary)
