@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/dtls/v3"
+	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
 )
 
@@ -1009,5 +1012,77 @@ func TestDialSilentServer(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s: Dial did not return", url)
 		}
+	}
+}
+
+// WebRTCOptions.MaxPending: past that many signalled peer connections
+// still waiting for their control channel, an offer is refused with 503
+// and Retry-After instead of getting one more ICE agent and its sockets;
+// the client sees the status. One opened connection frees its slot.
+func TestWebRTCMaxPending(t *testing.T) {
+	t.Parallel()
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true, MaxPending: 1})}
+	go hs.Serve(hln)
+	t.Cleanup(func() { hs.Close() })
+	endpoint := "http://" + hln.Addr().String() + "/rtc"
+	url := "webrtc+" + endpoint
+	dialOpts := ClientOptions{WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}}
+
+	// A connection that opens takes the slot only while it opens.
+	c, err := Dial(context.Background(), url, dialOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	// An offer whose answer is never applied: it waits for its control
+	// channel and holds the only slot.
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	if _, err := pc.CreateDataChannel("control", nil); err != nil {
+		t.Fatal(err)
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	body, _ := json.Marshal(pc.LocalDescription())
+	rsp, err := http.Post(endpoint, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		t.Fatalf("the first offer: %s", rsp.Status)
+	}
+
+	_, err = Dial(context.Background(), url, dialOpts)
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable {
+		t.Fatalf("an offer past MaxPending: %v, want HTTP 503", err)
+	}
+	rsp, err = http.Post(endpoint, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusServiceUnavailable || rsp.Header.Get("Retry-After") == "" {
+		t.Errorf("an offer past MaxPending: %s, Retry-After %q", rsp.Status, rsp.Header.Get("Retry-After"))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -40,6 +41,12 @@ type WebRTCOptions struct {
 	// one host. (Chromium never offers a loopback candidate itself; the
 	// pair forms through a peer-reflexive one.)
 	LoopbackOnly bool
+	// MaxPending bounds the peer connections signalled and still waiting
+	// for their control channel to open (each holds its ICE agent, UDP
+	// sockets and DTLS state for up to 10 s); a signalling request past
+	// it is answered 503 with Retry-After, so that a flood of offers
+	// cannot exhaust the process's sockets. 256 by default.
+	MaxPending int
 }
 
 func (o WebRTCOptions) api() *webrtc.API {
@@ -68,6 +75,11 @@ const maxSignalBody = 64 << 10
 func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 	api := opts.api()
 	config := webrtc.Configuration{ICEServers: opts.ICEServers}
+	maxPending := int64(opts.MaxPending)
+	if maxPending <= 0 {
+		maxPending = 256
+	}
+	var pending atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -84,8 +96,15 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "body is not an SDP offer"})
 			return
 		}
+		if pending.Add(1) > maxPending {
+			pending.Add(-1)
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many WebRTC connections opening"})
+			return
+		}
 		pc, err := api.NewPeerConnection(config)
 		if err != nil {
+			pending.Add(-1)
 			s.refuse(w, &HTTPError{Status: http.StatusInternalServerError, Message: err.Error()})
 			return
 		}
@@ -93,6 +112,7 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		opened := t.acceptChannels()
 		answer, err := answerOffer(r.Context(), pc, offer)
 		if err != nil {
+			pending.Add(-1)
 			pc.Close()
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()})
 			return
@@ -101,8 +121,10 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		go func() {
 			select {
 			case ch := <-opened:
+				pending.Add(-1)
 				s.serveLink(newMessageConn(t, ch, s.opts.Limits), up)
 			case <-time.After(handshakeTimeout):
+				pending.Add(-1)
 				s.metrics.handshakeFailures.Add(1)
 				pc.Close()
 				s.conns.done()
