@@ -36,6 +36,13 @@ type pktTransport interface {
 	receiveDatagrams(deliver func(pkt []byte))
 }
 
+// handshakeCloser is a carrier with a quicker way to close once the
+// closing handshake is complete, that is once this end's close notice was
+// answered: the other end has read everything before it.
+type handshakeCloser interface {
+	closeAfterHandshake()
+}
+
 // msgChannel is a message carrier: one packet per message (a WebRTC data
 // channel).
 type msgChannel interface {
@@ -606,6 +613,7 @@ func (c *pktConn) finish(err error) {
 		c.wmu.Lock()
 		closing := c.closing
 		answered := closing && !c.initiated
+		completed := closing && c.initiated && c.noticed // this end's notice was answered
 		c.wmu.Unlock()
 		if closing && c.out != nil {
 			drainOutbox(c.out, time.Now().Add(closeTimeout))
@@ -619,7 +627,11 @@ func (c *pktConn) finish(err error) {
 		if c.out != nil {
 			c.out.Close()
 		}
-		c.t.closeTransport(code, reason)
+		if hc, ok := c.t.(handshakeCloser); ok && completed {
+			hc.closeAfterHandshake()
+		} else {
+			c.t.closeTransport(code, reason)
+		}
 		c.q.Reset()
 		close(c.done)
 	})
