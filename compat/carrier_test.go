@@ -1086,3 +1086,43 @@ func TestWebRTCMaxPending(t *testing.T) {
 		t.Errorf("an offer past MaxPending: %s, Retry-After %q", rsp.Status, rsp.Header.Get("Retry-After"))
 	}
 }
+
+// After the server drops it, a client reconnects on the same carrier with
+// backoff and rejoins its rooms, on every carrier (TestClientReconnectRejoins
+// covers WebSocket).
+func TestCarrierReconnectRejoins(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	ctx := context.Background()
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			states := make(chan State, 10)
+			c := e.dial(t, carrier, ClientOptions{OnState: func(st State) { states <- st }, Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}})
+			room := "rejoin-" + carrierName(carrier)
+			if _, err := c.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range e.srv.snapshotPeers() {
+				p.roomsMu.Lock()
+				_, member := p.rooms[room]
+				p.roomsMu.Unlock()
+				if member {
+					p.closeWith(wsframe.CloseInternalError, "test drop")
+				}
+			}
+			for _, want := range []State{Reconnecting, Connected} {
+				select {
+				case st := <-states:
+					if st != want {
+						t.Fatalf("state %v, want %v", st, want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no %v state", want)
+				}
+			}
+			waitFor(t, func() bool { return e.srv.Members(room) == 1 })
+			if err := c.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatalf("a call after reconnecting: %v", err)
+			}
+		})
+	}
+}
