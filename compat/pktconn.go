@@ -505,7 +505,17 @@ func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
 	}
 	if !c.inTurn.Load() {
 		c.sendClose(code, reason)
+		return
 	}
+	// A turn waits for the carrier to take its answers, so a peer that
+	// sends and never reads could hold it, and the connection, forever
+	// (TestQUICCallerThatNeverReads): the turn gets closeTimeout, then the
+	// carrier is closed, with the code where it carries one.
+	time.AfterFunc(closeTimeout, func() {
+		if !c.isClosing() {
+			c.t.closeTransport(code, reason)
+		}
+	})
 }
 
 // sendClose queues the close notice, once, and from then on refuses
