@@ -577,7 +577,8 @@ func (c *Client) fireTimeouts(batch []callRef) {
 
 // On registers fn for the server events named event; the returned
 // function unregisters it. fn runs on the connection's read loop and must
-// not block.
+// not block: a Call made from fn would wait for an answer that only the
+// loop it holds can read, so fn starts a goroutine for one.
 func (c *Client) On(event string, fn func(Message)) (off func()) {
 	return c.emitterFor("\x00" + event).On(fn)
 }
