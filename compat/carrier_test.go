@@ -1114,3 +1114,39 @@ func TestCarrierReconnectRejoins(t *testing.T) {
 		})
 	}
 }
+
+// Close while 64 callers are calling, on every carrier, a few rounds at
+// different moments: every call returns (answered, ErrClosed or
+// ErrDisconnected), none hangs, and a call after Close gets ErrClosed.
+func TestCarrierCloseDuringCalls(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			for round := 0; round < 5; round++ {
+				c := e.dial(t, carrier, ClientOptions{})
+				var wg sync.WaitGroup
+				for range 64 {
+					wg.Go(func() {
+						for range 50 {
+							if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+								return
+							}
+						}
+					})
+				}
+				time.Sleep(time.Duration(round) * time.Millisecond)
+				c.Close()
+				done := make(chan struct{})
+				go func() { wg.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("round %d: calls hang after Close", round)
+				}
+				if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != ErrClosed {
+					t.Errorf("a call after Close: %v", err)
+				}
+			}
+		})
+	}
+}
