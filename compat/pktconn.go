@@ -512,8 +512,12 @@ func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
 	// (TestQUICCallerThatNeverReads): the turn gets closeTimeout, then the
 	// carrier is closed, with the code where it carries one.
 	time.AfterFunc(closeTimeout, func() {
-		if !c.isClosing() {
-			c.t.closeTransport(code, reason)
+		select {
+		case <-c.done: // ended meanwhile
+		default:
+			if !c.isClosing() {
+				c.t.closeTransport(code, reason)
+			}
 		}
 	})
 }
