@@ -488,13 +488,7 @@ func TestStreamLimitsAndFailures(t *testing.T) {
 				t.Fatalf("a call after the panic: %v", err)
 			}
 
-			failed := make(chan error, 1)
-			go func() { failed <- c.Call(ctx, "test/sleep", 10000, nil) }()
-			time.Sleep(20 * time.Millisecond) // the call is in flight
-			cc, err := c.current()
-			if err != nil {
-				t.Fatal(err)
-			}
+			failed, cc := callInFlight(t, c)
 			raw, err := cc.link.(*pktConn).t.(streamOpener).openStream(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -591,6 +585,22 @@ func TestRoomAcrossCarriers(t *testing.T) {
 	}
 }
 
+// callInFlight starts a call that the server answers after 10 s, waits a
+// moment for it to leave, and returns the channel of its result with the
+// client's connection: a test breaks the connection and reads from the
+// call how it ended.
+func callInFlight(t *testing.T, c *Client) (<-chan error, *clientConn) {
+	t.Helper()
+	failed := make(chan error, 1)
+	go func() { failed <- c.Call(context.Background(), "test/sleep", 10_000, nil) }()
+	time.Sleep(20 * time.Millisecond)
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return failed, cc
+}
+
 // TestCarrierBadInput: on every carrier, a malformed packet, one over
 // the message limit, or a compressed one before negotiation closes that
 // connection with the code a WebSocket gets (1008, 1009), seen by both
@@ -628,13 +638,7 @@ func TestCarrierBadInput(t *testing.T) {
 				if err := c.Call(context.Background(), "echo/say", echoReq{Text: "first"}, nil); err != nil {
 					t.Fatal(err)
 				}
-				failed := make(chan error, 1)
-				go func() { failed <- c.Call(context.Background(), "test/sleep", 10000, nil) }()
-				time.Sleep(20 * time.Millisecond)
-				cc, err := c.current()
-				if err != nil {
-					t.Fatal(err)
-				}
+				failed, cc := callInFlight(t, c)
 				cc.link.sendBuilt(append(beginFrame(nil), tc.pkt...))
 				select {
 				case err := <-failed:
@@ -775,13 +779,7 @@ func TestCarrierLimits(t *testing.T) {
 			// itself (ErrMessageTooBig): the bomb goes past that check,
 			// compressed with the dictionary, and a call in flight reports
 			// how the connection ended.
-			failed := make(chan error, 1)
-			go func() { failed <- bomb.Call(ctx, "test/sleep", 10_000, nil) }()
-			time.Sleep(20 * time.Millisecond)
-			cc, err := bomb.current()
-			if err != nil {
-				t.Fatal(err)
-			}
+			failed, cc := callInFlight(t, bomb)
 			cc.sendPacket(wire.AppendCall(beginFrame(nil), dispatch.KindCall, 1<<30, "echo/raw", 0, make([]byte, 256<<10)))
 			select {
 			case err = <-failed:
@@ -916,13 +914,7 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 				if err := c.Call(context.Background(), "echo/raw", []byte("first"), nil); err != nil {
 					t.Fatal(err)
 				}
-				failed := make(chan error, 1)
-				go func() { failed <- c.Call(context.Background(), "test/sleep", 10000, nil) }()
-				time.Sleep(20 * time.Millisecond)
-				cc, err := c.current()
-				if err != nil {
-					t.Fatal(err)
-				}
+				failed, cc := callInFlight(t, c)
 				// A datagram may be lost: it is sent again until the
 				// connection closes.
 				resend := time.NewTicker(200 * time.Millisecond)
