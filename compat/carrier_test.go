@@ -1142,3 +1142,77 @@ func TestCarrierCloseDuringCalls(t *testing.T) {
 		})
 	}
 }
+
+// Options.Authenticate runs before every carrier's upgrade: on the HTTP
+// request of WebSocket, WebTransport and WebRTC signalling (headers from
+// ClientOptions.Header), on a request that names the carrier for native
+// QUIC and SCTP. Its identity reaches handlers (Peer.Identity); its
+// *HTTPError refuses with that status, and the client's Dial fails.
+func TestAuthenticate(t *testing.T) {
+	r := testRouter()
+	Handle(r, "whoami", func(ctx context.Context, _ struct{}) (string, error) {
+		return fmt.Sprint(PeerFrom(ctx).Identity()), nil
+	})
+	e := newCarrierEnv(t, Options{Router: r, Authenticate: func(r *http.Request) (any, error) {
+		switch {
+		case r.Proto == "quic" || r.Proto == "sctp":
+			if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+				return nil, &HTTPError{Status: http.StatusForbidden, Message: "a client certificate is required on " + r.Proto}
+			}
+			return r.TLS.PeerCertificates[0].Subject.CommonName, nil
+		case r.Header.Get("Authorization") == "Bearer good":
+			return "alice", nil
+		case r.Header.Get("Authorization") == "":
+			return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "no token"}
+		}
+		return nil, errors.New("bad token") // any other error: 403
+	}})
+	ctx := context.Background()
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierWebTransport, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			good := e.dial(t, carrier, ClientOptions{Header: http.Header{"Authorization": {"Bearer good"}}})
+			var who string
+			if err := good.Call(ctx, "whoami", struct{}{}, &who); err != nil || who != "alice" {
+				t.Fatalf("whoami = %q, %v; want alice", who, err)
+			}
+			for header, status := range map[string]int{"": http.StatusUnauthorized, "Bearer bad": http.StatusForbidden} {
+				opts := ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), WebRTC: WebRTCOptions{LoopbackOnly: true}}
+				if header != "" {
+					opts.Header = http.Header{"Authorization": {header}}
+				}
+				c, err := Dial(ctx, e.urls[carrier], opts)
+				if err == nil {
+					c.Close()
+					t.Fatalf("token %q: connected", header)
+				}
+				var he *HTTPError
+				if !errors.As(err, &he) || he.Status != status {
+					t.Errorf("token %q: %v, want HTTP %d", header, err, status)
+				}
+				if carrier == CarrierWebSocket && header == "" && !strings.Contains(err.Error(), "no token") {
+					t.Errorf("token %q: %v, want the server's message", header, err)
+				}
+			}
+		})
+	}
+	for _, carrier := range []Carrier{CarrierQUIC, CarrierSCTP} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			before := e.srv.Metrics().HandshakeFailures
+			c, err := Dial(ctx, e.urls[carrier], ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+			if err == nil {
+				// The refusal may come after the carrier's own handshake:
+				// then the first call fails.
+				err = c.Call(ctx, "whoami", struct{}{}, nil)
+				c.Close()
+			}
+			if err == nil {
+				t.Fatal("a client without a certificate was served")
+			}
+			// Closed with 1008 and Authenticate's message.
+			if !strings.Contains(err.Error(), "a client certificate is required on "+carrier.String()) {
+				t.Errorf("refused: %v, want Authenticate's message", err)
+			}
+			waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures > before })
+		})
+	}
+}

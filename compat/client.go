@@ -1,12 +1,14 @@
 package compat
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -259,7 +261,23 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	if len(c.opts.Header) > 0 {
 		d.Header = ws.HandshakeHeaderHTTP(c.opts.Header)
 	}
+	// A refused upgrade (Options.Authenticate's 401 or 403, the origin
+	// check's 403) is an *HTTPError with the server's message, as on
+	// WebTransport and WebRTC signalling.
+	var refused *HTTPError
+	d.OnStatusError = func(status int, _ []byte, resp io.Reader) {
+		refused = &HTTPError{Status: status, Message: http.StatusText(status)}
+		if r, err := http.ReadResponse(bufio.NewReader(resp), nil); err == nil {
+			msg, _ := io.ReadAll(io.LimitReader(r.Body, 512))
+			if m := strings.TrimSpace(string(msg)); m != "" {
+				refused.Message = m
+			}
+		}
+	}
 	nc, br, _, err := d.Dial(ctx, c.url)
+	if refused != nil {
+		return nil, refused
+	}
 	if err != nil {
 		return nil, err
 	}

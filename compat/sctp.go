@@ -98,11 +98,10 @@ func (s *Server) serveSCTPConn(nc net.Conn) {
 		nc.Close()
 		s.conns.done()
 	}
-	up, err := s.prepareUpgrade(carrierRequest(nc.RemoteAddr(), "sctp", nil))
-	if err != nil {
-		fail()
-		return
-	}
+	// A refused client (Options.Authenticate, Shutdown) is told why in a
+	// close notice once its association is up: dropped before, it would
+	// wait for its handshake until its connect timeout.
+	up, refusal := s.prepareUpgrade(carrierRequest(nc.RemoteAddr(), "sctp", nil))
 	// sctp.Server blocks until the association is up: bound it.
 	timer := time.AfterFunc(handshakeTimeout, func() { nc.Close() })
 	a, err := sctp.Server(sctpConfig(nc, s.opts.Limits))
@@ -119,7 +118,14 @@ func (s *Server) serveSCTPConn(nc net.Conn) {
 		fail()
 		return
 	}
-	s.serveLink(newStreamConn(t, sctpStream{control}, s.opts.Limits), up)
+	link := newStreamConn(t, sctpStream{control}, s.opts.Limits)
+	if refusal != nil {
+		s.metrics.handshakeFailures.Add(1)
+		link.refuse(wsframe.ClosePolicyViolation, refusal.Error())
+		s.conns.done()
+		return
+	}
+	s.serveLink(link, up)
 }
 
 func sctpConfig(nc net.Conn, limits Limits) sctp.Config {
