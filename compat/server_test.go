@@ -380,3 +380,28 @@ func TestPingPacketAnsweredWithPong(t *testing.T) {
 		t.Fatalf("got %+v, want a Pong with t=1", p)
 	}
 }
+
+// Options.Compress decides per upgrade request whether permessage-deflate
+// may be negotiated (RFC 7692): declined, the response carries no
+// extension and the connection works uncompressed.
+func TestCompressFilter(t *testing.T) {
+	_, addr := newTestServer(t, Options{Compress: func(r *http.Request) bool { return r.Header.Get("X-Local") == "" }})
+	offer := "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"
+	for _, tc := range []struct {
+		headers []string
+		want    bool
+	}{{[]string{offer}, true}, {[]string{offer, "X-Local: 1"}, false}} {
+		c, err := wstest.Dial(addr, "/ws", tc.headers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.HasPrefix(c.Extensions(), "permessage-deflate"); got != tc.want {
+			t.Errorf("headers %q: extensions %q, want deflate %v", tc.headers, c.Extensions(), tc.want)
+		}
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte("p")}))
+		if p := readPacket(t, c); p.Kind != dispatch.KindPong {
+			t.Errorf("headers %q: got %+v, want a Pong", tc.headers, p)
+		}
+		c.NC.Close()
+	}
+}
