@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -1214,5 +1215,40 @@ func TestAuthenticate(t *testing.T) {
 			}
 			waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures > before })
 		})
+	}
+}
+
+// Shutdown and the clients' Close leave no goroutine behind on any carrier
+// (TestNoGoroutineLeakAfterShutdown covers WebSocket): not the server's
+// per-connection goroutines, not quic-go's or pion's. Passed on its first
+// run.
+func TestNoGoroutineLeakOnCarriers(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("serve", func(t *testing.T) {
+		e := newCarrierEnv(t, Options{})
+		var clients []*Client
+		for _, carrier := range goCarriers {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if _, err := c.Join(context.Background(), "room"); err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range clients {
+			c.Close()
+		}
+	}) // the env's listeners and HTTP server close with the subtest
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }

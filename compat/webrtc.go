@@ -356,6 +356,9 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// One request per connection: no idle keep-alive connection (and its
+	// two goroutines) is left to the signalling server afterwards.
+	req.Close = true
 	rsp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
