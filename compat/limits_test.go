@@ -278,3 +278,29 @@ func TestCallerThatNeverReads(t *testing.T) {
 		t.Fatalf("another client: %v", err)
 	}
 }
+
+// An answer is never dropped: when the outbox cannot take the answer of an
+// Async call (the peer reads nothing while the answers pile up past the
+// socket buffers and MaxOutboxBytes), the connection is dropped as a slow
+// consumer (1006 for the peer, hotpath_slow_consumers_total), and other
+// connections are served.
+func TestSlowCallerOfAsyncMethodsIsDropped(t *testing.T) {
+	r := testRouter()
+	big := make([]byte, 256<<10)
+	Handle(r, "test/big", func(ctx context.Context, _ struct{}) ([]byte, error) { return big, nil }, Async())
+	s, addr := newTestServer(t, Options{Router: r, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+	slow := dial(t, addr)
+	for i := uint32(1); i <= 96; i++ { // 24 MiB of answers, far past the socket buffers
+		if err := slow.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, i, "test/big", 0, []byte("{}"))); err != nil {
+			break
+		}
+	}
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	if n := s.Metrics().SlowConsumers; n != 1 {
+		t.Errorf("SlowConsumers = %d, want 1: one connection dropped", n)
+	}
+	c := dialClient(t, addr, ClientOptions{})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+}

@@ -37,6 +37,7 @@ type Peer struct {
 	dict atomic.Pointer[dictCodec]
 
 	closed          atomic.Bool
+	droppedSlow     atomic.Bool   // counted as a slow consumer (dropSlow)
 	keepaliveHandle atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
 	inflight        atomic.Int32  // Async calls running
 
@@ -105,9 +106,14 @@ func (p *Peer) start(done func(error)) {
 	})
 }
 
-// dropSlow disconnects a peer whose outbox could not take an answer.
+// dropSlow disconnects a peer that does not keep up: its outbox could not
+// take an answer, or a room emit under the Disconnect policy. It counts
+// the connection once, however many answers or emits it refused before it
+// ended (a burst of Async answers counted two or more).
 func (p *Peer) dropSlow() {
-	p.srv.metrics.slowConsumers.Add(1)
+	if p.droppedSlow.CompareAndSwap(false, true) {
+		p.srv.metrics.slowConsumers.Add(1)
+	}
 	p.link.abort()
 }
 

@@ -222,8 +222,7 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) 
 	for _, p := range slow {
 		// A close frame cannot pass a full outbox: the member's socket is
 		// closed and it sees the connection drop (1006 on its side).
-		m.slowConsumers.Add(1)
-		p.link.abort()
+		p.dropSlow()
 	}
 	return res
 }
