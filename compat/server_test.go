@@ -405,3 +405,29 @@ func TestCompressFilter(t *testing.T) {
 		c.NC.Close()
 	}
 }
+
+// PROTOCOL.md §4.1: only a call with a non-zero id is answered; one with
+// id 0 runs and gets no answer, whether it succeeds, fails or names no
+// method.
+func TestCallWithIDZeroIsNotAnswered(t *testing.T) {
+	r := testRouter()
+	ran := make(chan string, 1)
+	Handle(r, "test/note", func(ctx context.Context, s string) (string, error) { ran <- s; return s, nil })
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 0, "test/note", 0, []byte(`"noted"`)))
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 0, "test/fail", 0, []byte(`{}`)))
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 0, "no/such", 0, nil))
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 7, "echo/raw", 0, []byte("x")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != 7 {
+		t.Fatalf("first answer %+v, want the Result of call 7", p)
+	}
+	select {
+	case s := <-ran:
+		if s != "noted" {
+			t.Errorf("the id-0 call ran with %q", s)
+		}
+	default:
+		t.Error("the id-0 call did not run before the next one was answered")
+	}
+}
