@@ -486,3 +486,62 @@ func TestClientRefusesServerCodec(t *testing.T) {
 		t.Fatal("the client never closed the connection")
 	}
 }
+
+// Room membership under churn: 40 clients join and leave one room 30 times
+// each, concurrently, while the server emits to it; at the end the count
+// is exact, one emit reaches each member exactly once, and closed
+// connections leave.
+func TestRoomChurn(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	const n = 40
+	var got atomic.Int64
+	var clients []*Client
+	for range n {
+		c := dialClient(t, addr, ClientOptions{})
+		c.OnRoom("churn", "hit", func(Message) { got.Add(1) })
+		clients = append(clients, c)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for j := range 30 {
+				if _, err := c.Join(ctx, "churn"); err != nil {
+					t.Error(err)
+					return
+				}
+				if (i+j)%3 != 0 {
+					if _, err := c.Leave(ctx, "churn"); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if j%7 == 0 {
+					s.Emit("churn", "noise", nil)
+				}
+			}
+			c.Join(ctx, "churn")
+		})
+	}
+	wg.Wait()
+	if m := s.Members("churn"); m != n {
+		t.Fatalf("members %d, want %d", m, n)
+	}
+	res, _ := s.Emit("churn", "hit", nil)
+	if res.Delivered != n {
+		t.Errorf("delivered %d", res.Delivered)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a duplicate would arrive by now
+	if got.Load() != n {
+		t.Errorf("got %d hits, want %d", got.Load(), n)
+	}
+	// Half leave by closing their connections.
+	for _, c := range clients[:n/2] {
+		c.Close()
+	}
+	waitFor(t, func() bool { return s.Members("churn") == n/2 })
+}
