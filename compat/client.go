@@ -242,7 +242,8 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		cc.shared = ws.shared
 	}
 	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
-	n := uint32(1)
+	pairs = wire.AppendPair(pairs, "maxMessage", strconv.FormatInt(c.opts.Limits.MaxMessageSize, 10))
+	n := uint32(2)
 	if d := c.opts.Dictionary; d != nil {
 		pairs = wire.AppendPair(pairs, "dict", "zstd:"+d.ID()+",deflate:"+d.ID())
 		n++

@@ -545,3 +545,42 @@ func TestRoomChurn(t *testing.T) {
 	}
 	waitFor(t, func() bool { return s.Members("churn") == n/2 })
 }
+
+// The client announces its message limit (maxMessage, PROTOCOL.md §4.9)
+// and the server keeps to it: a result over it is answered with an Internal
+// error instead, Peer.Event refuses an event over it (ErrMessageTooBig), a
+// room emit over it skips the member; sent, each would make the client
+// close the connection with 1009 and fail every call in flight. The
+// connection stays up.
+func TestServerKeepsToClientLimit(t *testing.T) {
+	r := testRouter()
+	big := make([]byte, 128<<10)
+	Handle(r, "test/big", func(ctx context.Context, _ struct{}) ([]byte, error) { return big, nil })
+	Handle(r, "test/bigevent", func(ctx context.Context, _ struct{}) (string, error) {
+		err := PeerFrom(ctx).Event("big", big)
+		if !errors.Is(err, ErrMessageTooBig) {
+			return "", fmt.Errorf("Event over the client's limit: %v", err)
+		}
+		return "refused", nil
+	})
+	s, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{Limits: Limits{MaxMessageSize: 64 << 10}, Reconnect: Reconnect{Disabled: true}})
+	ctx := context.Background()
+	err := c.Call(ctx, "test/big", struct{}{}, nil)
+	if !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "over the client's message limit") {
+		t.Fatalf("a result over the client's limit: %v, want an Internal error", err)
+	}
+	var out string
+	if err := c.Call(ctx, "test/bigevent", struct{}{}, &out); err != nil || out != "refused" {
+		t.Fatalf("test/bigevent = %q, %v", out, err)
+	}
+	if _, err := c.Join(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Emit("r", "big", big); err != nil || res.Delivered != 0 || res.Dropped != 1 {
+		t.Fatalf("an emit over the member's limit: %+v, %v; want it skipped", res, err)
+	}
+	if err := c.Call(ctx, "echo/raw", make([]byte, 32<<10), nil); err != nil {
+		t.Fatalf("the connection after: %v", err)
+	}
+}

@@ -155,6 +155,10 @@ func (p *Peer) onCapabilities(body []byte) error {
 			if !offers(string(v), p.codec.Name()) {
 				return errUnsupportedCodec
 			}
+		case "maxMessage":
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+				p.clientMaxMessage.Store(n)
+			}
 		}
 	}
 	lim := s.opts.Limits

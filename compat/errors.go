@@ -82,7 +82,8 @@ var ErrClosed = errors.New("hotpath: closed")
 // ErrMessageTooBig is returned, wrapped with the sizes, by a client's Call,
 // Join, Leave, Emit or Event whose packet is over the server's message
 // limit (its maxMessage capability, PROTOCOL.md §4.9) or over the largest
-// message its carrier takes (256 KiB on a WebRTC data channel). The packet
-// is not sent and the connection stays up; sent, it would make the server
-// close the connection with 1009.
+// message its carrier takes (256 KiB on a WebRTC data channel), and by
+// Peer.Event for an event over the client's announced limit. The packet
+// is not sent and the connection stays up; sent, it would make the other
+// end close the connection with 1009.
 var ErrMessageTooBig = errors.New("hotpath: message too big")

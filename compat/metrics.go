@@ -68,7 +68,7 @@ type Metrics struct {
 	Panics              uint64 // handler panics
 	LateAnswers         uint64 // answers to asks no longer pending
 	Emits               uint64 // room emits
-	EmitDrops           uint64 // members skipped by an emit, outbox full
+	EmitDrops           uint64 // members skipped by an emit: outbox full, or over their message limit
 	SlowConsumers       uint64 // connections dropped for not reading
 	IdleTimeouts        uint64
 	// Closes counts ended connections by close code; 1006 when no close
@@ -134,7 +134,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_panics_total", "Handler panics.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)
 	counter("hotpath_emits_total", "Room emits.", m.Emits)
-	counter("hotpath_emit_drops_total", "Room members skipped because their outbox was full.", m.EmitDrops)
+	counter("hotpath_emit_drops_total", "Room members skipped: outbox full, or the event over their message limit.", m.EmitDrops)
 	counter("hotpath_slow_consumers_total", "Connections dropped for not reading.", m.SlowConsumers)
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
 	fmt.Fprintf(w, "# HELP hotpath_closes_total Connections ended, by close code.\n# TYPE hotpath_closes_total counter\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -36,10 +37,13 @@ type Peer struct {
 	// until then. Set by the read loop, read by every sender.
 	dict atomic.Pointer[dictCodec]
 
-	closed          atomic.Bool
-	droppedSlow     atomic.Bool   // counted as a slow consumer (dropSlow)
-	keepaliveHandle atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
-	inflight        atomic.Int32  // Async calls running
+	closed atomic.Bool
+	// clientMaxMessage is the client's maxMessage capability, 0 until
+	// known: packets over it are not sent (overClientLimit).
+	clientMaxMessage atomic.Int64
+	droppedSlow      atomic.Bool   // counted as a slow consumer (dropSlow)
+	keepaliveHandle  atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
+	inflight         atomic.Int32  // Async calls running
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room
@@ -297,7 +301,21 @@ func (p *Peer) runCall(m *method, id, timeoutMS uint32, payload []byte, inTurn b
 		p.answerError(id, err, inTurn)
 		return
 	}
+	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
+		// Sent, the result would make the client close the connection
+		// (1009) and fail every call it has in flight.
+		p.answerError(id, &Error{Code: wire.CodeInternal, Message: fmt.Sprintf("a result of %d bytes, over the client's message limit of %d", n, p.clientMaxMessage.Load())}, inTurn)
+		return
+	}
 	p.sendAnswer(b, inTurn)
+}
+
+// overClientLimit reports whether a packet of n bytes is over the message
+// limit the client announced in its capabilities (maxMessage, PROTOCOL.md
+// §4.9); a client that announced none takes any size.
+func (p *Peer) overClientLimit(n int) bool {
+	limit := p.clientMaxMessage.Load()
+	return limit > 0 && int64(n) > limit
 }
 
 // invoke calls the handler and turns a panic into ErrInternal; the
@@ -449,6 +467,9 @@ func (p *Peer) Event(name string, v any) error {
 	*bp = b[:0]
 	if err != nil {
 		return err
+	}
+	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
+		return fmt.Errorf("%w: an event of %d bytes, over the client's limit of %d", ErrMessageTooBig, n, p.clientMaxMessage.Load())
 	}
 	return statusError(p.sendPacket(b))
 }

@@ -40,7 +40,7 @@ type RoomEvent struct {
 // Emit result of a room emit.
 type EmitResult struct {
 	Delivered int // members the event was queued or written for
-	Dropped   int // members skipped because their outbox was full
+	Dropped   int // members skipped: their outbox was full, or the event is over their message limit
 }
 
 // errRoomName refuses a room name the protocol cannot carry.
@@ -195,6 +195,10 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) 
 	r.mu.RLock()
 	for _, p := range r.members {
 		if p == except {
+			continue
+		}
+		if p.overClientLimit(len(pkt)) {
+			res.Dropped++ // not sent: the member would close its connection (1009)
 			continue
 		}
 		var st corkwriter.Status
