@@ -87,6 +87,35 @@ func TestClientBatchesWithinSmallServerLimit(t *testing.T) {
 	}
 }
 
+// A client whose message limit is below batchMaxBytes: the server's
+// batches of answers stay within the maxMessage it announced. 48 answers
+// of 3 KiB in 64 KiB batches would make it close the connection (1009).
+func TestServerBatchesWithinSmallClientLimit(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{Limits: Limits{MaxMessageSize: 16 << 10}, Reconnect: Reconnect{Disabled: true}})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	const callers, rounds = 48, 8
+	payload := make([]byte, 3<<10)
+	errs := make(chan error, callers*rounds)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range rounds {
+				if err := c.Call(context.Background(), "echo/raw", payload, nil); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("call failed: %v", err)
+	}
+}
+
 // A batch the client's outbox drops holds other callers' calls: they fail
 // at once with ErrOverloaded instead of waiting for answers that will never
 // come. The server's read loop is held in a handler, so the socket fills

@@ -410,6 +410,9 @@ func (p *Peer) onBatch(body []byte) error {
 	out := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(out)
 	limit := batchLimit(p.link.maxPacket())
+	if m := p.clientMaxMessage.Load(); m > 0 && m < int64(limit) {
+		limit = int(m) // the client's announced limit (PROTOCOL.md §4.9)
+	}
 	for items := p.batchItems; len(items) > 0; {
 		end, count := nextBatch(items, limit, ^uint32(0))
 		b := beginFrame(*out)
