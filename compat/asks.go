@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -68,6 +69,9 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	b := wire.AppendCall(beginFrame(*bp), dispatch.KindAsk, a.id, method, uint32(min(timeoutMS, 1<<31)), nil)
 	b, err := marshal(p.codec, b, req)
 	*bp = b[:0]
+	if n := len(b) - frameHeadroom; err == nil && p.overClientLimit(n) {
+		err = fmt.Errorf("%w: an ask of %d bytes, over the client's limit of %d", ErrMessageTooBig, n, p.clientMaxMessage.Load())
+	}
 	if err == nil {
 		err = statusError(p.sendPacket(b))
 	}

@@ -548,8 +548,8 @@ func TestRoomChurn(t *testing.T) {
 
 // The client announces its message limit (maxMessage, PROTOCOL.md §4.9)
 // and the server keeps to it: a result over it is answered with an Internal
-// error instead, Peer.Event refuses an event over it (ErrMessageTooBig), a
-// room emit over it skips the member; sent, each would make the client
+// error instead, Peer.Event and Peer.Ask refuse one over it
+// (ErrMessageTooBig), a room emit over it skips the member; sent, each would make the client
 // close the connection with 1009 and fail every call in flight. The
 // connection stays up.
 func TestServerKeepsToClientLimit(t *testing.T) {
@@ -561,8 +561,11 @@ func TestServerKeepsToClientLimit(t *testing.T) {
 		if !errors.Is(err, ErrMessageTooBig) {
 			return "", fmt.Errorf("Event over the client's limit: %v", err)
 		}
+		if err := PeerFrom(ctx).Ask(ctx, "ui/big", big, nil); !errors.Is(err, ErrMessageTooBig) {
+			return "", fmt.Errorf("Ask over the client's limit: %v", err)
+		}
 		return "refused", nil
-	})
+	}, Async())
 	s, addr := newTestServer(t, Options{Router: r})
 	c := dialClient(t, addr, ClientOptions{Limits: Limits{MaxMessageSize: 64 << 10}, Reconnect: Reconnect{Disabled: true}})
 	ctx := context.Background()
