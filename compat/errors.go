@@ -83,7 +83,7 @@ var ErrClosed = errors.New("hotpath: closed")
 // Join, Leave, Emit or Event whose packet is over the server's message
 // limit (its maxMessage capability, PROTOCOL.md §4.9) or over the largest
 // message its carrier takes (256 KiB on a WebRTC data channel), and by
-// Peer.Event for an event over the client's announced limit. The packet
+// Peer.Event and Peer.Ask for a packet over the client's announced limit. The packet
 // is not sent and the connection stays up; sent, it would make the other
 // end close the connection with 1009.
 var ErrMessageTooBig = errors.New("hotpath: message too big")
