@@ -84,7 +84,8 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	up, err := s.prepareUpgrade(carrierRequest(qc.RemoteAddr(), "quic", &state))
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
-		qc.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), err.Error())
+		code, reason := carrierRefusal(err)
+		qc.CloseWithError(quic.ApplicationErrorCode(code), reason)
 		s.conns.done()
 		return
 	}

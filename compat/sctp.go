@@ -121,7 +121,7 @@ func (s *Server) serveSCTPConn(nc net.Conn) {
 	link := newStreamConn(t, sctpStream{control}, s.opts.Limits)
 	if refusal != nil {
 		s.metrics.handshakeFailures.Add(1)
-		link.refuse(wsframe.ClosePolicyViolation, refusal.Error())
+		link.refuse(carrierRefusal(refusal))
 		s.conns.done()
 		return
 	}

@@ -431,3 +431,15 @@ func TestCallWithIDZeroIsNotAnswered(t *testing.T) {
 		t.Error("the id-0 call did not run before the next one was answered")
 	}
 }
+
+// A QUIC or SCTP connection refused by the upgrade checks is closed with
+// 1008 and the refusal's message, or with 1001 while the server shuts
+// down, as its open connections are.
+func TestCarrierRefusal(t *testing.T) {
+	if code, reason := carrierRefusal(errShutting); code != wsframe.CloseGoingAway || reason != "HP_SHUTTING_DOWN" {
+		t.Errorf("shutting down: %d %q", code, reason)
+	}
+	if code, reason := carrierRefusal(errBadOrigin); code != wsframe.ClosePolicyViolation || reason != errBadOrigin.Message {
+		t.Errorf("bad origin: %d %q", code, reason)
+	}
+}

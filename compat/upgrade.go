@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobwas/httphead"
 	"github.com/gobwas/ws"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // upgrade is what the checks before an upgrade decided.
@@ -77,6 +78,17 @@ func (s *Server) prepareUpgrade(r *http.Request) (*upgrade, error) {
 		}
 	}
 	return up, nil
+}
+
+// carrierRefusal is the close code and reason with which a carrier that
+// has no HTTP response (native QUIC, SCTP) refuses a connection that
+// prepareUpgrade refused with err: 1001 while the server shuts down, as its
+// open connections get, else 1008 with the refusal's message.
+func carrierRefusal(err error) (wsframe.CloseCode, string) {
+	if err == errShutting {
+		return wsframe.CloseGoingAway, "HP_SHUTTING_DOWN"
+	}
+	return wsframe.ClosePolicyViolation, err.Error()
 }
 
 // sameOrigin allows requests without an Origin header (not from a browser)
