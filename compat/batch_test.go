@@ -58,61 +58,42 @@ func TestClientBatchesWithinServerLimits(t *testing.T) {
 	}
 }
 
-// A server whose message limit is below batchMaxBytes: the client's
-// batches stay within its maxMessage capability. 24 queued calls of 3 KiB
-// in one 64 KiB batch would close the connection with 1009.
-func TestClientBatchesWithinSmallServerLimit(t *testing.T) {
-	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 16 << 10}})
-	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
-	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
-		t.Fatal(err) // the server's capabilities have arrived
-	}
-	const callers, rounds = 48, 8
-	payload := make([]byte, 3<<10)
-	errs := make(chan error, callers*rounds)
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() {
-			for range rounds {
-				if err := c.Call(context.Background(), "echo/raw", payload, nil); err != nil {
-					errs <- err
+// Limits below batchMaxBytes, either way: with the server's maxMessage at
+// 16 KiB the client's batches of calls stay within it, and with the
+// client's announced limit at 16 KiB the server's batches of answers do.
+// 48 calls or answers of 3 KiB in one 64 KiB batch would close the
+// connection with 1009.
+func TestBatchesWithinSmallLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		server, client Limits
+	}{
+		{"server limit", Limits{MaxMessageSize: 16 << 10}, Limits{}},
+		{"client limit", Limits{}, Limits{MaxMessageSize: 16 << 10}},
+	} {
+		_, addr := newTestServer(t, Options{Limits: tc.server})
+		c := dialClient(t, addr, ClientOptions{Limits: tc.client, Reconnect: Reconnect{Disabled: true}})
+		if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+			t.Fatal(err) // the capabilities have crossed
+		}
+		const callers, rounds = 48, 8
+		payload := make([]byte, 3<<10)
+		errs := make(chan error, callers*rounds)
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for range rounds {
+					if err := c.Call(context.Background(), "echo/raw", payload, nil); err != nil {
+						errs <- err
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("call failed: %v", err)
-	}
-}
-
-// A client whose message limit is below batchMaxBytes: the server's
-// batches of answers stay within the maxMessage it announced. 48 answers
-// of 3 KiB in 64 KiB batches would make it close the connection (1009).
-func TestServerBatchesWithinSmallClientLimit(t *testing.T) {
-	_, addr := newTestServer(t, Options{})
-	c := dialClient(t, addr, ClientOptions{Limits: Limits{MaxMessageSize: 16 << 10}, Reconnect: Reconnect{Disabled: true}})
-	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
-		t.Fatal(err)
-	}
-	const callers, rounds = 48, 8
-	payload := make([]byte, 3<<10)
-	errs := make(chan error, callers*rounds)
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() {
-			for range rounds {
-				if err := c.Call(context.Background(), "echo/raw", payload, nil); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("call failed: %v", err)
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("%s: call failed: %v", tc.name, err)
+		}
 	}
 }
 
