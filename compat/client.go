@@ -121,6 +121,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	conn    *clientConn // nil while reconnecting
+	dropped error       // why the last connection ended, while conn is nil
 	closed  bool
 	rooms   map[string]bool // rooms to rejoin after a reconnect
 	pending pendingTable
@@ -300,14 +301,14 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 func (c *Client) run(cc *clientConn) {
 	defer close(c.done)
 	for {
-		err := cc.link.run(cc)
+		err := errors.Join(ErrDisconnected, cc.link.run(cc))
 		c.mu.Lock()
-		c.conn = nil
+		c.conn, c.dropped = nil, err
 		closed := c.closed
 		failed := c.pending.drain()
 		c.mu.Unlock()
 		for _, pc := range failed {
-			c.settle(pc, nil, errors.Join(ErrDisconnected, err), true)
+			c.settle(pc, nil, err, true)
 		}
 		if closed || c.opts.Reconnect.Disabled {
 			c.setState(Closed)
@@ -419,6 +420,11 @@ func (c *Client) current() (*clientConn, error) {
 		return nil, ErrClosed
 	}
 	if c.conn == nil {
+		// While reconnecting, or after the connection dropped with
+		// Reconnect disabled: why it dropped (CloseStatus gives its code).
+		if c.dropped != nil {
+			return nil, c.dropped
+		}
 		return nil, ErrDisconnected
 	}
 	return c.conn, nil
@@ -469,9 +475,11 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	*bp = b[:0]
 	scratchBufs.Put(bp)
-	if err != nil {
+	if err != nil && err != ErrDisconnected {
 		c.cancelCall(pc, err)
 	}
+	// Refused because the connection is ending (ErrDisconnected), the
+	// call stays pending: the end fails it with why the connection ended.
 	return c.wait(ctx, cc, pc)
 }
 
@@ -660,8 +668,8 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	c.pending.add(pc)
 	c.mu.Unlock()
 	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
-	if err := cc.enqueue(b); err != nil {
-		c.cancelCall(pc, err)
+	if err := cc.enqueue(b); err != nil && err != ErrDisconnected {
+		c.cancelCall(pc, err) // ErrDisconnected: as in Call
 	}
 	err = c.wait(ctx, cc, pc)
 	return ans.Members, err
@@ -909,6 +917,9 @@ func (cc *clientConn) maxBatch() uint32 {
 // not sent, with err. Other packets (events, emits, answers) are lost as
 // a packet sent alone would be.
 func (cc *clientConn) failCalls(items []byte, err error) {
+	if err == ErrDisconnected {
+		return // the connection is ending: its end fails them, with why
+	}
 	for len(items) > 0 {
 		size, hl := binary.Uvarint(items)
 		if hl <= 0 || uint64(len(items)-hl) < size {

@@ -17,6 +17,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 func dialClient(t *testing.T, addr string, opts ClientOptions) *Client {
@@ -334,6 +335,31 @@ func TestServerRoomAPI(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("presence event %d (%s) never came", i, w)
 		}
+	}
+}
+
+// A call made after the connection dropped (Reconnect disabled, or while
+// reconnecting) fails with ErrDisconnected joined with why it dropped, so
+// that CloseStatus gives the server's code; so does one made while the
+// connection is closing.
+func TestCallAfterDropSaysWhy(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	states := make(chan State, 4)
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}, OnState: func(st State) { states <- st }})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(wsframe.CloseTryAgainLater, "HP_TEST_BYE")
+	}
+	select {
+	case <-states:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not see the close")
+	}
+	err := c.Call(context.Background(), "echo/raw", []byte("x"), nil)
+	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseTryAgainLater || !strings.Contains(err.Error(), "HP_TEST_BYE") {
+		t.Fatalf("a call after the drop: %v, want ErrDisconnected with the server's 1013 HP_TEST_BYE", err)
 	}
 }
 
