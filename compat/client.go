@@ -108,8 +108,9 @@ func (s State) String() string {
 }
 
 // ErrDisconnected is returned by calls made while the client is
-// reconnecting, and by calls in flight when the connection dropped: the
-// server may or may not have run them.
+// reconnecting or after its connection dropped, and by calls in flight
+// when it dropped (the server may or may not have run those), joined with
+// why the connection ended: CloseStatus gives its close code.
 var ErrDisconnected = errors.New("hotpath: disconnected")
 
 // Client is a connection to a hotpath server that reconnects when it
