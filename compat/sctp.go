@@ -215,13 +215,7 @@ func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 // by up to 200 ms (BenchmarkCarrierOpen/sctp: close 201 ms). An ABORT ends
 // the association at once; the other end, which waits for the carrier to
 // close, sees it end.
-func (t *sctpTransport) closeAfterHandshake() {
-	t.closeOnce.Do(func() {
-		t.assoc.Abort("closed")
-		t.assoc.Close()
-		t.nc.Close()
-	})
-}
+func (t *sctpTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbnormal, "closed") }
 
 // closeErrorOf: an SCTP association carries no close code (the close
 // notice does); a message larger than the read buffer breaks the framing.
