@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -246,6 +247,42 @@ func TestShutdownGoingAway(t *testing.T) {
 	}
 	if _, err := wstest.Dial(addr, "/ws"); err == nil {
 		t.Error("dial after Shutdown succeeded")
+	}
+}
+
+// A close request that the read loop takes before the request's own
+// wake-up lands (woken by its idle deadline, say; here by the hook) starts
+// the closing handshake; the late wake-up must not then end the
+// connection before the client's close: the server waits for it (RFC 6455
+// §7.1.2). The conformance suite saw this race about once in 60 runs.
+func TestCloseRequestTakenEarly(t *testing.T) {
+	ended := make(chan error, 1)
+	s, addr := newTestServer(t, Options{OnDisconnect: func(_ *Peer, err error) { ended <- err }})
+	c := dial(t, addr)
+	waitFor(t, func() bool { return s.Peers() == 1 })
+	testHookCloseRequested = func(wc *wsConn) {
+		wc.nc.SetReadDeadline(time.Now())
+		for deadline := time.Now().Add(5 * time.Second); !wc.isClosing() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookCloseRequested = func(*wsConn) {} })
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	if code, reason := c.ReadClose(5 * time.Second); code != wsframe.CloseGoingAway {
+		t.Fatalf("close %d %q, want 1001", code, reason)
+	}
+	c.NC.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.NC.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the server did not wait for the client's close: %v", err)
+	}
+	c.WriteFrame(wsframe.OpClose, wsframe.AppendClosePayload(nil, wsframe.CloseGoingAway, ""), wsframe.Fin)
+	var ce *CloseError
+	if err := <-ended; !errors.As(err, &ce) || !ce.Remote || ce.Code != wsframe.CloseGoingAway {
+		t.Errorf("connection ended with %v, want the client's close 1001", err)
 	}
 }
 

@@ -285,15 +285,31 @@ func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 // and never reads could hold the read loop, and the connection, forever:
 // the turn's writes get closeTimeout, after which the connection is
 // dropped (TestCallerThatNeverReads).
+//
+// The read loop may take the request before the wake-up lands (woken by
+// its idle deadline, say) and start the closing handshake, whose deadline
+// then must stay: a wake-up after it would end the connection before the
+// peer's close frame (RFC 6455 §7.1.2). So the wake-up is set under wmu,
+// as sendClose sets that deadline, and only while the handshake has not
+// begun (TestCloseRequestTakenEarly).
 func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
-	if c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
-		c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
+	if !c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
+		return
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
+	testHookCloseRequested(c)
+	c.wmu.RLock()
+	if !c.closing {
 		c.nc.SetReadDeadline(time.Now())
-		if c.shared != nil {
-			c.shared.wakeLoop() // nobody may be reading: the loop lingers (sharedread.go)
-		}
+	}
+	c.wmu.RUnlock()
+	if c.shared != nil {
+		c.shared.wakeLoop() // nobody may be reading: the loop lingers (sharedread.go)
 	}
 }
+
+// testHookCloseRequested runs between a close request and its wake-up.
+var testHookCloseRequested = func(*wsConn) {}
 
 // takeCloseRequest reports whether err is the wake-up of requestClose, and
 // then sends the close frame asked for; the read loop goes on reading until
