@@ -613,3 +613,95 @@ func TestServerKeepsToClientLimit(t *testing.T) {
 		t.Fatalf("the connection after: %v", err)
 	}
 }
+
+// The client is as strict with a server as the server is with a client
+// (RFC 6455 §5.1, §5.2, §5.5, §7.4.1, §8.1; PROTOCOL.md §7): a server that
+// sends bad input while a call waits gets the close code for it, and the
+// call returns ErrDisconnected carrying that code (CloseStatus), without a
+// panic or a hang.
+func TestClientBadServerInput(t *testing.T) {
+	frame := func(op wsframe.Opcode, payload []byte) []byte {
+		return wsframe.AppendFrame(nil, op, payload, wsframe.Fin)
+	}
+	cases := []struct {
+		name string
+		bad  []byte
+		code wsframe.CloseCode
+	}{
+		{"masked frame (§5.1)", wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, wire.AppendResult(nil, 1, nil), wsframe.Fin, wsframe.NewMaskKey()), wsframe.CloseProtocolError},
+		{"reserved opcode (§5.2)", []byte{0x83, 0}, wsframe.CloseProtocolError},
+		{"RSV1 not negotiated (§5.2)", []byte{0xc2, 0}, wsframe.CloseProtocolError},
+		{"fragmented ping (§5.5)", []byte{0x09, 0}, wsframe.CloseProtocolError},
+		{"close with code 1005 (§7.4.1)", frame(wsframe.OpClose, []byte{0x03, 0xed}), wsframe.CloseProtocolError},
+		{"text message", frame(wsframe.OpText, []byte("hi")), wsframe.CloseUnsupportedData},
+		{"invalid UTF-8 text (§8.1)", frame(wsframe.OpText, []byte{0xff}), wsframe.CloseInvalidPayload},
+		{"frame over the client's limit", wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: 2 << 20}), wsframe.CloseMessageTooBig},
+		{"malformed packet", frame(wsframe.OpBinary, []byte{1}), wsframe.ClosePolicyViolation},
+		{"unknown kind", frame(wsframe.OpBinary, []byte{0x7f}), wsframe.ClosePolicyViolation},
+		{"client-only kind (a call)", frame(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan wsframe.CloseCode, 1)
+			go func() {
+				got <- badServer(ln, tc.bad)
+			}()
+			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 1 << 20}})
+			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+			var ce *CloseError
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || errors.As(err, &ce) && ce.Remote {
+				t.Errorf("call: %v, want ErrDisconnected with this end's close %d", err, tc.code)
+			}
+			select {
+			case code := <-got:
+				if code != tc.code {
+					t.Errorf("the client closed with %d, want %d", code, tc.code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the client never closed the connection")
+			}
+		})
+	}
+}
+
+// badServer accepts one connection on ln, upgrades it, waits for the
+// client's first call and answers it with bad, then returns the code of the
+// client's close frame (0 when the connection ended without one).
+func badServer(ln net.Listener, bad []byte) wsframe.CloseCode {
+	nc, err := ln.Accept()
+	if err != nil {
+		return 0
+	}
+	defer nc.Close()
+	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+		return 0
+	}
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
+	if err := wsutil.WriteServerBinary(nc, caps); err != nil {
+		return 0
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sent := false
+	for {
+		f, err := ws.ReadFrame(nc)
+		if err != nil {
+			return 0
+		}
+		f = ws.UnmaskFrameInPlace(f)
+		switch {
+		case f.Header.OpCode == ws.OpClose:
+			code, _ := ws.ParseCloseFrameData(f.Payload)
+			return wsframe.CloseCode(code)
+		case !sent && f.Header.OpCode == ws.OpBinary:
+			if p, err := wire.Decode(f.Payload); err == nil && (p.Kind == dispatch.KindCall || p.Kind == dispatch.KindBatch) {
+				nc.Write(bad)
+				sent = true
+			}
+		}
+	}
+}
