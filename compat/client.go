@@ -65,6 +65,17 @@ type ClientOptions struct {
 	// ctx) and every reconnect's: the carrier's handshakes and the
 	// upgrade or signalling. 10 s by default.
 	ConnectTimeout time.Duration
+	// KeepaliveInterval is how long the server may stay silent before the
+	// client pings it; 25 s by default. IdleTimeout is how long it may stay
+	// silent, pings unanswered, before the client closes the connection
+	// with 1001 HP_IDLE_TIMEOUT (and reconnects); 60 s by default; negative
+	// for neither pings nor the timeout. Any bytes read count as life.
+	// Without it, a server whose host died, or a path that lost the
+	// connection without a reset, would hold every call until the kernel
+	// gave up on the socket: minutes, about 15 with a call's bytes
+	// unacknowledged.
+	KeepaliveInterval time.Duration
+	IdleTimeout       time.Duration
 	// NoBatching sends every call in a frame of its own. By default calls
 	// issued while a write is in progress leave together in one Batch.
 	NoBatching bool
@@ -197,6 +208,12 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 10 * time.Second
 	}
+	if opts.KeepaliveInterval <= 0 {
+		opts.KeepaliveInterval = 25 * time.Second
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 60 * time.Second
+	}
 	if opts.Reconnect.MinDelay <= 0 {
 		opts.Reconnect.MinDelay = 100 * time.Millisecond
 	}
@@ -302,7 +319,14 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 func (c *Client) run(cc *clientConn) {
 	defer close(c.done)
 	for {
-		err := errors.Join(ErrDisconnected, cc.link.run(cc))
+		stopWatch := cc.watchLiveness()
+		err := cc.link.run(cc)
+		if stopWatch() {
+			// The closing handshake with a silent server ends in a
+			// timeout or a reset, whatever the carrier: say why it began.
+			err = &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason}
+		}
+		err = errors.Join(ErrDisconnected, err)
 		c.mu.Lock()
 		c.conn, c.dropped = nil, err
 		closed := c.closed
@@ -325,6 +349,57 @@ func (c *Client) run(cc *clientConn) {
 			return
 		}
 	}
+}
+
+// watchLiveness pings the server once it has been silent for
+// KeepaliveInterval and closes the connection with 1001 HP_IDLE_TIMEOUT
+// once it has been silent for IdleTimeout, as the server does with its
+// clients. It returns a function that stops watching and reports whether
+// the server was given up.
+func (cc *clientConn) watchLiveness() (stop func() (timedOut bool)) {
+	if cc.c.opts.IdleTimeout < 0 {
+		return func() bool { return false }
+	}
+	w := &livenessWatch{cc: cc}
+	t := time.AfterFunc(time.Hour, w.check)
+	t.Stop()
+	w.timer.Store(t) // before the first check can run
+	t.Reset(cc.c.opts.KeepaliveInterval)
+	return func() bool {
+		w.stopped.Store(true)
+		t.Stop()
+		return w.timedOut.Load()
+	}
+}
+
+// idleTimeoutReason is the close reason of a connection given up for
+// silence, at either end.
+const idleTimeoutReason = "HP_IDLE_TIMEOUT"
+
+// livenessWatch is the keepalive of one client connection: one timer,
+// re-armed for when the server's silence would next matter.
+type livenessWatch struct {
+	cc       *clientConn
+	timer    atomic.Pointer[time.Timer]
+	stopped  atomic.Bool
+	timedOut atomic.Bool
+}
+
+func (w *livenessWatch) check() {
+	if w.stopped.Load() {
+		return
+	}
+	o, l := w.cc.c.opts, w.cc.link
+	act, next := l.liveness().check(time.Now(), o.KeepaliveInterval, o.IdleTimeout)
+	switch act {
+	case keepGiveUp:
+		w.timedOut.Store(true)
+		l.requestClose(wsframe.CloseGoingAway, idleTimeoutReason)
+		return
+	case keepPing:
+		l.ping()
+	}
+	w.timer.Load().Reset(time.Until(next))
 }
 
 // reconnect dials until it succeeds or the client is closed, then rejoins

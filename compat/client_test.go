@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -703,5 +704,78 @@ func badServer(ln net.Listener, bad []byte) wsframe.CloseCode {
 				sent = true
 			}
 		}
+	}
+}
+
+// ClientOptions.IdleTimeout: a server that stops answering (its host died,
+// the path lost the connection) is pinged after KeepaliveInterval and
+// given up after IdleTimeout; the call waiting on it returns
+// ErrDisconnected with close 1001 HP_IDLE_TIMEOUT instead of waiting for
+// the kernel to give up on the socket.
+func TestClientIdleTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	seen := make(chan []ws.OpCode, 1)
+	go func() {
+		// A server that upgrades, says its capabilities, then reads and
+		// answers nothing (not even pings) until the client's close.
+		var ops []ws.OpCode
+		defer func() { seen <- ops }()
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
+		if err := wsutil.WriteServerBinary(nc, caps); err != nil {
+			return
+		}
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			f, err := ws.ReadFrame(nc)
+			if err != nil {
+				return
+			}
+			ops = append(ops, f.Header.OpCode)
+			if f.Header.OpCode == ws.OpClose {
+				return
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true},
+		KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseGoingAway || !strings.Contains(err.Error(), "HP_IDLE_TIMEOUT") {
+		t.Fatalf("call to a silent server: %v want ErrDisconnected with close 1001 HP_IDLE_TIMEOUT", err)
+	}
+	ops := <-seen
+	if !slices.Contains(ops, ws.OpPing) || ops[len(ops)-1] != ws.OpClose {
+		t.Errorf("the silent server received %v, want a ping, then the close", ops)
+	}
+}
+
+// The client's pings keep a connection up on every carrier when the
+// server itself never pings: the server answers them (a WebSocket pong, a
+// Pong packet), and an answer counts as life. (Without the answers, or
+// with them not counted, the client would end the connection at its
+// IdleTimeout and the call would fail.)
+func TestClientKeepalive(t *testing.T) {
+	e := newCarrierEnv(t, Options{KeepaliveInterval: time.Hour, IdleTimeout: 2 * time.Hour})
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true},
+				KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+			time.Sleep(time.Second) // more than three times IdleTimeout
+			if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatalf("after 1 s with only the client's pings: %v", err)
+			}
+		})
 	}
 }

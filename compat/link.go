@@ -103,6 +103,34 @@ func (l *liveness) touch() {
 	l.pongPending.Store(false)
 }
 
+// keepaliveAction is what a keepalive check does with a link.
+type keepaliveAction uint8
+
+const (
+	keepWaiting keepaliveAction = iota
+	keepPing                    // silent for the keepalive interval: ping it
+	keepGiveUp                  // silent for the idle timeout: close it
+)
+
+// check is the keepalive rule of both ends, at now: a link silent for
+// idle is given up; one silent for interval is pinged, once; next is when
+// its silence would next matter.
+func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
+	last := time.Unix(0, l.lastRead.Load())
+	silent := now.Sub(last)
+	switch {
+	case silent >= idle:
+		return keepGiveUp, time.Time{}
+	case silent >= interval && !l.pongPending.Load():
+		l.pongPending.Store(true)
+		return keepPing, last.Add(idle)
+	case l.pongPending.Load():
+		return keepWaiting, last.Add(idle)
+	default:
+		return keepWaiting, last.Add(interval)
+	}
+}
+
 // broadcast is one room emit, encoded once per framing and shared by every
 // member: the WebSocket frame (and its compressed variants) through
 // wsframe.Prepared, the length-prefixed packet of stream carriers, and the

@@ -278,23 +278,16 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 		if p.closed.Load() {
 			continue
 		}
-		live := p.link.liveness()
-		last := time.Unix(0, live.lastRead.Load())
-		silent := now.Sub(last)
-		switch {
-		case silent >= s.opts.IdleTimeout:
+		act, next := p.link.liveness().check(now, s.opts.KeepaliveInterval, s.opts.IdleTimeout)
+		switch act {
+		case keepGiveUp:
 			s.metrics.idleTimeouts.Add(1)
-			p.closeWith(wsframe.CloseGoingAway, "HP_IDLE_TIMEOUT")
+			p.closeWith(wsframe.CloseGoingAway, idleTimeoutReason)
 			continue
-		case silent >= s.opts.KeepaliveInterval && !live.pongPending.Load():
-			live.pongPending.Store(true)
+		case keepPing:
 			p.link.ping()
-			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
-		case live.pongPending.Load():
-			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.IdleTimeout), p)))
-		default:
-			p.keepaliveHandle.Store(uint64(s.keepalive.Arm(last.Add(s.opts.KeepaliveInterval), p)))
 		}
+		p.keepaliveHandle.Store(uint64(s.keepalive.Arm(next, p)))
 	}
 }
 
