@@ -734,6 +734,12 @@ const defaultTimers = {
  *   before WebSocket)
  * @property {number} [callTimeout=30000] timeout of calls, joins and leaves that give none, ms; 0: none
  * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms; 0: no limit
+ * @property {number} [keepaliveInterval=25000] silence from the server, ms,
+ *   after which the client sends it a Ping packet (§4.8)
+ * @property {number} [idleTimeout=60000] silence, ms, after which the
+ *   connection is given up (CloseError 1001 HP_IDLE_TIMEOUT) and the client
+ *   reconnects; the Ping must have gone unanswered for idleTimeout -
+ *   keepaliveInterval. 0: no pings, no timeout
  * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
  * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
@@ -762,7 +768,7 @@ const defaultTimers = {
  */
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
-  #callTimeout; #connectTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
+  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, openedAt, timer, asks}; null while disconnected
@@ -805,8 +811,14 @@ export class Client {
     this.#random = options.random ?? Math.random;
     this.#callTimeout = options.callTimeout ?? 30_000;
     this.#connectTimeout = options.connectTimeout ?? 10_000;
+    this.#keepaliveInterval = options.keepaliveInterval ?? 25_000;
+    this.#idleTimeout = options.idleTimeout ?? 60_000;
     checkTimeout(this.#callTimeout);
     checkTimeout(this.#connectTimeout);
+    checkTimeout(this.#idleTimeout);
+    if (this.#idleTimeout > 0 && !(this.#keepaliveInterval >= 1 && this.#keepaliveInterval < this.#idleTimeout)) {
+      throw new RangeError('hotpath: keepaliveInterval must be at least 1 and under idleTimeout');
+    }
     this.#reconnect = options.reconnect === false ? null
       : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...options.reconnect };
     if (this.#reconnect !== null) {
@@ -1016,7 +1028,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, timer: null, asks: new Set() };
+    const conn = { ws: null, carrier: null, openedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
     this.#conn = conn;
     this.#open(conn, 0);
     if (this.#connectTimeout === 0) return;
@@ -1071,6 +1083,8 @@ export class Client {
     if (conn !== this.#conn) return;
     this.#timers.clearTimeout(conn.timer);
     conn.openedAt = this.#timers.now();
+    conn.lastRead = conn.openedAt;
+    this.#watchLiveness(conn);
     // Capabilities first, alone: it may not be a batch item (§4.7).
     conn.ws.send(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }));
     const joining = new Set();
@@ -1094,8 +1108,39 @@ export class Client {
     this.#flush();
   }
 
+  // watchLiveness is the keepalive of conn (§4.8): the server's WebSocket
+  // pings do not reach a page, so the page pings when the server has been
+  // silent for keepaliveInterval and gives up once its Ping has gone
+  // unanswered for idleTimeout - keepaliveInterval. Counting from the Ping,
+  // not from the silence, keeps a page whose timers the browser throttles
+  // (a hidden tab's may fire a minute late) from giving up a live server
+  // before asking it.
+  #watchLiveness(conn) {
+    if (this.#idleTimeout === 0 || conn !== this.#conn) return;
+    const now = this.#timers.now();
+    const grace = this.#idleTimeout - this.#keepaliveInterval;
+    let next;
+    if (conn.pingedAt >= 0) {
+      if (now - conn.pingedAt >= grace) {
+        conn.ws.close(4001, 'HP_IDLE_TIMEOUT');
+        this.#drop(conn, new CloseError(1001, 'HP_IDLE_TIMEOUT'));
+        return;
+      }
+      next = conn.pingedAt + grace;
+    } else if (now - conn.lastRead >= this.#keepaliveInterval) {
+      conn.pingedAt = now;
+      this.#add({ packet: encodePacket({ kind: 'ping', data: EMPTY }), conn });
+      next = now + grace;
+    } else {
+      next = conn.lastRead + this.#keepaliveInterval;
+    }
+    conn.liveTimer = this.#timers.setTimeout(() => this.#watchLiveness(conn), next - now);
+  }
+
   #onMessage(conn, data) {
     if (conn !== this.#conn) return;
+    conn.lastRead = this.#timers.now();
+    conn.pingedAt = -1;
     if (typeof data === 'string') {
       this.#violate(conn, 1003, 'HP_ERR_TEXT_MESSAGE');
       return;
@@ -1225,6 +1270,7 @@ export class Client {
     if (conn !== this.#conn) return;
     this.#conn = null;
     this.#timers.clearTimeout(conn.timer);
+    this.#timers.clearTimeout(conn.liveTimer);
     for (const ac of conn.asks) ac.abort(err);
     const resend = [];
     for (const e of this.#pending.values()) {

@@ -627,3 +627,82 @@ test('arguments that cannot be sent are refused at once', async () => {
   assert.throws(() => client.handle('a/b', 'not a function'), TypeError);
   client.close();
 });
+
+test('keepalive: a silent server is pinged, then given up with 1001 HP_IDLE_TIMEOUT, and the client reconnects', async () => {
+  const { client, net, clock } = connected({ keepaliveInterval: 1000, idleTimeout: 3000 });
+  const ws = net.last;
+  const seen = states(client);
+  const answer = client.call('a/b', null, { timeout: 0 });
+  await settle();
+  clock.advance(999);
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => p.kind), ['call']);
+  clock.advance(1);
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => p.kind), ['call', 'ping']);
+  clock.advance(1999);
+  assert.equal(ws.closedWith, null, 'given up before the Ping had idleTimeout - keepaliveInterval');
+  clock.advance(1);
+  assert.deepEqual(ws.closedWith, { code: 4001, reason: 'HP_IDLE_TIMEOUT' });
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1001 && err.reason === 'HP_IDLE_TIMEOUT');
+  assert.equal(seen[0].state, 'reconnecting');
+  assert.equal(seen[0].error.code, 1001);
+  clock.advance(seen[0].delay);
+  assert.equal(net.sockets.length, 2, 'reconnected');
+  client.close();
+});
+
+test('keepalive: an answered Ping and any other message count as life', async () => {
+  const { client, net, clock } = connected({ keepaliveInterval: 1000, idleTimeout: 3000 });
+  const ws = net.last;
+  for (let i = 0; i < 10; i++) {
+    clock.advance(1000);
+    await settle();
+    assert.equal(ws.packets.at(-1).kind, 'ping');
+    clock.advance(500);
+    ws.receive({ kind: 'pong', data: new Uint8Array(0) });
+  }
+  const pings = ws.packets.length;
+  for (let i = 0; i < 10; i++) {
+    clock.advance(900);
+    ws.receive({ kind: 'event', event: 'tick', payload: json(i) });
+  }
+  await settle();
+  assert.equal(ws.packets.length, pings, 'no Ping while the server talks');
+  assert.equal(ws.closedWith, null);
+  assert.equal(client.state, 'open');
+  client.close();
+});
+
+test('keepalive: a page whose timers run a minute late still pings before it gives up', async () => {
+  // Chrome aligns the timers of a long-hidden tab to the minute.
+  const env = newClient({ keepaliveInterval: 25_000, idleTimeout: 60_000 });
+  const { client, net, clock } = env;
+  const setTimeout = clock.setTimeout;
+  clock.setTimeout = (fn, ms) => setTimeout(fn, Math.ceil(ms / 60_000) * 60_000);
+  net.last.open();
+  const ws = net.last;
+  for (let i = 0; i < 5; i++) {
+    clock.advance(60_000);
+    await settle();
+    assert.equal(ws.packets.at(-1)?.kind, 'ping', `minute ${i + 1}: a Ping, not a timeout`);
+    assert.equal(ws.closedWith, null);
+    ws.receive({ kind: 'pong', data: new Uint8Array(0) });
+  }
+  clock.advance(120_000); // the last Ping goes unanswered
+  assert.deepEqual(ws.closedWith, { code: 4001, reason: 'HP_IDLE_TIMEOUT' });
+  client.close();
+});
+
+test('keepalive: idleTimeout 0 sends no Ping and never times out; bad values are refused', async () => {
+  const { client, net, clock } = connected({ idleTimeout: 0 });
+  clock.advance(3_600_000);
+  await settle();
+  assert.deepEqual(net.last.packets, []);
+  assert.equal(client.state, 'open');
+  client.close();
+  const make = (options) => () => new Client('ws://test.invalid/ws', { WebSocket: fakeSockets().FakeWebSocket, ...options });
+  assert.throws(make({ keepaliveInterval: 60_000, idleTimeout: 60_000 }), RangeError);
+  assert.throws(make({ keepaliveInterval: 0 }), RangeError);
+  assert.throws(make({ idleTimeout: -1 }), RangeError);
+});

@@ -127,6 +127,20 @@ test('rooms: presence, emits to all and to all but the sender, ticker', { skip }
   }
 });
 
+test('keepalive: the server answers the client\'s Ping packets, so a quiet connection stays up', { skip }, async () => {
+  const c = new Client(`ws://${server.addr}/ws`, { keepaliveInterval: 50, idleTimeout: 200, reconnect: false });
+  try {
+    const states = [];
+    c.onState((s) => states.push(s));
+    await c.call('time/now');
+    await new Promise((r) => setTimeout(r, 1000)); // five idle timeouts, nothing but Pings
+    await c.call('time/now');
+    assert.deepEqual(states.map((s) => s.state), ['open'], 'the connection never dropped');
+  } finally {
+    c.close();
+  }
+});
+
 test('reconnect after the server restarts: close code surfaced, rooms rejoined', { skip }, async () => {
   const watcher = connect();
   const c = connect();
