@@ -1066,6 +1066,7 @@ func TestWebRTCMaxPending(t *testing.T) {
 	if rsp.StatusCode != http.StatusServiceUnavailable || rsp.Header.Get("Retry-After") == "" {
 		t.Errorf("an offer past MaxPending: %s, Retry-After %q", rsp.Status, rsp.Header.Get("Retry-After"))
 	}
+	shutdownCutsHandshakes(t, s)
 }
 
 // After the server drops it, a client reconnects on the same carrier with
@@ -1250,5 +1251,76 @@ func TestNoGoroutineLeakOnCarriers(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// Over plain UDP any address can start an SCTP association, and each one
+// in its handshake holds memory and goroutines for up to 10 s: the
+// listener opens a connection only for an SCTP INIT, and ServeSCTP keeps
+// at most Options.MaxPendingSCTP handshakes, dropping the rest at once. A
+// connection made before the flood keeps working through it, and
+// Shutdown does not wait for the handshakes past its ctx.
+func TestSCTPHandshakeFlood(t *testing.T) {
+	e := newCarrierEnv(t, Options{MaxPendingSCTP: 4})
+	ctx := context.Background()
+	c := e.dial(t, CarrierSCTP, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err := c.Call(ctx, "echo/raw", []byte("before"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(e.urls[CarrierSCTP], "sctp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := func(n int, packet []byte) {
+		for range n {
+			u, err := net.DialUDP("udp", nil, ua)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Write(packet)
+			u.Close()
+		}
+	}
+	waitFor(t, func() bool { return e.srv.Metrics().Connections == 1 })
+	before := runtime.NumGoroutine()
+	failures := e.srv.Metrics().HandshakeFailures
+
+	flood(500, []byte("not SCTP, from 500 addresses"))
+	time.Sleep(200 * time.Millisecond)
+	if n := runtime.NumGoroutine(); n > before+8 {
+		t.Errorf("500 junk datagrams: %d goroutines, %d before", n, before)
+	}
+
+	// A common header with verification tag 0, then an INIT chunk header.
+	init := []byte{0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 4}
+	flood(100, init)
+	waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures >= failures+96 })
+	if n := runtime.NumGoroutine(); n > before+4*6 {
+		t.Errorf("100 INITs with MaxPendingSCTP 4: %d goroutines, %d before", n, before)
+	}
+	if err := c.Call(ctx, "echo/raw", []byte("during"), nil); err != nil {
+		t.Fatalf("a connection made before the flood: %v", err)
+	}
+
+	// The handshakes left wait for COOKIE ECHOs that never come.
+	shutdownCutsHandshakes(t, e.srv)
+}
+
+// shutdownCutsHandshakes checks that Shutdown, with handshakes pending
+// that will never finish, closes them when its ctx ends instead of
+// waiting out their 10 s.
+func shutdownCutsHandshakes(t *testing.T, s *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown: %v, want its ctx's deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown waited for the pending handshakes past its ctx")
 	}
 }

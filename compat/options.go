@@ -48,6 +48,13 @@ type Options struct {
 	// network. nil allows it whenever Compression allows it.
 	Compress func(r *http.Request) bool
 
+	// MaxPendingSCTP bounds the SCTP associations in their handshake at
+	// once (ServeSCTP). Each holds about 13 KB and two goroutines for up to
+	// 10 s, and over UDP an INIT from a new address is all it takes to
+	// start one, so a flood from many addresses could hold memory without
+	// bound. 256 by default.
+	MaxPendingSCTP int
+
 	// KeepaliveInterval is how long a connection may stay silent before
 	// the server pings it; 25 s by default. IdleTimeout is how long it may
 	// stay silent, pings unanswered, before the server drops it; 60 s by
@@ -169,6 +176,9 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	o.Limits = o.Limits.withDefaults()
+	if o.MaxPendingSCTP <= 0 {
+		o.MaxPendingSCTP = 256
+	}
 	if o.KeepaliveInterval <= 0 {
 		o.KeepaliveInterval = 25 * time.Second
 	}

@@ -45,13 +45,23 @@ var quietLogs = func() logging.LoggerFactory {
 
 // ListenSCTP listens on the UDP address addr for SCTP associations (SCTP
 // over UDP, without encryption: for trusted networks and tests). Serve it
-// with ServeSCTP.
+// with ServeSCTP. Only an SCTP INIT from a new address opens a connection:
+// any other datagram from it is dropped without holding anything.
 func ListenSCTP(addr string) (net.Listener, error) {
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return udp.Listen("udp", ua)
+	return (&udp.ListenConfig{AcceptFilter: isSCTPInit}).Listen("udp", ua)
+}
+
+// isSCTPInit reports whether a datagram is an SCTP packet that starts an
+// association (RFC 9260 §3.1, §3.3.2): a common header with verification
+// tag 0, then an INIT chunk.
+func isSCTPInit(b []byte) bool {
+	const commonHeader, chunkHeader, chunkInit = 12, 4, 1
+	return len(b) >= commonHeader+chunkHeader && b[commonHeader] == chunkInit &&
+		b[4] == 0 && b[5] == 0 && b[6] == 0 && b[7] == 0
 }
 
 // ListenSCTPDTLS listens on the UDP address addr for SCTP associations
@@ -70,12 +80,15 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 
 // ServeSCTP serves SCTP associations on the connections ln accepts
 // (ListenSCTP, ListenSCTPDTLS, or any listener of datagram-preserving
-// connections), until ln fails or Shutdown closes it.
+// connections), until ln fails or Shutdown closes it. At most
+// Options.MaxPendingSCTP associations are in their handshake at once;
+// past it a new one is dropped at once, and its client retries its INIT.
 func (s *Server) ServeSCTP(ln net.Listener) error {
 	if !s.track(ln) {
 		return http.ErrServerClosed
 	}
 	defer s.untrack(ln)
+	pending := make(chan struct{}, s.opts.MaxPendingSCTP)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -87,13 +100,27 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 			}
 			continue // one peer's failed handshake
 		}
+		select {
+		case pending <- struct{}{}:
+		default:
+			s.metrics.handshakeFailures.Add(1)
+			nc.Close()
+			continue
+		}
 		s.conns.add()
-		go s.serveSCTPConn(nc)
+		s.handshakes.add(nc)
+		go s.serveSCTPConn(nc, func() {
+			s.handshakes.remove(nc)
+			<-pending
+		})
 	}
 }
 
-func (s *Server) serveSCTPConn(nc net.Conn) {
+// serveSCTPConn serves one accepted connection; handshaken is called once
+// its handshake has ended, however it ended.
+func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 	fail := func() {
+		handshaken()
 		s.metrics.handshakeFailures.Add(1)
 		nc.Close()
 		s.conns.done()
@@ -118,6 +145,7 @@ func (s *Server) serveSCTPConn(nc net.Conn) {
 		fail()
 		return
 	}
+	handshaken()
 	link := newStreamConn(t, sctpStream{control}, s.opts.Limits)
 	if refusal != nil {
 		s.metrics.handshakeFailures.Add(1)

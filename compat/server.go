@@ -41,7 +41,11 @@ type Server struct {
 	mu        sync.Mutex
 	peers     map[*Peer]struct{}
 	listeners map[io.Closer]struct{} // closed by Shutdown
-	nextID    uint64
+	// handshakes are the carrier handshakes in progress that Shutdown
+	// closes when its ctx ends: until then they may finish, and their
+	// clients are told the server is going away (1001).
+	handshakes closerSet
+	nextID     uint64
 
 	wtOnce sync.Once
 	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
@@ -295,7 +299,8 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 // calls (new calls are answered ErrUnavailable), lets the calls in flight
 // finish, closes every connection with 1001 (going away) after its answers,
 // and waits for the connections to end. When ctx ends first, the remaining
-// connections are dropped and Shutdown returns ctx's error.
+// connections and the SCTP and WebRTC handshakes in progress are dropped
+// and Shutdown returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutting.Store(true)
@@ -315,6 +320,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, p := range s.snapshotPeers() {
 			p.link.abort()
 		}
+		s.handshakes.closeAll()
 		<-s.conns.idle()
 	}
 	s.mu.Lock()
@@ -336,6 +342,44 @@ func (s *Server) snapshotPeers() []*Peer {
 		ps = append(ps, p)
 	}
 	return ps
+}
+
+// closerSet is a set of things to close at once, safe for concurrent use.
+type closerSet struct {
+	mu sync.Mutex
+	m  map[io.Closer]struct{}
+}
+
+func (cs *closerSet) add(c io.Closer) {
+	cs.mu.Lock()
+	if cs.m == nil {
+		cs.m = map[io.Closer]struct{}{}
+	}
+	cs.m[c] = struct{}{}
+	cs.mu.Unlock()
+}
+
+func (cs *closerSet) remove(c io.Closer) {
+	cs.mu.Lock()
+	delete(cs.m, c)
+	cs.mu.Unlock()
+}
+
+func (cs *closerSet) closeAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for c := range cs.m {
+		c.Close()
+	}
+}
+
+// cancelCloser cancels a context when closed: a handshake that waits on
+// the context, in a closerSet.
+type cancelCloser struct{ cancel context.CancelFunc }
+
+func (c *cancelCloser) Close() error {
+	c.cancel()
+	return nil
 }
 
 // waitCtx waits for done and returns nil, or ctx's error if it ends first.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -118,12 +117,20 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			return
 		}
 		s.conns.add()
+		// The connection has handshakeTimeout to open its control channel;
+		// Shutdown cuts that short when its ctx ends.
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		abandon := &cancelCloser{cancel}
+		s.handshakes.add(abandon)
 		go func() {
+			defer cancel()
 			select {
 			case ch := <-opened:
+				s.handshakes.remove(abandon)
 				pending.Add(-1)
 				s.serveLink(newMessageConn(t, ch, s.opts.Limits), up)
-			case <-time.After(handshakeTimeout):
+			case <-ctx.Done():
+				s.handshakes.remove(abandon)
 				pending.Add(-1)
 				s.metrics.handshakeFailures.Add(1)
 				pc.Close()
