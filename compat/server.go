@@ -41,11 +41,7 @@ type Server struct {
 	mu        sync.Mutex
 	peers     map[*Peer]struct{}
 	listeners map[io.Closer]struct{} // closed by Shutdown
-	// handshakes are the carrier handshakes in progress that Shutdown
-	// closes when its ctx ends: until then they may finish, and their
-	// clients are told the server is going away (1001).
-	handshakes closerSet
-	nextID     uint64
+	nextID    uint64
 
 	wtOnce sync.Once
 	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
@@ -53,6 +49,10 @@ type Server struct {
 	shutting   atomic.Bool
 	asyncCalls tracker // Async calls running, waited for by Shutdown
 	conns      tracker // connection goroutines
+	// handshakes are the carrier handshakes in progress that Shutdown
+	// closes when its ctx ends: until then they may finish, and their
+	// clients are told the server is going away (1001).
+	handshakes closerSet
 }
 
 // NewServer returns a Server for opts. It fails when opts has no Router or
