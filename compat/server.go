@@ -365,10 +365,16 @@ func (cs *closerSet) remove(c io.Closer) {
 	cs.mu.Unlock()
 }
 
+// closeAll closes every member, outside the lock: a member's Close may
+// lead to its own remove.
 func (cs *closerSet) closeAll() {
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
+	all := make([]io.Closer, 0, len(cs.m))
 	for c := range cs.m {
+		all = append(all, c)
+	}
+	cs.mu.Unlock()
+	for _, c := range all {
 		c.Close()
 	}
 }
