@@ -770,11 +770,12 @@ func TestClientKeepalive(t *testing.T) {
 	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			t.Parallel()
+			// A pong may take most of 550 ms on a loaded machine.
 			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true},
-				KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
-			time.Sleep(time.Second) // more than three times IdleTimeout
+				KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 600 * time.Millisecond})
+			time.Sleep(2 * time.Second) // more than three times IdleTimeout
 			if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
-				t.Fatalf("after 1 s with only the client's pings: %v", err)
+				t.Fatalf("after 2 s with only the client's pings: %v", err)
 			}
 		})
 	}
