@@ -472,18 +472,11 @@ func TestClientRefusesServerCodec(t *testing.T) {
 	defer ln.Close()
 	got := make(chan ws.StatusCode, 1)
 	go func() {
-		nc, err := ln.Accept()
+		nc, err := acceptRaw(ln, "msgpack")
 		if err != nil {
 			return
 		}
 		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
-		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "msgpack")})
-		if err := wsutil.WriteServerBinary(nc, caps); err != nil {
-			return
-		}
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		for {
 			frame, err := ws.ReadFrame(nc)
@@ -670,22 +663,34 @@ func TestClientBadServerInput(t *testing.T) {
 	}
 }
 
+// acceptRaw is the start of a hand-made server: it accepts one connection
+// on ln, upgrades it with gobwas/ws and sends capabilities naming codec.
+func acceptRaw(ln net.Listener, codec string) (net.Conn, error) {
+	nc, err := ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", codec)})
+	if err := wsutil.WriteServerBinary(nc, caps); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
 // badServer accepts one connection on ln, upgrades it, waits for the
 // client's first call and answers it with bad, then returns the code of the
 // client's close frame (0 when the connection ended without one).
 func badServer(ln net.Listener, bad []byte) wsframe.CloseCode {
-	nc, err := ln.Accept()
+	nc, err := acceptRaw(ln, "json")
 	if err != nil {
 		return 0
 	}
 	defer nc.Close()
-	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-		return 0
-	}
-	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
-	if err := wsutil.WriteServerBinary(nc, caps); err != nil {
-		return 0
-	}
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	sent := false
 	for {
@@ -724,18 +729,11 @@ func TestClientIdleTimeout(t *testing.T) {
 		// answers nothing (not even pings) until the client's close.
 		var ops []ws.OpCode
 		defer func() { seen <- ops }()
-		nc, err := ln.Accept()
+		nc, err := acceptRaw(ln, "json")
 		if err != nil {
 			return
 		}
 		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
-		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
-		if err := wsutil.WriteServerBinary(nc, caps); err != nil {
-			return
-		}
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 		for {
 			f, err := ws.ReadFrame(nc)
