@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -1168,6 +1169,19 @@ func (cc *clientConn) chooseDictionary(choice string) {
 
 // answerAsk runs the handler of a server ask on a goroutine of its own
 // and sends the Answer.
+// invokeAskHandler calls the handler of a server's ask and turns a panic
+// into an Internal answer and a log line, as the server does with its
+// handlers: the process and the connection live on.
+func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte) (result []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.opts.Logger.Error("hotpath: ask handler panicked", "method", m.name, "panic", r, "stack", string(debug.Stack()))
+			result, err = nil, ErrInternal
+		}
+	}()
+	return m.call(ctx, c.opts.Codec, payload, nil)
+}
+
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
 	go func() {
@@ -1181,7 +1195,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 		var err error = &Error{Code: wire.CodeNotFound, Message: "method not found: " + method}
 		if h := c.opts.Handlers; h != nil {
 			if m, lerr := h.methodTable.Lookup([]byte(method)); lerr == nil {
-				result, err = m.call(ctx, c.opts.Codec, payload, nil)
+				result, err = c.invokeAskHandler(ctx, m, payload)
 			}
 		}
 		a := wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerOK, Payload: result}

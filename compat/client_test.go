@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -199,6 +200,48 @@ func TestServerAsk(t *testing.T) {
 	}
 	if err := <-asked; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A handler that panics is the bug of one call, not the end of a process:
+// the server's event handlers, like its method handlers, log the panic and
+// count it, and the connection lives on; the client's ask handlers answer
+// Internal, and the client lives on. Without the recovers, either panic
+// kills the test binary.
+func TestEventAndAskHandlerPanics(t *testing.T) {
+	r := testRouter()
+	HandleEvent(r, "test/boom", func(context.Context, struct{}) { panic("boom") })
+	asked := make(chan error, 1)
+	Handle(r, "test/ask", func(ctx context.Context, q string) (string, error) {
+		var answer string
+		err := PeerFrom(ctx).Ask(ctx, "ui/confirm", q, &answer)
+		asked <- err
+		return answer, err
+	}, Async())
+	s, addr := newTestServer(t, Options{Router: r})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { panic("boom") })
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers, Reconnect: Reconnect{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+
+	if err := c.Event("test/boom", struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Metrics().Panics == 1 })
+	var out echoReq
+	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after the event"}, &out); err != nil || out.Text != "after the event" {
+		t.Fatalf("a call after the event handler panicked: %+v, %v", out, err)
+	}
+
+	var e *Error
+	if err := callWithin(t, c, ctx, "test/ask", "deploy?", nil); !errors.As(err, &e) || e.Code != wire.CodeInternal {
+		t.Fatalf("a call whose ask's handler panicked: %v, want Internal", err)
+	}
+	if err := <-asked; !errors.As(err, &e) || e.Code != wire.CodeInternal {
+		t.Fatalf("the ask: %v, want Internal", err)
+	}
+	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after the ask"}, &out); err != nil || out.Text != "after the ask" {
+		t.Fatalf("a call after the ask handler panicked: %+v, %v", out, err)
 	}
 }
 

@@ -442,10 +442,24 @@ func (p *Peer) onEvent(body []byte) error {
 		p.srv.metrics.droppedEvents.Add(1)
 		return nil
 	}
-	if err := p.srv.router.eventTable.Route(i).Handler.call(p.ctx, p.codec, pk.Payload); err != nil {
+	if err := p.invokeEvent(p.srv.router.eventTable.Route(i).Handler, pk.Payload); err != nil {
 		p.srv.metrics.droppedEvents.Add(1)
 	}
 	return nil
+}
+
+// invokeEvent calls an event handler and turns a panic into a log line
+// and a dropped event, as invoke does for methods: a client whose event
+// makes a handler panic must not bring the server down.
+func (p *Peer) invokeEvent(e *eventHandler, payload []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.srv.metrics.panics.Add(1)
+			p.srv.opts.Logger.Error("hotpath: event handler panicked", "event", e.name, "peer", p.id, "panic", r, "stack", string(debug.Stack()))
+			err = ErrInternal
+		}
+	}()
+	return e.call(p.ctx, p.codec, payload)
 }
 
 func (p *Peer) onPing(body []byte) error {

@@ -96,7 +96,7 @@ func Handle[Req, Resp any](r *Router, name string, fn func(ctx context.Context, 
 
 // HandleEvent registers fn for the events named name that clients send
 // (PROTOCOL.md §4.3). An event that does not decode into a T is dropped and
-// counted.
+// counted; a panic in fn is logged and counted, and the connection lives on.
 func HandleEvent[T any](r *Router, name string, fn func(ctx context.Context, v T)) {
 	e := &eventHandler{
 		name: name,
