@@ -1328,3 +1328,49 @@ func shutdownCutsHandshakes(t *testing.T, s *Server) {
 		t.Fatal("Shutdown waited for the pending handshakes past its ctx")
 	}
 }
+
+// A hook that panics (here Authenticate) refuses the upgrade with 500, or
+// on a carrier without HTTP with a close notice, and is logged and
+// counted; the server lives on, on every carrier. Without the recover, the
+// raw listener's, QUIC's and SCTP's panics kill the test binary.
+func TestUpgradeHookPanics(t *testing.T) {
+	e := newCarrierEnv(t, Options{Authenticate: func(r *http.Request) (any, error) {
+		if r.Header.Get("X-Boom") != "" || r.Proto == "quic" || r.Proto == "sctp" {
+			panic("boom")
+		}
+		return nil, nil
+	}})
+	ctx := context.Background()
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			before := e.srv.Metrics().Panics
+			opts := ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), WebRTC: WebRTCOptions{LoopbackOnly: true},
+				Reconnect: Reconnect{Disabled: true}, Header: http.Header{"X-Boom": {"1"}}}
+			c, err := Dial(ctx, e.urls[carrier], opts)
+			if err == nil {
+				// Without HTTP, the refusal comes after the carrier's own
+				// handshake: then the first call fails.
+				err = c.Call(ctx, "echo/raw", []byte("x"), nil)
+				c.Close()
+			}
+			var he *HTTPError
+			switch {
+			case err == nil:
+				t.Fatal("served although its hook panicked")
+			case carrier == CarrierQUIC || carrier == CarrierSCTP:
+				if CloseStatus(err) != wsframe.ClosePolicyViolation {
+					t.Errorf("%v, want close 1008", err)
+				}
+			case !errors.As(err, &he) || he.Status != http.StatusInternalServerError:
+				t.Errorf("%v, want HTTP 500", err)
+			}
+			if e.srv.Metrics().Panics <= before {
+				t.Error("the panic was not counted")
+			}
+		})
+	}
+	good := e.dial(t, CarrierWebSocket, ClientOptions{})
+	if err := good.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("a client after the panics: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strings"
 
 	"github.com/gobwas/httphead"
@@ -27,11 +28,28 @@ var (
 	errBadOrigin   = &HTTPError{Status: http.StatusForbidden, Message: "origin not allowed"}
 	errBadProtocol = &HTTPError{Status: http.StatusBadRequest, Message: "subprotocol " + Subprotocol + " not offered"}
 	errShutting    = &HTTPError{Status: http.StatusServiceUnavailable, Message: "server shutting down"}
+	// errHookPanicked refuses an upgrade whose hook panicked.
+	errHookPanicked = &HTTPError{Status: http.StatusInternalServerError, Message: "internal error"}
 )
 
 // prepareUpgrade runs the checks an upgrade request must pass (shutdown,
 // origin, subprotocol, authentication) and negotiates permessage-deflate.
-func (s *Server) prepareUpgrade(r *http.Request) (*upgrade, error) {
+// A hook that panics (CheckOrigin, Authenticate, Compress) refuses the
+// request with 500, logged and counted, on every carrier: on a raw
+// listener or a QUIC or SCTP connection nothing else would recover it, and
+// a crafted request would end the process.
+func (s *Server) prepareUpgrade(r *http.Request) (up *upgrade, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.metrics.panics.Add(1)
+			s.opts.Logger.Error("hotpath: upgrade hook panicked", "remote", r.RemoteAddr, "panic", v, "stack", string(debug.Stack()))
+			up, err = nil, errHookPanicked
+		}
+	}()
+	return s.checkUpgrade(r)
+}
+
+func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 	if s.shutting.Load() {
 		return nil, errShutting
 	}
