@@ -1167,8 +1167,6 @@ func (cc *clientConn) chooseDictionary(choice string) {
 	}
 }
 
-// answerAsk runs the handler of a server ask on a goroutine of its own
-// and sends the Answer.
 // invokeAskHandler calls the handler of a server's ask and turns a panic
 // into an Internal answer and a log line, as the server does with its
 // handlers: the process and the connection live on.
@@ -1182,6 +1180,8 @@ func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte
 	return m.call(ctx, c.opts.Codec, payload, nil)
 }
 
+// answerAsk runs the handler of a server ask on a goroutine of its own
+// and sends the Answer.
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
 	go func() {
