@@ -260,13 +260,14 @@ func TestCloseRequestTakenEarly(t *testing.T) {
 	s, addr := newTestServer(t, Options{OnDisconnect: func(_ *Peer, err error) { ended <- err }})
 	c := dial(t, addr)
 	waitFor(t, func() bool { return s.Peers() == 1 })
-	testHookCloseRequested = func(wc *wsConn) {
+	hook := func(wc *wsConn) {
 		wc.nc.SetReadDeadline(time.Now())
 		for deadline := time.Now().Add(5 * time.Second); !wc.isClosing() && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	t.Cleanup(func() { testHookCloseRequested = func(*wsConn) {} })
+	testHookCloseRequested.Store(&hook)
+	t.Cleanup(func() { testHookCloseRequested.Store(nil) })
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

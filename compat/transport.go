@@ -297,7 +297,9 @@ func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 		return
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
-	testHookCloseRequested(c)
+	if hook := testHookCloseRequested.Load(); hook != nil {
+		(*hook)(c)
+	}
 	c.wmu.RLock()
 	if !c.closing {
 		c.nc.SetReadDeadline(time.Now())
@@ -308,8 +310,9 @@ func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 	}
 }
 
-// testHookCloseRequested runs between a close request and its wake-up.
-var testHookCloseRequested = func(*wsConn) {}
+// testHookCloseRequested, when set, runs between a close request and its
+// wake-up.
+var testHookCloseRequested atomic.Pointer[func(*wsConn)]
 
 // takeCloseRequest reports whether err is the wake-up of requestClose, and
 // then sends the close frame asked for; the read loop goes on reading until

@@ -771,7 +771,7 @@ export class Client {
   #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
   #state = 'connecting';
   #closed = false;
-  #conn = null; // {ws, openedAt, timer, asks}; null while disconnected
+  #conn = null; // {ws, carrier, openedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
   #unreliableSent = 0;
   #queue = []; // pending entries and {packet, conn} items, in order
   #flushScheduled = false;
