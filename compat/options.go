@@ -82,7 +82,9 @@ type Options struct {
 
 	// OnConnect and OnDisconnect, when set, run when a connection is
 	// established and when it ends (with the error that ended it). They
-	// run on the connection's goroutine and should not block.
+	// run on the connection's goroutine and should not block. A panic in
+	// either is logged and counted; one in OnConnect closes that
+	// connection with 1011.
 	OnConnect    func(p *Peer)
 	OnDisconnect func(p *Peer, err error)
 }

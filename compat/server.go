@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -228,16 +229,35 @@ func (s *Server) serveLink(l link, up *upgrade) {
 		s.conns.done()
 		return
 	}
-	if s.opts.OnConnect != nil {
-		s.opts.OnConnect(p)
+	if s.opts.OnConnect != nil && !s.runHook("OnConnect", func() { s.opts.OnConnect(p) }) {
+		// What the hook set up for the connection is unknown: end it.
+		ce := &CloseError{Code: wsframe.CloseInternalError, Reason: "HP_ERR_INTERNAL"}
+		s.unregister(p, ce)
+		l.refuse(ce.Code, ce.Reason)
+		s.conns.done()
+		return
 	}
 	p.start(func(err error) {
 		s.unregister(p, err)
 		if s.opts.OnDisconnect != nil {
-			s.opts.OnDisconnect(p, err)
+			s.runHook("OnDisconnect", func() { s.opts.OnDisconnect(p, err) })
 		}
 		s.conns.done()
 	})
+}
+
+// runHook runs a connection hook and reports whether it returned: a panic
+// is logged and counted instead of ending the process, as a handler's is.
+func (s *Server) runHook(name string, hook func()) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.metrics.panics.Add(1)
+			s.opts.Logger.Error("hotpath: hook panicked", "hook", name, "panic", v, "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	hook()
+	return true
 }
 
 func (s *Server) register(p *Peer) bool {

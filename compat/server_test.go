@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,6 +286,35 @@ func TestCloseRequestTakenEarly(t *testing.T) {
 	if err := <-ended; !errors.As(err, &ce) || !ce.Remote || ce.Code != wsframe.CloseGoingAway {
 		t.Errorf("connection ended with %v, want the client's close 1001", err)
 	}
+}
+
+// OnConnect and OnDisconnect are user code on the connection's goroutine:
+// a panic there is logged and counted instead of ending the process. A
+// connection whose OnConnect panicked is closed with 1011 (what the hook
+// set up for it is unknown); the server serves the next one. Without the
+// recover, the panic kills the test binary.
+func TestConnectionHookPanics(t *testing.T) {
+	var connects atomic.Int32
+	s, addr := newTestServer(t, Options{
+		OnConnect: func(*Peer) {
+			if connects.Add(1) == 1 {
+				panic("boom")
+			}
+		},
+		OnDisconnect: func(*Peer, error) { panic("boom") },
+	})
+	ctx := context.Background()
+	first := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err := callWithin(t, first, ctx, "echo/say", echoReq{Text: "hi"}, nil); !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseInternalError {
+		t.Fatalf("a call on the connection whose OnConnect panicked: %v, want ErrDisconnected with close 1011", err)
+	}
+	second := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	var out echoReq
+	if err := callWithin(t, second, ctx, "echo/say", echoReq{Text: "hi"}, &out); err != nil || out.Text != "hi" {
+		t.Fatalf("the next connection: %+v, %v", out, err)
+	}
+	second.Close()
+	waitFor(t, func() bool { return s.Metrics().Panics == 2 && s.Peers() == 0 })
 }
 
 func waitFor(t *testing.T, cond func() bool) {
