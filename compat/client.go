@@ -577,11 +577,15 @@ func (c *Client) wait(ctx context.Context, cc *clientConn, pc *pendingCall) erro
 	if ws, ok := cc.link.(*wsConn); ok && cc.shared != nil && !pc.settled.Load() && ws.takeReads(&pc.waitingOn, c.pending.size.Load() == 1) {
 		c.readOwnAnswer(ctx, cc, ws, pc)
 	}
-	select {
-	case <-pc.done:
-	case <-ctx.Done():
-		c.cancelCall(pc, ctxError(ctx))
-		<-pc.done
+	if done := ctx.Done(); done == nil {
+		<-pc.done // a ctx that never ends: no select to pay for
+	} else {
+		select {
+		case <-pc.done:
+		case <-done:
+			c.cancelCall(pc, ctxError(ctx))
+			<-pc.done
+		}
 	}
 	uncount(&pc.waitingOn) // settled before it was counted
 	err := pc.err
