@@ -75,6 +75,13 @@ conformance() {
 	out=$(go test -count=1 -v -run 'TestConformance|TestCasesNamed' ./compat/conformance 2>&1)
 	local rc=$?
 	printf '%s\n' "$out" | grep -E '^\s+(RFC 6455 / RFC 7692|group|framing|fragmentation|utf8|close|limits|deflate|total|FAIL|note) ' || true
+	if [ $rc -ne 0 ]; then
+		# Again, last, where a truncated log still shows them: the failed
+		# cases and the test lines that failed (a target that did not
+		# start has no table).
+		echo "failures:"
+		printf '%s\n' "$out" | grep -E -- '^\s+FAIL |--- FAIL|_test\.go:[0-9]+: ' | grep -v -E '_test\.go:[0-9]+: $' || true
+	fi
 	printf '%s\n' "$out" | grep -E '^(ok|FAIL|---)' | grep -v -- '--- PASS' || true
 	return $rc
 }
