@@ -181,8 +181,9 @@ func TestRoomsEmitPresence(t *testing.T) {
 	}
 }
 
-func TestServerAsk(t *testing.T) {
-	r := testRouter()
+// handleAskRelay registers test/ask, which asks the caller ui/confirm
+// and answers what the caller answered; the channel gets each ask's error.
+func handleAskRelay(r *Router) <-chan error {
 	asked := make(chan error, 1)
 	Handle(r, "test/ask", func(ctx context.Context, q string) (string, error) {
 		var answer string
@@ -190,6 +191,12 @@ func TestServerAsk(t *testing.T) {
 		asked <- err
 		return answer, err
 	}, Async())
+	return asked
+}
+
+func TestServerAsk(t *testing.T) {
+	r := testRouter()
+	asked := handleAskRelay(r)
 	_, addr := newTestServer(t, Options{Router: r})
 	handlers := NewRouter()
 	Handle(handlers, "ui/confirm", func(ctx context.Context, q string) (string, error) { return "yes to " + q, nil })
@@ -211,13 +218,7 @@ func TestServerAsk(t *testing.T) {
 func TestEventAndAskHandlerPanics(t *testing.T) {
 	r := testRouter()
 	HandleEvent(r, "test/boom", func(context.Context, struct{}) { panic("boom") })
-	asked := make(chan error, 1)
-	Handle(r, "test/ask", func(ctx context.Context, q string) (string, error) {
-		var answer string
-		err := PeerFrom(ctx).Ask(ctx, "ui/confirm", q, &answer)
-		asked <- err
-		return answer, err
-	}, Async())
+	asked := handleAskRelay(r)
 	s, addr := newTestServer(t, Options{Router: r})
 	handlers := NewRouter()
 	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { panic("boom") })
