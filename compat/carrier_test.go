@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -9,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1372,5 +1374,93 @@ func TestUpgradeHookPanics(t *testing.T) {
 	good := e.dial(t, CarrierWebSocket, ClientOptions{})
 	if err := good.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
 		t.Fatalf("a client after the panics: %v", err)
+	}
+}
+
+// The Go client is as strict on a stream carrier as on WebSocket
+// (PROTOCOL.md §7, §8.1): a QUIC server that answers a call with bad input
+// sees the connection closed with the code for it, and the call returns
+// ErrDisconnected carrying that code.
+func TestClientBadServerInputOverQUIC(t *testing.T) {
+	prefixed := func(pkt []byte) []byte {
+		return append(binary.AppendUvarint(nil, uint64(len(pkt))), pkt...)
+	}
+	cases := []struct {
+		name string
+		bad  []byte
+		code wsframe.CloseCode
+	}{
+		{"length prefix over five bytes", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1}, wsframe.CloseProtocolError},
+		{"length over the client's limit", binary.AppendUvarint(nil, 2<<20), wsframe.CloseMessageTooBig},
+		{"malformed packet", prefixed([]byte{1}), wsframe.ClosePolicyViolation},
+		{"unknown kind", prefixed([]byte{0x7f}), wsframe.ClosePolicyViolation},
+		{"client-only kind (a call)", prefixed(wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation},
+	}
+	cert := testCert()
+	stls := cert.ServerTLSConfig()
+	stls.NextProtos = []string{ALPN}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := quic.ListenAddr("127.0.0.1:0", stls, QUICConfig(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			closedWith := make(chan quic.ApplicationErrorCode, 1)
+			go func() {
+				// Capabilities, then the bad bytes once the first call
+				// has arrived, on the control stream the client opened;
+				// then the code the client closes the connection with.
+				qc, err := ln.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				defer func() {
+					select {
+					case <-qc.Context().Done():
+						var ae *quic.ApplicationError
+						if errors.As(context.Cause(qc.Context()), &ae) && ae.Remote {
+							closedWith <- ae.ErrorCode
+						}
+					case <-time.After(5 * time.Second):
+					}
+					close(closedWith)
+				}()
+				str, err := qc.AcceptStream(context.Background())
+				if err != nil {
+					return
+				}
+				caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
+				str.Write(prefixed(caps))
+				br := bufio.NewReader(str)
+				for {
+					n, err := binary.ReadUvarint(br)
+					if err != nil {
+						return
+					}
+					pkt := make([]byte, n)
+					if _, err := io.ReadFull(br, pkt); err != nil {
+						return
+					}
+					if p, err := wire.Decode(pkt); err == nil && (p.Kind == dispatch.KindCall || p.Kind == dispatch.KindBatch) {
+						str.Write(tc.bad)
+					}
+				}
+			}()
+			c, err := Dial(context.Background(), "quic://"+ln.Addr().String(), ClientOptions{TLSConfig: cert.ClientTLSConfig(),
+				Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 1 << 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+			var ce *CloseError
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || errors.As(err, &ce) && ce.Remote {
+				t.Errorf("call: %v, want ErrDisconnected with this end's close %d", err, tc.code)
+			}
+			if code, ok := <-closedWith; !ok || wsframe.CloseCode(code) != tc.code {
+				t.Errorf("the client closed the QUIC connection with %d (%v), want %d", code, ok, tc.code)
+			}
+		})
 	}
 }
