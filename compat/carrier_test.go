@@ -1464,3 +1464,20 @@ func TestClientBadServerInputOverQUIC(t *testing.T) {
 		})
 	}
 }
+
+// A QUIC server that closes a connection while it opens (a refusal:
+// Authenticate, a panicking hook, Shutdown) can beat Dial's own steps, so
+// Dial may see the close as quic-go's error: it is returned as the
+// *CloseError a call would get, and CloseStatus reads it. (Seen once in CI
+// as TestUpgradeHookPanics/quic: "Application error 0x3f0 (remote)".)
+func TestQUICDialErrorCarriesCloseCode(t *testing.T) {
+	err := quicDialError(&quic.ApplicationError{Remote: true, ErrorCode: 1008, ErrorMessage: "no token"})
+	var ce *CloseError
+	if !errors.As(err, &ce) || CloseStatus(err) != wsframe.ClosePolicyViolation || ce.Reason != "no token" || !ce.Remote {
+		t.Errorf("a refusal during Dial: %#v, want the server's close 1008", err)
+	}
+	local := &quic.ApplicationError{ErrorCode: 0}
+	if err := quicDialError(local); err != local {
+		t.Errorf("a close of this end's own: %v, want it unchanged", err)
+	}
+}

@@ -170,6 +170,17 @@ func quicCloseError(err error) *CloseError {
 	return nil
 }
 
+// quicDialError is err, or the close the server sent when it closed the
+// connection while it was opening (a refusal: Authenticate, Shutdown), as
+// a *CloseError, so that CloseStatus reads a refusal the same whether it
+// came during Dial or after.
+func quicDialError(err error) error {
+	if ce := quicCloseError(err); ce != nil {
+		return ce
+	}
+	return err
+}
+
 func (t *quicTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	return sendQUICDatagram(t.conn.SendDatagram, pkt)
 }
@@ -255,12 +266,12 @@ func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
 	}
 	qc, err := quic.DialAddr(ctx, u.Host, tlsConf, QUICConfig(0))
 	if err != nil {
-		return nil, err
+		return nil, quicDialError(err)
 	}
 	str, err := qc.OpenStreamSync(ctx)
 	if err != nil {
 		qc.CloseWithError(0, "")
-		return nil, err
+		return nil, quicDialError(err)
 	}
 	str.SetPriority(0, false)
 	return newStreamConn(&quicTransport{conn: qc}, tryWriter{str}, c.opts.Limits), nil
