@@ -462,9 +462,25 @@ func (c *Client) closedCh() <-chan struct{} {
 }
 
 func (c *Client) setState(s State) {
-	if c.opts.OnState != nil {
-		c.opts.OnState(s)
+	if c.opts.OnState == nil {
+		return
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.logCallbackPanic("OnState", r, "state", s.String())
+		}
+	}()
+	c.opts.OnState(s)
+}
+
+// logCallbackPanic logs the panic of a callback of the program's that
+// runs on a goroutine of the client's (a listener, OnState). Such a panic
+// is recovered, not left to end the program from a goroutine the program
+// does not own: the connection, its calls and the other listeners live
+// on, as on the server and in the browser client.
+func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
+	attrs = append(attrs, "panic", r, "stack", string(debug.Stack()))
+	c.opts.Logger.Error("hotpath: "+what+" panicked", attrs...)
 }
 
 // Close closes the connection with 1000 and stops reconnecting. Calls in
@@ -686,15 +702,32 @@ func (c *Client) fireTimeouts(batch []callRef) {
 // On registers fn for the server events named event; the returned
 // function unregisters it. fn runs on the connection's read loop and must
 // not block: a Call made from fn would wait for an answer that only the
-// loop it holds can read, so fn starts a goroutine for one.
+// loop it holds can read, so fn starts a goroutine for one. A panic in fn
+// is logged and the event goes on to the other listeners.
 func (c *Client) On(event string, fn func(Message)) (off func()) {
-	return c.emitterFor("\x00" + event).On(fn)
+	return c.emitterFor("\x00" + event).On(c.guardListener(fn))
 }
 
 // OnRoom registers fn for the emits of event in room, including the
 // presence events "$join" and "$leave" whose payload is {"members": n}.
+// fn runs as On's does.
 func (c *Client) OnRoom(room, event string, fn func(Message)) (off func()) {
-	return c.emitterFor(room + "\x00" + event).On(fn)
+	return c.emitterFor(room + "\x00" + event).On(c.guardListener(fn))
+}
+
+// guardListener wraps a listener so that its panic is logged, not fatal.
+func (c *Client) guardListener(fn func(Message)) func(Message) {
+	if fn == nil {
+		return nil
+	}
+	return func(m Message) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.logCallbackPanic("listener", r, "room", m.Room, "event", m.Event)
+			}
+		}()
+		fn(m)
+	}
 }
 
 func (c *Client) emitterFor(key string) *emitter.Emitter[Message] {

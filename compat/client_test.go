@@ -246,6 +246,90 @@ func TestEventAndAskHandlerPanics(t *testing.T) {
 	}
 }
 
+// A panic in a listener or in OnState runs on the client's goroutines,
+// not the program's: it is logged, the other listeners still get the
+// event, and the client lives on (without the recover the panic ends the
+// test binary).
+func TestClientCallbackPanics(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	states := make(chan State, 10)
+	var logged atomic.Int32
+	logger := slog.New(countingHandler{&logged})
+	c := dialClient(t, addr, ClientOptions{
+		Logger:    logger,
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			states <- st
+			panic("boom in OnState")
+		},
+	})
+	ctx := context.Background()
+	got := make(chan string, 10)
+	c.On("news", func(Message) { panic("boom in On") })
+	c.On("news", func(m Message) { got <- "news " + string(m.Data) })
+	c.OnRoom("lobby", "msg", func(Message) { panic("boom in OnRoom") })
+	c.OnRoom("lobby", "msg", func(m Message) { got <- "msg " + string(m.Data) })
+	if _, err := c.Join(ctx, "lobby"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		if err := p.Event("news", "first"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Emit("lobby", "msg", "second"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`news "first"`, `msg "second"`} {
+		select {
+		case g := <-got:
+			if g != want {
+				t.Fatalf("the listener after the one that panicked got %s, want %s", g, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the listener after the one that panicked did not get %s", want)
+		}
+	}
+
+	// A drop calls OnState(Reconnecting), then OnState(Connected): both
+	// panic, and the client reconnects and rejoins all the same.
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(1011, "test drop")
+	}
+	for _, want := range []State{Reconnecting, Connected} {
+		select {
+		case st := <-states:
+			if st != want {
+				t.Fatalf("state %v, want %v", st, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no state %v", want)
+		}
+	}
+	waitFor(t, func() bool { return s.Members("lobby") == 1 })
+	var out echoReq
+	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after"}, &out); err != nil || out.Text != "after" {
+		t.Fatalf("a call after the panics: %+v, %v", out, err)
+	}
+	if n := logged.Load(); n < 4 {
+		t.Errorf("%d panics logged, want 4 (On, OnRoom, OnState twice)", n)
+	}
+}
+
+// countingHandler is a slog handler that counts the records at level
+// Error and drops every record.
+type countingHandler struct{ errors *atomic.Int32 }
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.errors.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
 // An answer to an ask over the server's message limit is not sent (the
 // server would close the connection with 1009): the server gets an error
 // answer instead, and the connection stays up.
