@@ -210,9 +210,11 @@ func TestCarrierCalls(t *testing.T) {
 }
 
 // TestCarrierCloseHandshake: a client's Close and a server's Shutdown end
-// with the close codes of a WebSocket (1000, 1001), on both sides.
+// with the close codes of a WebSocket (1000, 1001), on both sides. Each
+// side reports the close that began the handshake, with its reason, and
+// says whose it was: the answer echoes the code only.
 func TestCarrierCloseHandshake(t *testing.T) {
-	for _, carrier := range goCarriers {
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			ended := make(chan error, 4)
 			e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
@@ -221,8 +223,9 @@ func TestCarrierCloseHandshake(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Close()
-			if err := <-ended; CloseStatus(err) != wsframe.CloseNormal {
-				t.Errorf("server saw %v, want 1000", err)
+			var ce *CloseError
+			if err := <-ended; !errors.As(err, &ce) || ce.Code != wsframe.CloseNormal || !ce.Remote {
+				t.Errorf("server saw %v, want the client's 1000", err)
 			}
 			states := make(chan State, 4)
 			var lastErr error
@@ -233,8 +236,8 @@ func TestCarrierCloseHandshake(t *testing.T) {
 			if err := e.srv.Shutdown(ctx); err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}
-			if err := <-ended; CloseStatus(err) != wsframe.CloseGoingAway {
-				t.Errorf("server saw %v, want 1001", err)
+			if err := <-ended; !errors.As(err, &ce) || ce.Code != wsframe.CloseGoingAway || ce.Reason != "HP_SHUTTING_DOWN" || ce.Remote {
+				t.Errorf("server saw %v, want its own 1001 HP_SHUTTING_DOWN", err)
 			}
 			select {
 			case <-states:
@@ -242,8 +245,8 @@ func TestCarrierCloseHandshake(t *testing.T) {
 				t.Fatal("client did not see the close")
 			}
 			lastErr = c2.Call(context.Background(), "echo/say", nil, nil)
-			if lastErr == nil {
-				t.Error("call after shutdown succeeded")
+			if !errors.As(lastErr, &ce) || ce.Code != wsframe.CloseGoingAway || ce.Reason != "HP_SHUTTING_DOWN" || !ce.Remote {
+				t.Errorf("call after shutdown: %v, want the server's 1001 HP_SHUTTING_DOWN", lastErr)
 			}
 		})
 	}

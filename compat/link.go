@@ -160,3 +160,37 @@ func (bc *broadcast) streamFrame() []byte {
 	})
 	return bc.stream
 }
+
+// closeHandshake is one end's record of a closing handshake, kept by each
+// link under its write lock.
+type closeHandshake struct {
+	closing   bool       // this end sent its close: no more data
+	initiated bool       // this end's close went first
+	noticed   bool       // the other end's close arrived
+	sent      CloseError // this end's close, once closing
+}
+
+// markSent records this end's close and reports whether it is the first.
+func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
+	if h.closing {
+		return false
+	}
+	h.closing, h.initiated = true, !h.noticed
+	h.sent = CloseError{Code: code, Reason: reason}
+	return true
+}
+
+// outcome is why a link whose read loop ended with err closed. When this
+// end began the handshake (Shutdown, an idle timeout, a violation,
+// Close), that is its own close, whatever ended the reading after it: the
+// other end's answer, which echoes the code without the reason, or the
+// timeout of a peer that never answered. OnDisconnect and a client's
+// calls then say what this end decided (1001 HP_IDLE_TIMEOUT, not the
+// peer's 1001).
+func (h *closeHandshake) outcome(err error) error {
+	if h.initiated {
+		sent := h.sent
+		return &sent
+	}
+	return err
+}

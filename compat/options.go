@@ -81,7 +81,11 @@ type Options struct {
 	Echo bool
 
 	// OnConnect and OnDisconnect, when set, run when a connection is
-	// established and when it ends (with the error that ended it). They
+	// established and when it ends, with why: when the server began the
+	// closing handshake (Shutdown, an idle timeout, a violation), its own
+	// close as a *CloseError with Remote false and the reason it sent
+	// (HP_SHUTTING_DOWN, HP_IDLE_TIMEOUT, ...), not the client's echo;
+	// when the client did, the client's close, Remote true. They
 	// run on the connection's goroutine and should not block. A panic in
 	// either is logged and counted; one in OnConnect closes that
 	// connection with 1011.

@@ -90,11 +90,9 @@ type pktConn struct {
 
 	// wmu orders the close notice after every packet: senders hold it
 	// shared while they check closing and queue, sendClose exclusively.
-	wmu       sync.RWMutex
-	closing   bool
-	initiated bool        // this end sent the first close notice
-	noticed   bool        // the other end's close notice arrived
-	killer    *time.Timer // aborts the link when the closing handshake stalls
+	wmu sync.RWMutex
+	closeHandshake
+	killer *time.Timer // aborts the link when the closing handshake stalls
 
 	closeRequest atomic.Pointer[CloseError]
 	inTurn       atomic.Bool
@@ -157,7 +155,10 @@ func (c *pktConn) run(h messageHandler) error {
 	} else {
 		err = c.readStream(h)
 	}
-	return c.end(h, err)
+	err = c.end(h, err)
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	return c.outcome(err)
 }
 
 // readStream reads and handles packets from a byte stream until it ends.
@@ -527,12 +528,10 @@ func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
 // answered within closeTimeout the link is dropped.
 func (c *pktConn) sendClose(code wsframe.CloseCode, reason string) {
 	c.wmu.Lock()
-	if c.closing {
+	if !c.markSent(code, reason) {
 		c.wmu.Unlock()
 		return
 	}
-	c.closing = true
-	c.initiated = !c.noticed
 	notice := appendCloseNotice(beginFrame(nil), code, reason)
 	if c.ch != nil {
 		c.writeMessage(notice[frameHeadroom:])
@@ -565,8 +564,13 @@ func (c *pktConn) readError(err error) error {
 	if ce := c.t.closeErrorOf(err); ce != nil {
 		return ce
 	}
-	if c.isClosing() && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)) {
-		return &CloseError{Code: wsframe.CloseGoingAway, Reason: "closed"}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+		c.wmu.RLock()
+		closing, sent := c.closing, c.sent
+		c.wmu.RUnlock()
+		if closing {
+			return &sent
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close notice", Remote: true}

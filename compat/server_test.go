@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -282,9 +283,15 @@ func TestCloseRequestTakenEarly(t *testing.T) {
 		t.Fatalf("the server did not wait for the client's close: %v", err)
 	}
 	c.WriteFrame(wsframe.OpClose, wsframe.AppendClosePayload(nil, wsframe.CloseGoingAway, ""), wsframe.Fin)
+	// The client's close ends the handshake: the server closes TCP then,
+	// well before the handshake's timeout (closeTimeout, 3 s).
+	c.NC.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.NC.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("after the client's close: %v, want the server to close TCP", err)
+	}
 	var ce *CloseError
-	if err := <-ended; !errors.As(err, &ce) || !ce.Remote || ce.Code != wsframe.CloseGoingAway {
-		t.Errorf("connection ended with %v, want the client's close 1001", err)
+	if err := <-ended; !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.CloseGoingAway || ce.Reason != "HP_SHUTTING_DOWN" {
+		t.Errorf("connection ended with %v, want the server's close 1001 HP_SHUTTING_DOWN", err)
 	}
 }
 

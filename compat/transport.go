@@ -35,15 +35,14 @@ type wsConn struct {
 	pmd    *pmdConn // nil unless permessage-deflate was negotiated
 	limits Limits
 
-	// wmu guards closing and sentCode, and the read deadline of the
-	// closing handshake. The outbox keeps the close frame after every
-	// data frame: sendClose queues it with Outbox.SendLast, after which
-	// the outbox refuses every frame with Closed, so senders take no lock
-	// of the connection's. RFC 6455 §5.5.1: "The application MUST NOT send
-	// any more data frames after sending a Close frame."
-	wmu      sync.RWMutex
-	closing  bool
-	sentCode wsframe.CloseCode // the code of the close frame sent, once closing
+	// wmu guards the closing handshake's record and its read deadline.
+	// The outbox keeps the close frame after every data frame: sendClose
+	// queues it with Outbox.SendLast, after which the outbox refuses every
+	// frame with Closed, so senders take no lock of the connection's.
+	// RFC 6455 §5.5.1: "The application MUST NOT send any more data frames
+	// after sending a Close frame."
+	wmu sync.RWMutex
+	closeHandshake
 
 	// closeRequest holds a close that another goroutine asked for
 	// (shutdown, idle timeout): the read loop sends it between two reads,
@@ -69,7 +68,6 @@ type wsConn struct {
 	idleDeadline int64
 
 	closeOnce sync.Once
-	closeErr  error // why the connection ended, set before done is closed
 	done      chan struct{}
 }
 
@@ -409,6 +407,9 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		if code == wsframe.CloseNoStatus {
 			code = wsframe.CloseNormal
 		}
+		c.wmu.Lock()
+		c.noticed = true
+		c.wmu.Unlock()
 		c.sendClose(code, "")
 		return &CloseError{Code: m.CloseCode, Reason: string(m.CloseReason()), Remote: true}
 	}
@@ -442,14 +443,14 @@ var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reas
 
 // readError turns the end of the read side into the connection's error:
 // a closed or timed-out socket after this end sent a close frame is a clean
-// end of the closing handshake, with the code this end sent.
+// end of the closing handshake, with the close this end sent.
 func (c *wsConn) readError(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
 		c.wmu.RLock()
-		closing, code := c.closing, c.sentCode
+		closing, sent := c.closing, c.sent
 		c.wmu.RUnlock()
 		if closing {
-			return &CloseError{Code: code, Reason: "closed"}
+			return &sent
 		}
 	}
 	if errors.Is(err, io.EOF) {
@@ -503,11 +504,10 @@ func (c *wsConn) queueShared(frame []byte) corkwriter.Status { return c.out.Queu
 // be written by then.
 func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 	c.wmu.Lock()
-	if c.closing {
+	if !c.markSent(code, reason) {
 		c.wmu.Unlock()
 		return
 	}
-	c.closing, c.sentCode = true, code
 	var frame []byte
 	switch {
 	case c.client:
@@ -562,14 +562,16 @@ func (c *wsConn) serveTurns(h messageHandler, done func(error)) {
 }
 
 // end closes the connection after its read loop ended with err, and
-// returns err.
+// returns why it closed (closeHandshake.outcome).
 func (c *wsConn) end(err error) error {
 	var ce *CloseError
 	if !errors.As(err, &ce) || !ce.Remote {
 		c.fail(err)
 	}
-	c.finish(err)
-	return err
+	c.finish()
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	return c.outcome(err)
 }
 
 // fail sends the close frame an error calls for and returns the error the
@@ -597,9 +599,9 @@ func (c *wsConn) fail(err error) error {
 	return err
 }
 
-// finish closes the socket and the outbox once and records why the
-// connection ended. It waits, bounded, for the close frame to be written.
-func (c *wsConn) finish(err error) {
+// finish closes the socket and the outbox once. It waits, bounded, for
+// the close frame to be written.
+func (c *wsConn) finish() {
 	c.closeOnce.Do(func() {
 		if c.isClosing() {
 			c.drainOutbox(time.Now().Add(closeTimeout))
@@ -611,7 +613,6 @@ func (c *wsConn) finish(err error) {
 		if c.pmd != nil {
 			c.pmd.close()
 		}
-		c.closeErr = err
 		close(c.done)
 	})
 }
@@ -693,7 +694,7 @@ func (c *wsConn) ping() {
 // closes it.
 func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
 	c.sendClose(code, reason)
-	c.finish(ErrClosed)
+	c.finish()
 }
 
 func (c *wsConn) abort()              { c.nc.Close() }
