@@ -142,6 +142,9 @@ type Client struct {
 
 	handlersMu sync.RWMutex
 	handlers   map[string]*emitter.Emitter[Message]
+	// inCallbacks counts the listeners and OnState calls running: Close
+	// called from one must not wait for the goroutine that runs it.
+	inCallbacks atomic.Int32
 
 	watch ctxWatch // the context of the caller reading its own answer
 
@@ -465,7 +468,9 @@ func (c *Client) setState(s State) {
 	if c.opts.OnState == nil {
 		return
 	}
+	c.inCallbacks.Add(1)
 	defer func() {
+		c.inCallbacks.Add(-1)
 		if r := recover(); r != nil {
 			c.logCallbackPanic("OnState", r, "state", s.String())
 		}
@@ -484,12 +489,16 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 }
 
 // Close closes the connection with 1000 and stops reconnecting. Calls in
-// flight fail with ErrDisconnected.
+// flight fail with ErrDisconnected. Close returns once the client's
+// goroutines are done, except while a listener (On, OnRoom) or OnState
+// runs: those run on the client's goroutines, so a Close made from one
+// (a server's "go away" event, giving up in OnState) returns at once and
+// the client finishes closing when the callback returns.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		<-c.done
+		c.awaitDone()
 		return nil
 	}
 	c.closed = true
@@ -501,8 +510,16 @@ func (c *Client) Close() error {
 	if cc != nil {
 		cc.link.requestClose(wsframe.CloseNormal, "")
 	}
-	<-c.done
+	c.awaitDone()
 	return nil
+}
+
+// awaitDone waits for the client's goroutines to end, unless a callback
+// runs, which may be Close's caller: waiting would then never end.
+func (c *Client) awaitDone() {
+	if c.inCallbacks.Load() == 0 {
+		<-c.done
+	}
 }
 
 // current returns the connection calls go to, or ErrDisconnected.
@@ -721,7 +738,9 @@ func (c *Client) guardListener(fn func(Message)) func(Message) {
 		return nil
 	}
 	return func(m Message) {
+		c.inCallbacks.Add(1)
 		defer func() {
+			c.inCallbacks.Add(-1)
 			if r := recover(); r != nil {
 				c.logCallbackPanic("listener", r, "room", m.Room, "event", m.Event)
 			}

@@ -316,6 +316,69 @@ func TestClientCallbackPanics(t *testing.T) {
 	}
 }
 
+// Close made from a listener or from OnState, on the goroutines that
+// Close waits for, returns at once, and the client then closes: the
+// server gets its 1000. Without the exception, both Closes hang forever.
+func TestClientCloseFromCallbacks(t *testing.T) {
+	ended := make(chan error, 4)
+	s, addr := newTestServer(t, Options{OnDisconnect: func(_ *Peer, err error) { ended <- err }})
+	returned := make(chan string, 2)
+	awaitReturn := func(what string) {
+		t.Helper()
+		select {
+		case got := <-returned:
+			if got != what {
+				t.Fatalf("%s returned, want %s", got, what)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Close from %s did not return", what)
+		}
+	}
+	awaitClose := func(c *Client, what string) {
+		t.Helper()
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the client closed from %s did not end", what)
+		}
+		if err := c.Call(context.Background(), "echo/say", echoReq{}, nil); !errors.Is(err, ErrClosed) {
+			t.Fatalf("a call after Close from %s: %v, want ErrClosed", what, err)
+		}
+	}
+
+	c := dialClient(t, addr, ClientOptions{})
+	c.On("bye", func(Message) {
+		c.Close()
+		returned <- "the listener"
+	})
+	for _, p := range s.snapshotPeers() {
+		if err := p.Event("bye", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitReturn("the listener")
+	awaitClose(c, "the listener")
+	if err := <-ended; CloseStatus(err) != wsframe.CloseNormal {
+		t.Fatalf("the server saw %v, want the client's 1000", err)
+	}
+
+	var c2 *Client
+	c2 = dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: time.Hour}, OnState: func(st State) {
+		if st == Reconnecting {
+			c2.Close()
+			returned <- "OnState"
+		}
+	}})
+	if err := c2.Call(context.Background(), "echo/say", echoReq{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(1011, "test drop")
+	}
+	awaitReturn("OnState")
+	awaitClose(c2, "OnState")
+}
+
 // countingHandler is a slog handler that counts the records at level
 // Error and drops every record.
 type countingHandler struct{ errors *atomic.Int32 }
