@@ -284,12 +284,28 @@ func (s *Server) Members(room string) int {
 }
 
 // OnJoin registers fn to run whenever a connection joins a room; the
-// returned function unregisters it. fn runs on the joining goroutine.
-func (s *Server) OnJoin(fn func(RoomEvent)) (off func()) { return s.rooms.onJoin.On(fn) }
+// returned function unregisters it. fn runs on the joining goroutine,
+// often the connection's read loop: a panic in fn is logged and counted,
+// as a handler's is, and the join stands.
+func (s *Server) OnJoin(fn func(RoomEvent)) (off func()) {
+	return s.rooms.onJoin.On(s.guardRoomListener("OnJoin", fn))
+}
 
 // OnLeave registers fn to run whenever a connection leaves a room,
-// including when it closes.
-func (s *Server) OnLeave(fn func(RoomEvent)) (off func()) { return s.rooms.onLeave.On(fn) }
+// including when it closes. fn runs as OnJoin's does.
+func (s *Server) OnLeave(fn func(RoomEvent)) (off func()) {
+	return s.rooms.onLeave.On(s.guardRoomListener("OnLeave", fn))
+}
+
+// guardRoomListener wraps a room listener so that its panic is logged
+// and counted instead of ending the process: a client's join would
+// otherwise bring the server down.
+func (s *Server) guardRoomListener(name string, fn func(RoomEvent)) func(RoomEvent) {
+	if fn == nil {
+		return nil
+	}
+	return func(ev RoomEvent) { s.runHook(name, func() { fn(ev) }) }
+}
 
 type joinAnswer struct {
 	Room    string `json:"room"`

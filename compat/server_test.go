@@ -324,6 +324,33 @@ func TestConnectionHookPanics(t *testing.T) {
 	waitFor(t, func() bool { return s.Metrics().Panics == 2 && s.Peers() == 0 })
 }
 
+// OnJoin and OnLeave listeners run on the joining connection's read loop
+// (and OnLeave on a closing connection's goroutine): a panic there is
+// logged and counted, the join and the leave stand, and the connection
+// lives on. Without the recover the first join kills the test binary.
+func TestRoomListenerPanics(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	s.OnJoin(func(RoomEvent) { panic("boom in OnJoin") })
+	s.OnLeave(func(RoomEvent) { panic("boom in OnLeave") })
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	ctx := context.Background()
+	if n, err := c.Join(ctx, "lobby"); err != nil || n != 1 {
+		t.Fatalf("Join = %d, %v, want 1 member", n, err)
+	}
+	if n, err := c.Leave(ctx, "lobby"); err != nil || n != 0 {
+		t.Fatalf("Leave = %d, %v, want 0 members", n, err)
+	}
+	if _, err := c.Join(ctx, "lobby"); err != nil {
+		t.Fatal(err)
+	}
+	var out echoReq
+	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after"}, &out); err != nil || out.Text != "after" {
+		t.Fatalf("a call after the panics: %+v, %v", out, err)
+	}
+	c.Close() // leaves lobby on the closing connection's goroutine
+	waitFor(t, func() bool { return s.Metrics().Panics == 4 && s.Peers() == 0 && s.Members("lobby") == 0 })
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
