@@ -351,6 +351,7 @@ func TestClientCloseFromCallbacks(t *testing.T) {
 		c.Close()
 		returned <- "the listener"
 	})
+	waitFor(t, func() bool { return s.Peers() == 1 }) // Dial may return before the server registered the peer
 	for _, p := range s.snapshotPeers() {
 		if err := p.Event("bye", nil); err != nil {
 			t.Fatal(err)
