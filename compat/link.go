@@ -2,6 +2,10 @@ package compat
 
 import (
 	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,9 +165,10 @@ func (bc *broadcast) streamFrame() []byte {
 	return bc.stream
 }
 
-// closeHandshake is one end's record of a closing handshake, kept by each
-// link under its write lock.
+// closeHandshake is one end's record of a closing handshake, guarded by
+// wmu, the link's write lock; each link says what else wmu orders.
 type closeHandshake struct {
+	wmu       sync.RWMutex
 	closing   bool       // this end sent its close: no more data
 	initiated bool       // this end's close went first
 	noticed   bool       // the other end's close arrived
@@ -171,6 +176,7 @@ type closeHandshake struct {
 }
 
 // markSent records this end's close and reports whether it is the first.
+// The caller holds wmu.
 func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
 	if h.closing {
 		return false
@@ -178,6 +184,29 @@ func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
 	h.closing, h.initiated = true, !h.noticed
 	h.sent = CloseError{Code: code, Reason: reason}
 	return true
+}
+
+// markNoticed records that the other end's close arrived.
+func (h *closeHandshake) markNoticed() {
+	h.wmu.Lock()
+	h.noticed = true
+	h.wmu.Unlock()
+}
+
+// sentBeforeEnd returns this end's close when err, the end of reading (a
+// closed socket, EOF, a deadline), came after it was sent: a clean end of
+// the closing handshake. Otherwise it returns nil.
+func (h *closeHandshake) sentBeforeEnd(err error) *CloseError {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	h.wmu.RLock()
+	defer h.wmu.RUnlock()
+	if !h.closing {
+		return nil
+	}
+	sent := h.sent
+	return &sent
 }
 
 // outcome is why a link whose read loop ended with err closed. When this
@@ -188,6 +217,8 @@ func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
 // calls then say what this end decided (1001 HP_IDLE_TIMEOUT, not the
 // peer's 1001).
 func (h *closeHandshake) outcome(err error) error {
+	h.wmu.RLock()
+	defer h.wmu.RUnlock()
 	if h.initiated {
 		sent := h.sent
 		return &sent

@@ -3,8 +3,6 @@ package compat
 import (
 	"errors"
 	"io"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,9 +86,9 @@ type pktConn struct {
 
 	live liveness
 
-	// wmu orders the close notice after every packet: senders hold it
-	// shared while they check closing and queue, sendClose exclusively.
-	wmu sync.RWMutex
+	// closeHandshake's wmu orders the close notice after every packet:
+	// senders hold it shared while they check closing and queue,
+	// sendClose exclusively.
 	closeHandshake
 	killer *time.Timer // aborts the link when the closing handshake stalls
 
@@ -155,10 +153,7 @@ func (c *pktConn) run(h messageHandler) error {
 	} else {
 		err = c.readStream(h)
 	}
-	err = c.end(h, err)
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
-	return c.outcome(err)
+	return c.outcome(c.end(h, err))
 }
 
 // readStream reads and handles packets from a byte stream until it ends.
@@ -360,9 +355,7 @@ func (c *pktConn) onCloseNotice(pkt []byte) error {
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	c.noticed = true
-	c.wmu.Unlock()
+	c.markNoticed()
 	code := ce.Code
 	if code == wsframe.CloseNoStatus {
 		code = wsframe.CloseNormal
@@ -564,13 +557,8 @@ func (c *pktConn) readError(err error) error {
 	if ce := c.t.closeErrorOf(err); ce != nil {
 		return ce
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-		c.wmu.RLock()
-		closing, sent := c.closing, c.sent
-		c.wmu.RUnlock()
-		if closing {
-			return &sent
-		}
+	if sent := c.sentBeforeEnd(err); sent != nil {
+		return sent
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close notice", Remote: true}

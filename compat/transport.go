@@ -35,13 +35,12 @@ type wsConn struct {
 	pmd    *pmdConn // nil unless permessage-deflate was negotiated
 	limits Limits
 
-	// wmu guards the closing handshake's record and its read deadline.
+	// closeHandshake's wmu also guards the handshake's read deadline.
 	// The outbox keeps the close frame after every data frame: sendClose
 	// queues it with Outbox.SendLast, after which the outbox refuses every
 	// frame with Closed, so senders take no lock of the connection's.
 	// RFC 6455 §5.5.1: "The application MUST NOT send any more data frames
 	// after sending a Close frame."
-	wmu sync.RWMutex
 	closeHandshake
 
 	// closeRequest holds a close that another goroutine asked for
@@ -407,9 +406,7 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		if code == wsframe.CloseNoStatus {
 			code = wsframe.CloseNormal
 		}
-		c.wmu.Lock()
-		c.noticed = true
-		c.wmu.Unlock()
+		c.markNoticed()
 		c.sendClose(code, "")
 		return &CloseError{Code: m.CloseCode, Reason: string(m.CloseReason()), Remote: true}
 	}
@@ -445,13 +442,8 @@ var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reas
 // a closed or timed-out socket after this end sent a close frame is a clean
 // end of the closing handshake, with the close this end sent.
 func (c *wsConn) readError(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
-		c.wmu.RLock()
-		closing, sent := c.closing, c.sent
-		c.wmu.RUnlock()
-		if closing {
-			return &sent
-		}
+	if sent := c.sentBeforeEnd(err); sent != nil {
+		return sent
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
@@ -569,8 +561,6 @@ func (c *wsConn) end(err error) error {
 		c.fail(err)
 	}
 	c.finish()
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
 	return c.outcome(err)
 }
 
