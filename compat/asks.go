@@ -35,6 +35,9 @@ type askResult struct {
 // A handler that asks must be registered with Async: the answer is read by
 // the connection's read loop.
 func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
+	if err := checkName("method", method); err != nil {
+		return err
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(p.srv.opts.AskTimeout)

@@ -544,6 +544,9 @@ func (c *Client) current() (*clientConn, error) {
 // (or nil to discard it). It returns the server's *Error, ErrTimeout when
 // ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error when
 // ctx is canceled, or ErrDisconnected when the connection drops first.
+// A method name the protocol cannot carry (empty, over 255 bytes, not
+// UTF-8) fails with ErrBadRequest before anything is sent; so do such
+// room and event names in Join, Leave, Emit and Event.
 //
 // A raw result (resp a *[]byte or *json.RawMessage) is copied into the
 // slice resp points to, reusing its capacity, as encoding/json does for a
@@ -552,6 +555,9 @@ func (c *Client) current() (*clientConn, error) {
 // call's time, BenchmarkCall10KiB), and one that keeps an earlier answer
 // passes a nil slice.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
+	if err := checkName("method", method); err != nil {
+		return err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return err
@@ -790,6 +796,9 @@ func (c *Client) Leave(ctx context.Context, room string) (int, error) {
 }
 
 func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string) (int, error) {
+	if err := checkName("room", room); err != nil {
+		return 0, err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return 0, err
@@ -811,6 +820,9 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 // Emit sends event with payload v to every member of room, the client
 // included unless exceptSelf. The client must be a member of room.
 func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
+	if err := checkEmitNames(room, event); err != nil {
+		return err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return err
@@ -832,6 +844,9 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 // datagrams too (Server.EmitUnreliable); on other carriers, or when it is
 // too large for a datagram, it goes as Emit sends it.
 func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) error {
+	if err := checkEmitNames(room, event); err != nil {
+		return err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return err
@@ -852,6 +867,9 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 
 // Event sends a fire-and-forget event to the server's event handlers.
 func (c *Client) Event(name string, v any) error {
+	if err := checkName("event", name); err != nil {
+		return err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return err

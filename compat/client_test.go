@@ -577,6 +577,76 @@ func TestClientSendErrors(t *testing.T) {
 	}
 }
 
+// A name the protocol cannot carry (empty, over 255 bytes, not UTF-8) is
+// refused with ErrBadRequest before it is sent, by the client and by the
+// server: sent, it is a malformed packet that closes the connection, so
+// one bad Call would fail every call on it and one bad room emit would
+// disconnect the whole room (PROTOCOL.md §2).
+func TestBadNamesRefusedBeforeSending(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	s, addr := newTestServer(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	c := dialClient(t, addr, ClientOptions{})
+	p := <-peers
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Join(ctx, "room"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", strings.Repeat("n", wire.MaxNameLen+1), "bad\xff"} {
+		var out echoReq
+		refusals := map[string]error{
+			"Call":              c.Call(ctx, bad, echoReq{}, &out),
+			"Event":             c.Event(bad, 1),
+			"Emit room":         c.Emit(bad, "ev", 1, false),
+			"Emit event":        c.Emit("room", bad, 1, false),
+			"EmitUnreliable":    c.EmitUnreliable("room", bad, 1, false),
+			"Peer.Event":        p.Event(bad, 1),
+			"Peer.Ask":          p.Ask(ctx, bad, 1, &out),
+			"Server.Emit event": second(s.Emit("room", bad, 1)),
+			"Server.EmitExcept": second(s.EmitExcept("room", p, bad, 1)),
+			"Server.Unreliable": second(s.EmitUnreliable("room", bad, 1)),
+			"Join":              second(c.Join(ctx, bad)),
+			"Leave":             second(c.Leave(ctx, bad)),
+		}
+		_, err := c.OpenStream(ctx, bad, nil)
+		refusals["OpenStream"] = err
+		for what, err := range refusals {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Errorf("%s with name %.20q: %v, want ErrBadRequest", what, bad, err)
+			}
+		}
+	}
+	// Nothing reached the wire: the connection, and the room, still work.
+	var out echoReq
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "still here"}, &out); err != nil || out.Text != "still here" {
+		t.Fatalf("call after the refusals = %+v, %v", out, err)
+	}
+	if res, err := s.Emit("room", "ev", 1); err != nil || res.Delivered != 1 {
+		t.Fatalf("emit after the refusals = %+v, %v", res, err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// A route whose name no packet can carry could never be reached: NewServer
+// refuses the Router.
+func TestRouterRefusesBadNames(t *testing.T) {
+	ok := func(ctx context.Context, req int) (int, error) { return req, nil }
+	for _, bad := range []string{"", strings.Repeat("n", wire.MaxNameLen+1), "bad\xff"} {
+		for what, register := range map[string]func(r *Router){
+			"method": func(r *Router) { Handle(r, bad, ok) },
+			"event":  func(r *Router) { HandleEvent(r, bad, func(context.Context, int) {}) },
+			"stream": func(r *Router) { HandleStream(r, bad, func(context.Context, int, *Stream) error { return nil }) },
+		} {
+			r := NewRouter()
+			register(r)
+			if _, err := NewServer(Options{Router: r}); err == nil || !strings.Contains(err.Error(), "names are 1-255 bytes") {
+				t.Errorf("%s named %.20q: NewServer = %v, want the name refused", what, bad, err)
+			}
+		}
+	}
+}
+
 func TestClientReconnectRejoins(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	states := make(chan State, 10)

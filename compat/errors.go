@@ -44,6 +44,25 @@ var (
 	ErrUnavailable   = &Error{Code: wire.CodeUnavailable, Message: "server unavailable"}
 )
 
+// checkName refuses a method, event or room name the protocol cannot carry
+// (wire.ValidName) before anything is sent: the peer would read the packet
+// as malformed and close the connection, failing every call on it, and a
+// room emit would close every member's.
+func checkName(what, name string) error {
+	if wire.ValidName(name) {
+		return nil
+	}
+	// %.32q quotes at most the name's first 32 runes.
+	return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("%s name %.32q (%d bytes) is not 1-%d bytes of UTF-8", what, name, len(name), wire.MaxNameLen)}
+}
+
+func checkEmitNames(room, event string) error {
+	if err := checkName("room", room); err != nil {
+		return err
+	}
+	return checkName("event", event)
+}
+
 // CloseError reports that a connection closed with a WebSocket close code:
 // the peer's, or the one this end sent after a violation. Reason is the
 // machine-readable reason (PROTOCOL.md §7).

@@ -477,6 +477,9 @@ func (p *Peer) onPong([]byte) error { return nil }
 // §4.3). It returns ErrClosed when the connection is closed and
 // ErrOverloaded when its outbound queue is full.
 func (p *Peer) Event(name string, v any) error {
+	if err := checkName("event", name); err != nil {
+		return err
+	}
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
 	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindEvent, Name: []byte(name)})

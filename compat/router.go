@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 )
 
@@ -132,6 +133,9 @@ func (r *Router) freeze() error {
 	}
 	mt := make([]dispatch.Route[*method], len(r.methods))
 	for i, m := range r.methods {
+		if err := routeName("method", m.name); err != nil {
+			return err
+		}
 		mt[i] = dispatch.Route[*method]{Name: m.name, Handler: m}
 	}
 	methods, err := dispatch.NewRouter(mt)
@@ -140,6 +144,9 @@ func (r *Router) freeze() error {
 	}
 	et := make([]dispatch.Route[*eventHandler], len(r.events))
 	for i, e := range r.events {
+		if err := routeName("event", e.name); err != nil {
+			return err
+		}
 		et[i] = dispatch.Route[*eventHandler]{Name: e.name, Handler: e}
 	}
 	events, err := dispatch.NewRouter(et)
@@ -148,6 +155,9 @@ func (r *Router) freeze() error {
 	}
 	st := make([]dispatch.Route[*streamMethod], len(r.streams))
 	for i, m := range r.streams {
+		if err := routeName("stream method", m.name); err != nil {
+			return err
+		}
 		st[i] = dispatch.Route[*streamMethod]{Name: m.name, Handler: m}
 	}
 	streams, err := dispatch.NewRouter(st)
@@ -156,6 +166,15 @@ func (r *Router) freeze() error {
 	}
 	r.methodTable, r.eventTable, r.streamTable, r.frozen = methods, events, streams, true
 	return nil
+}
+
+// routeName refuses a name no packet can carry (wire.ValidName): its
+// handler could never be reached.
+func routeName(what, name string) error {
+	if wire.ValidName(name) {
+		return nil
+	}
+	return fmt.Errorf("compat: %s %.32q (%d bytes): names are 1-%d bytes of UTF-8", what, name, len(name), wire.MaxNameLen)
 }
 
 // Introspection lists what a Router knows, for documentation and for the

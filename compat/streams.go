@@ -245,6 +245,9 @@ func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, s
 // it. It fails with the server's *Error (NotFound, Overloaded, ...), or
 // ErrStreamsUnsupported on a carrier without streams.
 func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Stream, error) {
+	if err := checkName("method", method); err != nil {
+		return nil, err
+	}
 	cc, err := c.current()
 	if err != nil {
 		return nil, err

@@ -30,6 +30,13 @@ const (
 	MaxValueLen = 4096 // capability values and error messages
 )
 
+// ValidName reports whether name can travel as a method, event or room
+// name: 1 to MaxNameLen bytes of UTF-8. A packet with any other name is
+// malformed, and its receiver closes the connection.
+func ValidName(name string) bool {
+	return len(name) != 0 && len(name) <= MaxNameLen && utf8.ValidString(name)
+}
+
 // Flags of an Emit packet.
 const (
 	// EmitExceptSender asks the server not to deliver a client's emit back
