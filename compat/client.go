@@ -67,10 +67,12 @@ type ClientOptions struct {
 	// upgrade or signalling. 10 s by default.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval is how long the server may stay silent before the
-	// client pings it; 25 s by default. IdleTimeout is how long it may stay
-	// silent, pings unanswered, before the client closes the connection
-	// with 1001 HP_IDLE_TIMEOUT (and reconnects); 60 s by default; negative
-	// for neither pings nor the timeout. Any bytes read count as life.
+	// client pings it; 25 s by default, or half of IdleTimeout when that is
+	// shorter. IdleTimeout is how long it may stay silent, pings
+	// unanswered, before the client closes the connection with 1001
+	// HP_IDLE_TIMEOUT (and reconnects); 60 s by default; negative for
+	// neither pings nor the timeout. Dial refuses an interval not shorter
+	// than IdleTimeout. Any bytes read count as life.
 	// Without it, a server whose host died, or a path that lost the
 	// connection without a reset, would hold every call until the kernel
 	// gave up on the socket: minutes, about 15 with a call's bytes
@@ -212,11 +214,14 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 10 * time.Second
 	}
-	if opts.KeepaliveInterval <= 0 {
-		opts.KeepaliveInterval = 25 * time.Second
-	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 60 * time.Second
+	}
+	if opts.IdleTimeout > 0 {
+		opts.KeepaliveInterval = defaultKeepalive(opts.KeepaliveInterval, opts.IdleTimeout)
+		if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Reconnect.MinDelay <= 0 {
 		opts.Reconnect.MinDelay = 100 * time.Millisecond

@@ -115,6 +115,35 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 	}
 }
 
+// With only IdleTimeout set, and shorter than the default interval, the
+// interval is half of it: a silent peer is pinged before it is given up
+// (with 25 s it was checked, and dropped unpinged, only after 25 s). An
+// interval not shorter than IdleTimeout, which would drop a silent peer
+// before pinging it, is refused by NewServer and by Dial.
+func TestKeepaliveFollowsIdleTimeout(t *testing.T) {
+	if _, err := NewServer(Options{Router: testRouter(), KeepaliveInterval: time.Second, IdleTimeout: time.Second}); err == nil {
+		t.Error("NewServer took a KeepaliveInterval equal to IdleTimeout")
+	}
+	s, addr := newTestServer(t, Options{IdleTimeout: 400 * time.Millisecond})
+	if _, err := Dial(context.Background(), "ws://"+addr+"/", ClientOptions{KeepaliveInterval: 2 * time.Second, IdleTimeout: time.Second}); err == nil {
+		t.Error("Dial took a KeepaliveInterval over IdleTimeout")
+	}
+	silent := dial(t, addr)
+	m, err := silent.ReadMessage(3 * time.Second)
+	if err != nil || m.Opcode != wsframe.OpPing {
+		t.Fatalf("first message to a silent peer: %+v, %v; want a ping", m, err)
+	}
+	c := dialClient(t, addr, ClientOptions{IdleTimeout: 400 * time.Millisecond, Reconnect: Reconnect{Disabled: true}})
+	time.Sleep(1200 * time.Millisecond) // three times IdleTimeout, both ends silent
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "still here"}, &out); err != nil {
+		t.Fatalf("call after a quiet period: %v", err)
+	}
+	if n := s.Metrics().IdleTimeouts; n > 1 { // the silent peer's, if its turn came
+		t.Errorf("IdleTimeouts = %d, want at most 1", n)
+	}
+}
+
 // An ask the client never answers fails with ErrTimeout, whether the
 // handler's ctx has a deadline or Options.AskTimeout applies (the
 // scheduler's timeout); the late answer is ignored and counted.

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -56,9 +57,11 @@ type Options struct {
 	MaxPendingSCTP int
 
 	// KeepaliveInterval is how long a connection may stay silent before
-	// the server pings it; 25 s by default. IdleTimeout is how long it may
-	// stay silent, pings unanswered, before the server drops it; 60 s by
-	// default. Both are checked by one scheduler for the whole server.
+	// the server pings it; 25 s by default, or half of IdleTimeout when
+	// that is shorter. IdleTimeout is how long it may stay silent, pings
+	// unanswered, before the server drops it; 60 s by default. NewServer
+	// refuses an interval not shorter than IdleTimeout. Both are checked
+	// by one scheduler for the whole server.
 	KeepaliveInterval time.Duration
 	IdleTimeout       time.Duration
 
@@ -166,6 +169,25 @@ type Compression struct {
 	ContextTakeover bool
 }
 
+// defaultKeepalive is the keepalive interval when none is set: 25 s, or
+// half of idle when idle is shorter, so that a silent peer is pinged
+// before it is given up.
+func defaultKeepalive(interval, idle time.Duration) time.Duration {
+	if interval > 0 {
+		return interval
+	}
+	return min(25*time.Second, idle/2)
+}
+
+// checkKeepalive refuses an interval that does not leave a silent peer
+// time to answer a ping before idle passes: it would be dropped unpinged.
+func checkKeepalive(interval, idle time.Duration) error {
+	if interval >= idle {
+		return fmt.Errorf("compat: KeepaliveInterval %v is not shorter than IdleTimeout %v: a silent peer would be dropped before it is pinged", interval, idle)
+	}
+	return nil
+}
+
 // HTTPError refuses an upgrade with Status from Options.Authenticate.
 type HTTPError struct {
 	Status  int
@@ -185,12 +207,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxPendingSCTP <= 0 {
 		o.MaxPendingSCTP = 256
 	}
-	if o.KeepaliveInterval <= 0 {
-		o.KeepaliveInterval = 25 * time.Second
-	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second
 	}
+	o.KeepaliveInterval = defaultKeepalive(o.KeepaliveInterval, o.IdleTimeout)
 	if o.AskTimeout <= 0 {
 		o.AskTimeout = 30 * time.Second
 	}

@@ -63,6 +63,9 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, errors.New("compat: Options.Router is nil")
 	}
 	opts = opts.withDefaults()
+	if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
+		return nil, err
+	}
 	if err := opts.Router.freeze(); err != nil {
 		return nil, err
 	}
