@@ -115,15 +115,30 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 	}
 }
 
+// Settings that would fail later, on every connection, fail NewServer.
+func TestNewServerRefusesBadOptions(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"keepalive equal to idle": {KeepaliveInterval: time.Second, IdleTimeout: time.Second},
+		"keepalive over idle":     {KeepaliveInterval: time.Minute, IdleTimeout: time.Second},
+		"compression level -1":    {Compression: Compression{Level: -1}},
+		"compression level 10":    {Compression: Compression{Level: 10}},
+	} {
+		opts.Router = testRouter()
+		if _, err := NewServer(opts); err == nil {
+			t.Errorf("%s: NewServer accepted it", name)
+		}
+	}
+	if _, err := NewServer(Options{Router: testRouter(), Compression: Compression{Level: 9}, IdleTimeout: time.Second}); err != nil {
+		t.Errorf("level 9, idle 1 s: %v", err)
+	}
+}
+
 // With only IdleTimeout set, and shorter than the default interval, the
 // interval is half of it: a silent peer is pinged before it is given up
 // (with 25 s it was checked, and dropped unpinged, only after 25 s). An
 // interval not shorter than IdleTimeout, which would drop a silent peer
 // before pinging it, is refused by NewServer and by Dial.
 func TestKeepaliveFollowsIdleTimeout(t *testing.T) {
-	if _, err := NewServer(Options{Router: testRouter(), KeepaliveInterval: time.Second, IdleTimeout: time.Second}); err == nil {
-		t.Error("NewServer took a KeepaliveInterval equal to IdleTimeout")
-	}
 	s, addr := newTestServer(t, Options{IdleTimeout: 400 * time.Millisecond})
 	if _, err := Dial(context.Background(), "ws://"+addr+"/", ClientOptions{KeepaliveInterval: 2 * time.Second, IdleTimeout: time.Second}); err == nil {
 		t.Error("Dial took a KeepaliveInterval over IdleTimeout")

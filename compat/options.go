@@ -158,7 +158,7 @@ type Compression struct {
 	// Disabled turns permessage-deflate off: offers are declined.
 	Disabled bool
 	// Level is the deflate level, 1 (fastest) to 9; 1 by default, which
-	// suits short JSON well.
+	// suits short JSON well. NewServer refuses any other value.
 	Level int
 	// Threshold is the smallest payload worth compressing: 256 bytes.
 	Threshold int
@@ -167,6 +167,20 @@ type Compression struct {
 	// and costs a window and a compressor per connection (see deflatecache);
 	// off by default, so an idle connection costs no compression memory.
 	ContextTakeover bool
+}
+
+// check refuses, once defaults are filled in, the settings that would fail
+// later on every connection rather than now.
+func (o Options) check() error {
+	if err := checkKeepalive(o.KeepaliveInterval, o.IdleTimeout); err != nil {
+		return err
+	}
+	if l := o.Compression.Level; l < 1 || l > 9 {
+		// deflatecache would refuse it, and every upgrade that negotiates
+		// permessage-deflate would fail with 500.
+		return fmt.Errorf("compat: Compression.Level %d is outside 1 to 9", l)
+	}
+	return nil
 }
 
 // defaultKeepalive is the keepalive interval when none is set: 25 s, or

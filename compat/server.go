@@ -63,7 +63,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, errors.New("compat: Options.Router is nil")
 	}
 	opts = opts.withDefaults()
-	if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
+	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	if err := opts.Router.freeze(); err != nil {
