@@ -47,6 +47,11 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
+	if err := checkFlags(flag.Args(), *maxMessage, *tickerEvery, *certFile, *keyFile, *quicAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "hotpath:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts := compat.Options{
@@ -114,6 +119,27 @@ func main() {
 		fatal(err)
 	}
 	<-shutdownDone
+}
+
+// checkFlags refuses what the flag package lets through but the server
+// cannot use, before anything starts: a value that would panic (a ticker
+// interval of 0), fall back silently to a default (a message limit of 0 or
+// less) or be ignored (a stray argument, -key without -cert, -cert without
+// -quic).
+func checkFlags(args []string, maxMessage int64, ticker time.Duration, certFile, keyFile, quicAddr string) error {
+	switch {
+	case len(args) > 0:
+		return fmt.Errorf("unexpected argument %q", args[0])
+	case maxMessage <= 0:
+		return fmt.Errorf("-max-message %d: must be positive", maxMessage)
+	case ticker <= 0:
+		return fmt.Errorf("-ticker %v: must be positive", ticker)
+	case (certFile == "") != (keyFile == ""):
+		return errors.New("-cert and -key go together")
+	case certFile != "" && quicAddr == "":
+		return errors.New("-cert is for QUIC: set -quic too")
+	}
+	return nil
 }
 
 func fatal(err error) {
