@@ -97,7 +97,7 @@ type ClientOptions struct {
 type Reconnect struct {
 	Disabled bool
 	MinDelay time.Duration // 100 ms by default
-	MaxDelay time.Duration // 10 s by default
+	MaxDelay time.Duration // 10 s (or MinDelay if longer) by default; not below MinDelay
 }
 
 // State is a client's connection state.
@@ -227,7 +227,12 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		opts.Reconnect.MinDelay = 100 * time.Millisecond
 	}
 	if opts.Reconnect.MaxDelay <= 0 {
-		opts.Reconnect.MaxDelay = 10 * time.Second
+		opts.Reconnect.MaxDelay = max(10*time.Second, opts.Reconnect.MinDelay)
+	}
+	if opts.Reconnect.MaxDelay < opts.Reconnect.MinDelay {
+		// The step would fall to MaxDelay after the first failure: a
+		// client meant to wait seconds would retry every few ms.
+		return nil, fmt.Errorf("compat: Reconnect.MaxDelay %v is below MinDelay %v", opts.Reconnect.MaxDelay, opts.Reconnect.MinDelay)
 	}
 	if opts.Handlers != nil {
 		if err := opts.Handlers.freeze(); err != nil {

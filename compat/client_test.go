@@ -647,6 +647,20 @@ func TestRouterRefusesBadNames(t *testing.T) {
 	}
 }
 
+// A MaxDelay below MinDelay would drop the backoff to MaxDelay after the
+// first failed attempt; Dial refuses it. Left to its default, MaxDelay is
+// at least MinDelay.
+func TestReconnectDelays(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	if _, err := Dial(context.Background(), "ws://"+addr+"/", ClientOptions{Reconnect: Reconnect{MinDelay: time.Second, MaxDelay: time.Millisecond}}); err == nil {
+		t.Error("Dial took a MaxDelay below MinDelay")
+	}
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: 30 * time.Second}})
+	if got := c.opts.Reconnect.MaxDelay; got != 30*time.Second {
+		t.Errorf("default MaxDelay with MinDelay 30 s = %v, want 30 s", got)
+	}
+}
+
 func TestClientReconnectRejoins(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	states := make(chan State, 10)
