@@ -828,7 +828,9 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 }
 
 // Emit sends event with payload v to every member of room, the client
-// included unless exceptSelf. The client must be a member of room.
+// included unless exceptSelf. The client must be a member of room. Event
+// names starting with $ are the server's presence events: refused with
+// ErrBadRequest.
 func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
 		return err
@@ -876,8 +878,9 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 }
 
 // Event sends a fire-and-forget event to the server's event handlers.
+// Names starting with $ are the protocol's: refused with ErrBadRequest.
 func (c *Client) Event(name string, v any) error {
-	if err := checkName("event", name); err != nil {
+	if err := checkEventName(name); err != nil {
 		return err
 	}
 	cc, err := c.current()

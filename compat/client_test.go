@@ -608,6 +608,13 @@ func TestBadNamesRefusedBeforeSending(t *testing.T) {
 			"Join":              second(c.Join(ctx, bad)),
 			"Leave":             second(c.Leave(ctx, bad)),
 		}
+		if bad == "" { // and the presence events' prefix, for emits
+			refusals["Emit $join"] = c.Emit("room", "$join", 1, false)
+			refusals["EmitUnreliable $x"] = c.EmitUnreliable("room", "$x", 1, false)
+			refusals["Server.Emit $join"] = second(s.Emit("room", "$join", 1))
+			refusals["Event $close"] = c.Event("$close", 1)
+			refusals["Peer.Event $close"] = p.Event("$close", 1)
+		}
 		_, err := c.OpenStream(ctx, bad, nil)
 		refusals["OpenStream"] = err
 		for what, err := range refusals {
@@ -629,9 +636,14 @@ func TestBadNamesRefusedBeforeSending(t *testing.T) {
 func second[T any](_ T, err error) error { return err }
 
 // A route whose name no packet can carry could never be reached: NewServer
-// refuses the Router.
+// refuses the Router; so it does an event handler for a reserved name.
 func TestRouterRefusesBadNames(t *testing.T) {
 	ok := func(ctx context.Context, req int) (int, error) { return req, nil }
+	r := NewRouter()
+	HandleEvent(r, "$close", func(context.Context, int) {})
+	if _, err := NewServer(Options{Router: r}); err == nil {
+		t.Error("NewServer took an event handler for $close")
+	}
 	for _, bad := range []string{"", strings.Repeat("n", wire.MaxNameLen+1), "bad\xff"} {
 		for what, register := range map[string]func(r *Router){
 			"method": func(r *Router) { Handle(r, bad, ok) },

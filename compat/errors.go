@@ -3,6 +3,7 @@ package compat
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -60,7 +61,18 @@ func checkEmitNames(room, event string) error {
 	if err := checkName("room", room); err != nil {
 		return err
 	}
-	return checkName("event", event)
+	return checkEventName(event)
+}
+
+// checkEventName checks an event's name; names starting with $ are the
+// protocol's own events ($join and $leave from rooms, $close notices on
+// carriers without close frames), which an application may not send:
+// "$close" on QUIC or SCTP would be read as the end of the connection.
+func checkEventName(name string) error {
+	if strings.HasPrefix(name, "$") {
+		return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("event name %.32q: names starting with $ are reserved", name)}
+	}
+	return checkName("event", name)
 }
 
 // CloseError reports that a connection closed with a WebSocket close code:

@@ -474,10 +474,11 @@ func (p *Peer) onPing(body []byte) error {
 func (p *Peer) onPong([]byte) error { return nil }
 
 // Event sends the event name with payload v to the client (PROTOCOL.md
-// §4.3). It returns ErrClosed when the connection is closed and
-// ErrOverloaded when its outbound queue is full.
+// §4.3). It returns ErrClosed when the connection is closed,
+// ErrOverloaded when its outbound queue is full, and ErrBadRequest for a
+// name the protocol cannot carry or one starting with $ (its own events).
 func (p *Peer) Event(name string, v any) error {
-	if err := checkName("event", name); err != nil {
+	if err := checkEventName(name); err != nil {
 		return err
 	}
 	bp := scratchBufs.Get().(*[]byte)

@@ -1,8 +1,6 @@
 package compat
 
 import (
-	"errors"
-	"strings"
 	"sync"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -234,8 +232,9 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) 
 // Emit sends event with payload v to every member of room and reports how
 // many members it reached. Members whose outbound queue is full miss it
 // (or are disconnected, by Options.SlowConsumer): the room never waits.
-// An event or room name the protocol cannot carry fails with ErrBadRequest
-// and reaches no one.
+// An event or room name the protocol cannot carry, or an event name
+// starting with $ (presence events), fails with ErrBadRequest and reaches
+// no one.
 func (s *Server) Emit(room, event string, v any) (EmitResult, error) {
 	return s.EmitExcept(room, nil, event, v)
 }
@@ -256,9 +255,6 @@ func (s *Server) EmitExcept(room string, except *Peer, event string, v any) (Emi
 }
 
 func (s *Server) emit(room string, except *Peer, event string, v any, unreliable bool) (EmitResult, error) {
-	if strings.HasPrefix(event, "$") {
-		return EmitResult{}, errors.New("compat: event names starting with $ are reserved")
-	}
 	if err := checkEmitNames(room, event); err != nil {
 		return EmitResult{}, err
 	}

@@ -147,6 +147,9 @@ func (r *Router) freeze() error {
 		if err := routeName("event", e.name); err != nil {
 			return err
 		}
+		if strings.HasPrefix(e.name, "$") {
+			return fmt.Errorf("compat: event %q: names starting with $ are reserved", e.name)
+		}
 		et[i] = dispatch.Route[*eventHandler]{Name: e.name, Handler: e}
 	}
 	events, err := dispatch.NewRouter(et)
