@@ -58,7 +58,9 @@ type ClientOptions struct {
 	// packets travel plain.
 	Dictionary *dictionary.Dictionary
 	// Limits bound what the client accepts: MaxMessageSize, MaxFrameSize,
-	// MaxFragments and MaxOutboxBytes apply.
+	// MaxFragments and MaxOutboxBytes apply, and MaxInFlight bounds the
+	// server's asks whose handlers run at once (more are answered
+	// ErrOverloaded).
 	Limits Limits
 	// CallTimeout bounds a call whose context has no deadline; 0: none.
 	CallTimeout time.Duration
@@ -183,6 +185,11 @@ type clientConn struct {
 	// shared is the read token of a WebSocket connection, whose callers
 	// read their answers themselves (sharedread.go); nil on other carriers.
 	shared *sharedReads
+
+	// asksRunning counts the ask handlers running, at most
+	// Limits.MaxInFlight: each has a goroutine of its own, and a server
+	// that asks faster than they answer must not grow them without bound.
+	asksRunning atomic.Int32
 }
 
 // Message is a server event or room emit as a client receives it.
@@ -1268,10 +1275,18 @@ func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte
 }
 
 // answerAsk runs the handler of a server ask on a goroutine of its own
-// and sends the Answer.
+// and sends the Answer; an ask beyond Limits.MaxInFlight running at once
+// is answered ErrOverloaded at once, as the server answers such calls.
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
+	if cc.asksRunning.Add(1) > int32(c.opts.Limits.MaxInFlight) {
+		cc.asksRunning.Add(-1)
+		e := ErrOverloaded
+		cc.enqueue(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message)}))
+		return
+	}
 	go func() {
+		defer cc.asksRunning.Add(-1)
 		ctx := context.Background()
 		if timeoutMS > 0 {
 			var cancel context.CancelFunc

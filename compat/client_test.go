@@ -210,6 +210,56 @@ func TestServerAsk(t *testing.T) {
 	}
 }
 
+// Each server ask runs its handler on a goroutine of its own; a server
+// that asks faster than the handlers answer gets ErrOverloaded beyond
+// Limits.MaxInFlight running at once instead of growing the client's
+// goroutines, and the asks in flight still finish.
+func TestClientBoundsRunningAsks(t *testing.T) {
+	const limit, asks = 8, 40
+	peers := make(chan *Peer, 1)
+	_, addr := newTestServer(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	handlers := NewRouter()
+	Handle(handlers, "ui/wait", func(ctx context.Context, _ int) (int, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return 1, nil
+	})
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers, Limits: Limits{MaxInFlight: limit}})
+	p := <-peers
+	results := make(chan error, asks)
+	for range asks {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out int
+			results <- p.Ask(ctx, "ui/wait", 0, &out)
+		}()
+	}
+	for range asks - limit {
+		if err := <-results; !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("ask beyond the limit: %v, want ErrOverloaded", err)
+		}
+	}
+	close(release)
+	for range limit {
+		if err := <-results; err != nil {
+			t.Errorf("ask within the limit: %v", err)
+		}
+	}
+	if m := most.Load(); m > limit {
+		t.Errorf("%d ask handlers ran at once, limit %d", m, limit)
+	}
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "ok"}, &out); err != nil {
+		t.Fatalf("call after the asks: %v", err)
+	}
+}
+
 // A handler that panics is the bug of one call, not the end of a process:
 // the server's event handlers, like its method handlers, log the panic and
 // count it, and the connection lives on; the client's ask handlers answer
