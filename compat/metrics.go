@@ -65,7 +65,7 @@ type Metrics struct {
 	UnknownMethods      uint64
 	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member)
 	Overloaded          uint64 // calls refused past MaxInFlight
-	Panics              uint64 // handler panics
+	Panics              uint64 // recovered in handlers, hooks and room listeners
 	LateAnswers         uint64 // answers to asks no longer pending
 	Emits               uint64 // room emits
 	EmitDrops           uint64 // members skipped by an emit: outbox full, or over their message limit
@@ -131,7 +131,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
 	counter("hotpath_dropped_events_total", "Client events and emits dropped.", m.DroppedEvents)
 	counter("hotpath_overloaded_total", "Calls refused past MaxInFlight.", m.Overloaded)
-	counter("hotpath_panics_total", "Handler panics.", m.Panics)
+	counter("hotpath_panics_total", "Panics recovered in handlers, hooks and room listeners.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)
 	counter("hotpath_emits_total", "Room emits.", m.Emits)
 	counter("hotpath_emit_drops_total", "Room members skipped: outbox full, or the event over their message limit.", m.EmitDrops)
