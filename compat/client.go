@@ -315,12 +315,19 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 			}
 		}
 	}
-	nc, br, _, err := d.Dial(ctx, c.url)
+	nc, br, hs, err := d.Dial(ctx, c.url)
 	if refused != nil {
 		return nil, refused
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hotpath: WebSocket upgrade at %s: %w", c.url, err)
+	}
+	if hs.Protocol != Subprotocol {
+		// RFC 6455 §4.1 leaves a response without a subprotocol to the
+		// client: this one would send packets to a server that does not
+		// speak them, and its calls would wait for answers never coming.
+		nc.Close()
+		return nil, fmt.Errorf("hotpath: the server at %s did not accept subprotocol %s: not a hotpath server", c.url, Subprotocol)
 	}
 	var early []byte
 	if br != nil {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -720,6 +723,40 @@ func TestReconnectDelays(t *testing.T) {
 	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: 30 * time.Second}})
 	if got := c.opts.Reconnect.MaxDelay; got != 30*time.Second {
 		t.Errorf("default MaxDelay with MinDelay 30 s = %v, want 30 s", got)
+	}
+}
+
+// A server that upgrades without selecting hotpath.v1 (a plain WebSocket
+// server, a misrouted URL) does not speak the protocol: Dial fails and
+// says so, instead of returning a client whose calls would wait for
+// answers that never come. A refused upgrade's error names the status.
+func TestDialChecksTheUpgrade(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, _, err := ws.UpgradeHTTP(r, w); err == nil {
+			io.Copy(io.Discard, conn)
+			conn.Close()
+		}
+	}))
+	defer plain.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "token expired", http.StatusUnauthorized)
+	}))
+	defer refusing.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opts := ClientOptions{Reconnect: Reconnect{Disabled: true}}
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(plain.URL, "http"), opts)
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial took a server that did not select " + Subprotocol)
+	}
+	if !strings.Contains(err.Error(), "did not accept subprotocol") {
+		t.Errorf("plain WebSocket server: %v", err)
+	}
+	_, err = Dial(ctx, "ws"+strings.TrimPrefix(refusing.URL, "http"), opts)
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token expired") {
+		t.Errorf("refused upgrade: %v, want an *HTTPError naming 401 and the body", err)
 	}
 }
 

@@ -202,13 +202,21 @@ func checkKeepalive(interval, idle time.Duration) error {
 	return nil
 }
 
-// HTTPError refuses an upgrade with Status from Options.Authenticate.
+// HTTPError refuses an upgrade with Status from Options.Authenticate. The
+// Go client's Dial returns one when a server refuses its upgrade (or
+// WebRTC signalling, or WebTransport CONNECT) with an HTTP status, the
+// Message being the response body's first 512 bytes.
 type HTTPError struct {
 	Status  int
 	Message string
 }
 
-func (e *HTTPError) Error() string { return e.Message }
+// Error says the status with the message: on the client's side the
+// message alone ("no token", or a proxy's "hello") would not say that an
+// HTTP request was refused.
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("hotpath: HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+}
 
 func (o Options) withDefaults() Options {
 	if o.Codec == nil {

@@ -106,6 +106,9 @@ func carrierRefusal(err error) (wsframe.CloseCode, string) {
 	if err == errShutting {
 		return wsframe.CloseGoingAway, "HP_SHUTTING_DOWN"
 	}
+	if he, ok := errors.AsType[*HTTPError](err); ok {
+		return wsframe.ClosePolicyViolation, he.Message // the status means nothing here
+	}
 	return wsframe.ClosePolicyViolation, err.Error()
 }
 
