@@ -744,6 +744,8 @@ const defaultTimers = {
  * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
  * @property {number} [maxQueue=1024] most packets queued while not connected
+ * @property {number} [maxAsks=128] most server asks whose handlers run at
+ *   once; more are answered Overloaded (7) at once
  * @property {() => number} [random=Math.random] jitter source, for tests
  * @property {{setTimeout: Function, clearTimeout: Function, now: () => number}} [timers] clock, for tests
  */
@@ -768,7 +770,7 @@ const defaultTimers = {
  */
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
-  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue;
+  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks;
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
@@ -830,6 +832,7 @@ export class Client {
     this.#maxBatch = options.maxBatch ?? 1024;
     this.#maxMessage = options.maxMessage ?? 1 << 20;
     this.#maxQueue = options.maxQueue ?? 1024;
+    this.#maxAsks = options.maxAsks ?? 128;
     this.#connect();
   }
 
@@ -1228,6 +1231,12 @@ export class Client {
   }
 
   async #runAsk(conn, p) {
+    if (conn.asks.size >= this.#maxAsks) {
+      // A server asking faster than the handlers answer must not grow
+      // them (and their timers) without bound.
+      this.#add({ packet: this.#errorAnswer(p.id, new RPCError(Code.Overloaded, 'too many asks in flight')), conn });
+      return;
+    }
     const ac = new AbortController();
     conn.asks.add(ac);
     const timer = p.timeout > 0

@@ -519,6 +519,25 @@ test('asks are answered: result, RPCError, unexpected error, unknown method (§4
   client.close();
 });
 
+test('asks beyond maxAsks running at once are answered Overloaded', async () => {
+  const { client, net } = connected({ maxAsks: 2 });
+  const ws = net.last;
+  const finish = [];
+  client.handle('slow', () => new Promise((r) => { finish.push(r); }));
+  for (let id = 1; id <= 4; id++) ws.receive({ kind: 'ask', id, method: 'slow', timeout: 0, payload: '' });
+  await settle();
+  const answers = () => ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(answers().map((a) => [a.id, a.status, a.code]), [[3, 1, Code.Overloaded], [4, 1, Code.Overloaded]]);
+  assert.equal(finish.length, 2);
+  for (const f of finish) f('done');
+  await settle();
+  assert.deepEqual(answers().filter((a) => a.status === 0).map((a) => a.id).sort(), [1, 2]);
+  ws.receive({ kind: 'ask', id: 5, method: 'slow', timeout: 0, payload: '' }); // room again
+  await settle();
+  assert.equal(finish.length, 3);
+  client.close();
+});
+
 test('an ask past its timeout is aborted and not answered', async () => {
   const { client, net, clock } = connected();
   const ws = net.last;
