@@ -28,6 +28,7 @@ import (
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/dtls/v3"
+	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
 )
@@ -605,6 +606,99 @@ func callInFlight(t *testing.T, c *Client) (<-chan error, *clientConn) {
 		t.Fatal(err)
 	}
 	return failed, cc
+}
+
+// An SCTP end that opens a stream besides the control stream and the
+// unreliable one (PROTOCOL.md §8.2) is closed with 1002
+// HP_ERR_UNEXPECTED_STREAM, whichever end it is: ignored, each such stream
+// stayed in the association until its opener reset it, so a peer could pin
+// 65,535 streams of about 1 KB each. Other connections carry on.
+func TestSCTPUnexpectedStream(t *testing.T) {
+	ended := make(chan error, 8)
+	peers := make(chan *Peer, 8)
+	e := newCarrierEnv(t, Options{
+		OnConnect:    func(p *Peer) { peers <- p },
+		OnDisconnect: func(p *Peer, err error) { ended <- err },
+	})
+	ctx := context.Background()
+	bystander := e.dial(t, CarrierSCTP, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	<-peers
+	openStreams := func(a *sctp.Association) {
+		for id := uint16(2); id < 200; id++ {
+			st, err := a.OpenStream(id, sctp.PayloadTypeWebRTCBinary)
+			if err != nil {
+				return
+			}
+			if _, err := st.Write([]byte("x")); err != nil {
+				return // closed meanwhile
+			}
+		}
+	}
+	wantUnexpected := func(who string, err error, remote bool) {
+		t.Helper()
+		var ce *CloseError
+		if !errors.As(err, &ce) || ce.Code != wsframe.CloseProtocolError || ce.Reason != "HP_ERR_UNEXPECTED_STREAM" || ce.Remote != remote {
+			t.Errorf("%s: %v, want 1002 HP_ERR_UNEXPECTED_STREAM (remote %v)", who, err, remote)
+		}
+	}
+	for _, opener := range []string{"client", "server"} {
+		c := e.dial(t, CarrierSCTP, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		p := <-peers
+		failed, cc := callInFlight(t, c)
+		clientCloses := opener == "server" // the end that sees the stream closes
+		if opener == "client" {
+			go openStreams(cc.link.(*pktConn).t.(*sctpTransport).assoc)
+		} else {
+			go openStreams(p.link.(*pktConn).t.(*sctpTransport).assoc)
+		}
+		select {
+		case err := <-failed:
+			wantUnexpected(opener+" opens, client's call", err, !clientCloses)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s opens: the connection was not closed", opener)
+		}
+		select {
+		case err := <-ended:
+			wantUnexpected(opener+" opens, server's OnDisconnect", err, clientCloses)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s opens: the server did not end the connection", opener)
+		}
+	}
+	if err := bystander.Call(ctx, "echo/say", echoReq{Text: "still"}, nil); err != nil {
+		t.Errorf("bystander: %v", err)
+	}
+}
+
+// A WebRTC client that opens a data channel besides the two of PROTOCOL.md
+// §8.2, or one of them a second time, is closed with 1002
+// HP_ERR_UNEXPECTED_STREAM. Closed alone, an unexpected channel kept its
+// SCTP stream until the client reset it; a second control or unreliable
+// channel blocked one of pion's goroutines for good.
+func TestWebRTCUnexpectedChannels(t *testing.T) {
+	ended := make(chan error, 8)
+	e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
+	bystander := e.dial(t, CarrierWebRTC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	for _, label := range []string{"other", ControlChannel, UnreliableChannel} {
+		c := e.dial(t, CarrierWebRTC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		failed, cc := callInFlight(t, c)
+		if _, err := cc.link.(*pktConn).t.(*rtcTransport).pc.CreateDataChannel(label, nil); err != nil {
+			t.Fatal(err)
+		}
+		for who, errs := range map[string]<-chan error{"client's call": failed, "server's OnDisconnect": ended} {
+			select {
+			case err := <-errs:
+				var ce *CloseError
+				if !errors.As(err, &ce) || ce.Code != wsframe.CloseProtocolError || ce.Reason != unexpectedStreamReason {
+					t.Errorf("channel %q, %s: %v, want 1002 %s", label, who, err, unexpectedStreamReason)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("channel %q: %s did not see the connection end", label, who)
+			}
+		}
+	}
+	if err := bystander.Call(context.Background(), "echo/say", echoReq{Text: "still"}, nil); err != nil {
+		t.Errorf("bystander: %v", err)
+	}
 }
 
 // TestCarrierBadInput: on every carrier, a malformed packet, one over

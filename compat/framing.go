@@ -42,6 +42,10 @@ func parsePrefix(b []byte) (length uint64, n int, err error) {
 	return length, n, nil
 }
 
+// unexpectedStreamReason closes a connection whose other end opened an SCTP
+// stream or a data channel its carrier does not carry (PROTOCOL.md §8.2).
+const unexpectedStreamReason = "HP_ERR_UNEXPECTED_STREAM"
+
 var (
 	errBadPrefix      = &CloseError{Code: wsframe.CloseProtocolError, Reason: "HP_ERR_BAD_LENGTH_PREFIX"}
 	errMessageTooBig  = &CloseError{Code: wsframe.CloseMessageTooBig, Reason: "HP_ERR_MESSAGE_TOO_BIG"}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -147,6 +148,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 	}
 	handshaken()
 	link := newStreamConn(t, sctpStream{control}, s.opts.Limits)
+	t.attach(link)
 	if refusal != nil {
 		s.metrics.handshakeFailures.Add(1)
 		link.refuse(carrierRefusal(refusal))
@@ -176,6 +178,9 @@ type sctpTransport struct {
 	unreliable     *sctp.Stream
 	control        chan *sctp.Stream
 	closeOnce      sync.Once
+	// link is the connection's engine once it exists, for acceptStreams
+	// to close it with a code.
+	link atomic.Pointer[pktConn]
 }
 
 func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
@@ -186,7 +191,11 @@ func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
 
 // acceptStreams takes the streams the other end opens: the control
 // stream goes to acceptControl, the unreliable one is the same as the
-// one this end opens; any other is ignored.
+// one this end opens. Any other breaks PROTOCOL.md §8.2 and ends the
+// connection: each stream holds memory in the association until the other
+// end resets it, so a peer could otherwise pin 65,535 of them (about 1 KB
+// each, and what it sent on them). acceptStreams then stops accepting, and
+// pion drops the streams opened after its small accept queue is full.
 func (t *sctpTransport) acceptStreams() {
 	for {
 		st, err := t.assoc.AcceptStream()
@@ -194,14 +203,25 @@ func (t *sctpTransport) acceptStreams() {
 			close(t.control)
 			return
 		}
-		if st.StreamIdentifier() == sctpControlStream {
+		switch st.StreamIdentifier() {
+		case sctpControlStream:
 			select {
 			case t.control <- st:
 			default:
 			}
+		case sctpUnreliableStream:
+		default:
+			if link := t.link.Load(); link != nil {
+				link.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
+				return // acceptControl has returned: nobody waits on control
+			}
+			// Before the connection exists there is no one to tell why.
+			t.assoc.Abort(unexpectedStreamReason)
 		}
 	}
 }
+
+func (t *sctpTransport) attach(c *pktConn) { t.link.Store(c) }
 
 // acceptControl waits for the control stream the client opens.
 func (t *sctpTransport) acceptControl() (*sctp.Stream, error) {
@@ -362,5 +382,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		return nil, err
 	}
 	t := newSCTPTransport(a, nc)
-	return newStreamConn(t, sctpStream{control}, c.opts.Limits), nil
+	link := newStreamConn(t, sctpStream{control}, c.opts.Limits)
+	t.attach(link)
+	return link, nil
 }

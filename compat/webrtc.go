@@ -128,7 +128,9 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			case ch := <-opened:
 				s.handshakes.remove(abandon)
 				pending.Add(-1)
-				s.serveLink(newMessageConn(t, ch, s.opts.Limits), up)
+				link := newMessageConn(t, ch, s.opts.Limits)
+				t.attach(link)
+				s.serveLink(link, up)
 			case <-ctx.Done():
 				s.handshakes.remove(abandon)
 				pending.Add(-1)
@@ -182,6 +184,9 @@ type rtcTransport struct {
 	datagrams  chan datachannel.ReadWriteCloser
 	closeOnce  sync.Once
 	closed     chan struct{} // closed with the transport
+	// link is the connection's engine once it exists, for
+	// unexpectedChannel to close it with a code.
+	link atomic.Pointer[pktConn]
 }
 
 func newRTCTransport(pc *webrtc.PeerConnection) *rtcTransport {
@@ -198,21 +203,39 @@ func newRTCTransport(pc *webrtc.PeerConnection) *rtcTransport {
 // control channel once it is open.
 func (t *rtcTransport) acceptChannels() <-chan msgChannel {
 	opened := make(chan msgChannel, 1)
+	var control, unreliable atomic.Bool // opened once each; a second is unexpected
 	t.pc.OnDataChannel(func(dc *webrtc.DataChannel) {
-		switch dc.Label() {
-		case ControlChannel:
+		switch {
+		case dc.Label() == ControlChannel && control.CompareAndSwap(false, true):
 			dc.OnOpen(func() {
 				if raw, err := dc.Detach(); err == nil {
 					opened <- &rtcChannel{raw: raw, dc: dc}
 				}
 			})
-		case UnreliableChannel:
+		case dc.Label() == UnreliableChannel && unreliable.CompareAndSwap(false, true):
 			dc.OnOpen(func() { t.setUnreliable(dc) })
 		default:
-			dc.Close()
+			t.unexpectedChannel(dc)
 		}
 	})
 	return opened
+}
+
+func (t *rtcTransport) attach(c *pktConn) { t.link.Store(c) }
+
+// unexpectedChannel ends a connection whose other end opened a channel
+// besides the two of PROTOCOL.md §8.2, or one of them twice. Closing the
+// channel alone left its SCTP stream in the association until the other
+// end reset it too, so a peer could pin thousands of them; a second control
+// or unreliable channel blocked a pion goroutine for good.
+func (t *rtcTransport) unexpectedChannel(dc *webrtc.DataChannel) {
+	dc.Close()
+	if link := t.link.Load(); link != nil {
+		link.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
+		return
+	}
+	// Before the connection exists there is no one to tell why.
+	t.closeTransport(wsframe.CloseAbnormal, unexpectedStreamReason)
 }
 
 func (t *rtcTransport) setUnreliable(dc *webrtc.DataChannel) {
@@ -307,6 +330,7 @@ func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 		return nil, fmt.Errorf("compat: webrtc: %w", err)
 	}
 	t := newRTCTransport(pc)
+	pc.OnDataChannel(t.unexpectedChannel) // the server opens none
 	dc, err := pc.CreateDataChannel(ControlChannel, nil)
 	if err != nil {
 		return fail(err)
@@ -343,7 +367,9 @@ func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 	}
 	select {
 	case ch := <-opened:
-		return newMessageConn(t, ch, c.opts.Limits), nil
+		link := newMessageConn(t, ch, c.opts.Limits)
+		t.attach(link)
+		return link, nil
 	case <-ctx.Done():
 		return fail(ctx.Err())
 	}
