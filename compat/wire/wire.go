@@ -313,20 +313,25 @@ func (r *reader) u8(field string) uint8 {
 	return v
 }
 
-func (r *reader) u32(field string) uint32 {
+func (r *reader) u32(field string) uint32 { return r.u32Of(field, "") }
+
+// u32Of reads the uvarint named field+suffix; the name is only built for
+// an error, so that a string field's length (field, " length") costs no
+// concatenation per packet.
+func (r *reader) u32Of(field, suffix string) uint32 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	switch {
 	case n == 0:
-		r.fail(field + " missing")
+		r.fail(field + suffix + " missing")
 		return 0
 	case n < 0 || n > 5 || v > math.MaxUint32:
-		r.fail(field + " out of range")
+		r.fail(field + suffix + " out of range")
 		return 0
 	case n > 1 && r.b[n-1] == 0:
-		r.fail(field + " not in shortest form")
+		r.fail(field + suffix + " not in shortest form")
 		return 0
 	}
 	r.b = r.b[n:]
@@ -334,7 +339,7 @@ func (r *reader) u32(field string) uint32 {
 }
 
 func (r *reader) str(field string, max int) []byte {
-	n := r.u32(field + " length")
+	n := r.u32Of(field, " length")
 	if r.err != nil {
 		return nil
 	}
