@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -77,22 +78,66 @@ func Handle[Req, Resp any](r *Router, name string, fn func(ctx context.Context, 
 		name: name,
 		req:  reflect.TypeFor[Req](),
 		resp: reflect.TypeFor[Resp](),
-		call: func(ctx context.Context, codec Codec, payload, dst []byte) ([]byte, error) {
-			var req Req
-			if err := unmarshal(codec, payload, &req); err != nil {
-				return dst, &Error{Code: ErrInvalidParams.Code, Message: "invalid params: " + err.Error()}
-			}
-			resp, err := fn(ctx, req)
-			if err != nil {
-				return dst, err
-			}
-			return marshal(codec, dst, resp)
-		},
+		call: methodCall(fn),
 	}
 	for _, o := range opts {
 		o(m)
 	}
 	r.add(func() { r.methods = append(r.methods, m) })
+}
+
+// methodCall adapts fn to method.call. A raw request ([]byte,
+// json.RawMessage) gets a closure of its own, in which the request never
+// reaches the codec's interface and so stays off the heap, and a raw
+// result is appended without being boxed into an interface: a method of
+// raw bytes allocates nothing per call.
+func methodCall[Req, Resp any](fn func(context.Context, Req) (Resp, error)) func(ctx context.Context, codec Codec, payload, dst []byte) ([]byte, error) {
+	var probe Req
+	switch any(&probe).(type) {
+	case *[]byte, *json.RawMessage:
+		return func(ctx context.Context, codec Codec, payload, dst []byte) ([]byte, error) {
+			var req Req
+			setRaw(&req, payload)
+			resp, err := fn(ctx, req)
+			if err != nil {
+				return dst, err
+			}
+			return appendResult(codec, dst, &resp)
+		}
+	}
+	return func(ctx context.Context, codec Codec, payload, dst []byte) ([]byte, error) {
+		var req Req
+		if err := unmarshal(codec, payload, &req); err != nil {
+			return dst, &Error{Code: ErrInvalidParams.Code, Message: "invalid params: " + err.Error()}
+		}
+		resp, err := fn(ctx, req)
+		if err != nil {
+			return dst, err
+		}
+		return appendResult(codec, dst, &resp)
+	}
+}
+
+// setRaw stores payload in *req, a *[]byte or *json.RawMessage.
+func setRaw[Req any](req *Req, payload []byte) {
+	switch p := any(req).(type) {
+	case *[]byte:
+		*p = payload
+	case *json.RawMessage:
+		*p = payload
+	}
+}
+
+// appendResult appends *resp encoded with codec, a raw result as it is
+// (as marshal does) but without boxing it into an interface first.
+func appendResult[Resp any](codec Codec, dst []byte, resp *Resp) ([]byte, error) {
+	switch r := any(resp).(type) {
+	case *[]byte:
+		return append(dst, *r...), nil
+	case *json.RawMessage:
+		return append(dst, *r...), nil
+	}
+	return codec.AppendMarshal(dst, *resp)
 }
 
 // HandleEvent registers fn for the events named name that clients send
