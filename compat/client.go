@@ -1181,7 +1181,32 @@ func (cc *clientConn) handleDatagram(pkt []byte) error {
 	return cc.handlePacket(&p, false)
 }
 
+// handlePacket handles a packet, and the items of a Batch one by one; a
+// Batch is malformed inside another or outside the packets of a message
+// (top).
 func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
+	if p.Kind != dispatch.KindBatch {
+		return cc.handleOne(p)
+	}
+	if !top {
+		return errMalformed
+	}
+	for item := range p.Items() {
+		ip, err := wire.Decode(item)
+		if err != nil || ip.Kind == dispatch.KindBatch {
+			return errMalformed
+		}
+		// handleOne does not call back here, so ip stays on the stack: a
+		// recursive call moved it to the heap, an allocation per answer.
+		if err := cc.handleOne(&ip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleOne handles a packet other than a Batch.
+func (cc *clientConn) handleOne(p *wire.Packet) error {
 	c := cc.c
 	switch p.Kind {
 	case dispatch.KindResult, dispatch.KindError:
@@ -1198,19 +1223,6 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 			c.settle(pc, p.Payload, nil, false)
 		} else {
 			c.settle(pc, nil, &Error{Code: p.Code, Message: string(p.Message), Data: append([]byte(nil), p.Payload...)}, false)
-		}
-	case dispatch.KindBatch:
-		if !top {
-			return errMalformed
-		}
-		for item := range p.Items() {
-			ip, err := wire.Decode(item)
-			if err != nil {
-				return errMalformed
-			}
-			if err := cc.handlePacket(&ip, false); err != nil {
-				return err
-			}
 		}
 	case dispatch.KindEvent:
 		c.deliver("\x00"+string(p.Name), Message{Event: string(p.Name), Data: p.Payload, codec: c.opts.Codec})

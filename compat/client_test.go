@@ -760,6 +760,32 @@ func TestDialChecksTheUpgrade(t *testing.T) {
 	}
 }
 
+// Handling a Batch of answers allocates nothing per item: each item is
+// decoded into a Packet on the stack (handleOne is not recursive).
+func TestClientBatchHandlingAllocations(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []byte
+	for id := uint32(1 << 30); id < 1<<30+8; id++ { // ids no call has
+		items = wire.AppendItem(items, wire.AppendResult(nil, id, []byte(`"x"`)))
+	}
+	batch, err := wire.Decode(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 8, Payload: items}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := cc.handlePacket(&batch, true); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per batch of 8 answers, want 0", n)
+	}
+}
+
 func TestClientReconnectRejoins(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	states := make(chan State, 10)
