@@ -145,7 +145,7 @@ type Client struct {
 	nextID  uint32
 
 	handlersMu sync.RWMutex
-	handlers   map[string]*emitter.Emitter[Message]
+	handlers   map[listenerKey]*emitter.Emitter[Message]
 	// inCallbacks counts the listeners and OnState calls running: Close
 	// called from one must not wait for the goroutine that runs it.
 	inCallbacks atomic.Int32
@@ -250,7 +250,7 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		url:      url,
 		opts:     opts,
 		rooms:    map[string]bool{},
-		handlers: map[string]*emitter.Emitter[Message]{},
+		handlers: map[listenerKey]*emitter.Emitter[Message]{},
 		done:     make(chan struct{}),
 	}
 	c.timeouts = scheduler.New(c.fireTimeouts, scheduler.WithGranularity(time.Millisecond))
@@ -752,14 +752,14 @@ func (c *Client) fireTimeouts(batch []callRef) {
 // loop it holds can read, so fn starts a goroutine for one. A panic in fn
 // is logged and the event goes on to the other listeners.
 func (c *Client) On(event string, fn func(Message)) (off func()) {
-	return c.emitterFor("\x00" + event).On(c.guardListener(fn))
+	return c.emitterFor(listenerKey{event: event}).On(c.guardListener(fn))
 }
 
 // OnRoom registers fn for the emits of event in room, including the
 // presence events "$join" and "$leave" whose payload is {"members": n}.
 // fn runs as On's does.
 func (c *Client) OnRoom(room, event string, fn func(Message)) (off func()) {
-	return c.emitterFor(room + "\x00" + event).On(c.guardListener(fn))
+	return c.emitterFor(listenerKey{room, event}).On(c.guardListener(fn))
 }
 
 // guardListener wraps a listener so that its panic is logged, not fatal.
@@ -779,7 +779,13 @@ func (c *Client) guardListener(fn func(Message)) func(Message) {
 	}
 }
 
-func (c *Client) emitterFor(key string) *emitter.Emitter[Message] {
+// listenerKey names the listeners of an event: in a room, or outside
+// rooms (room "", which no room is named). Names may hold any UTF-8,
+// NUL included, so a key joined from the two strings could make two
+// pairs meet.
+type listenerKey struct{ room, event string }
+
+func (c *Client) emitterFor(key listenerKey) *emitter.Emitter[Message] {
 	c.handlersMu.Lock()
 	defer c.handlersMu.Unlock()
 	e := c.handlers[key]
@@ -790,7 +796,7 @@ func (c *Client) emitterFor(key string) *emitter.Emitter[Message] {
 	return e
 }
 
-func (c *Client) deliver(key string, m Message) {
+func (c *Client) deliver(key listenerKey, m Message) {
 	c.handlersMu.RLock()
 	e := c.handlers[key]
 	c.handlersMu.RUnlock()
@@ -1225,10 +1231,11 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 			c.settle(pc, nil, &Error{Code: p.Code, Message: string(p.Message), Data: append([]byte(nil), p.Payload...)}, false)
 		}
 	case dispatch.KindEvent:
-		c.deliver("\x00"+string(p.Name), Message{Event: string(p.Name), Data: p.Payload, codec: c.opts.Codec})
+		event := string(p.Name)
+		c.deliver(listenerKey{event: event}, Message{Event: event, Data: p.Payload, codec: c.opts.Codec})
 	case dispatch.KindEmit:
 		room, event := string(p.Room), string(p.Name)
-		c.deliver(room+"\x00"+event, Message{Room: room, Event: event, Data: p.Payload, codec: c.opts.Codec})
+		c.deliver(listenerKey{room, event}, Message{Room: room, Event: event, Data: p.Payload, codec: c.opts.Codec})
 	case dispatch.KindAsk:
 		cc.answerAsk(p.ID, string(p.Name), append([]byte(nil), p.Payload...), p.Timeout)
 	case dispatch.KindPing:

@@ -786,6 +786,45 @@ func TestClientBatchHandlingAllocations(t *testing.T) {
 	}
 }
 
+// Listeners are keyed by room and event apart: names may hold NUL, and a
+// key joined from both ("a\x00b" + "c", "a" + "b\x00c") made two rooms'
+// listeners meet.
+func TestListenersKeepRoomsApart(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	ctx := context.Background()
+	got := make(chan string, 4)
+	c.OnRoom("a\x00b", "c", func(m Message) { got <- "room a\\x00b, event c" })
+	c.OnRoom("a", "b\x00c", func(m Message) { got <- "room a, event b\\x00c" })
+	c.On("a\x00b\x00c", func(m Message) { got <- "event a\\x00b\\x00c, no room" })
+	for _, room := range []string{"a", "a\x00b"} {
+		if _, err := c.Join(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Emit("a", "b\x00c", 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case who := <-got:
+		if who != "room a, event b\\x00c" {
+			t.Fatalf("the emit reached %s", who)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the emit reached no listener")
+	}
+	// The echo of a call follows the emit on the connection: once it is
+	// back, a second listener would have run.
+	if err := c.Call(ctx, "echo/say", echoReq{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case who := <-got:
+		t.Errorf("the emit also reached %s", who)
+	default:
+	}
+}
+
 func TestClientReconnectRejoins(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	states := make(chan State, 10)
