@@ -11,11 +11,14 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/datachannel"
 	"github.com/pion/sctp"
@@ -505,6 +508,31 @@ func benchRaw(b *testing.B, e rawEcho, msg []byte, inFlight int) {
 	if err := <-werr; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkQUICServerPipelined splits the gap between compat's QUIC call
+// path and a raw QUIC echo with 64 in flight (BenchmarkCarrierEcho
+// quic/small-64): the same calls to compat's server, sent by benchRaw's
+// pipelined writer and read by its reader instead of by 64 goroutines
+// calling through the Go client. Its distance from the raw echo is the
+// server's share of the gap; the rest is the client's.
+func BenchmarkQUICServerPipelined(b *testing.B) {
+	e := sharedCarrierEnv(b)
+	tlsConf := e.cert.ClientTLSConfig()
+	tlsConf.NextProtos = []string{ALPN}
+	qc, err := quic.DialAddr(context.Background(), strings.TrimPrefix(e.urls[CarrierQUIC], "quic://"), tlsConf, QUICConfig(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	str, err := qc.OpenStreamSync(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Every call has id 1: the server answers each, and the reader only
+	// counts answers.
+	call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, make([]byte, 32))
+	benchRaw(b, newStreamEcho(str, str), call, 64)
 }
 
 // BenchmarkCarrierOpen is the opening of a connection and its first call,
