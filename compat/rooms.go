@@ -359,9 +359,8 @@ func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	if err != nil {
 		return err
 	}
-	name := string(pk.Room)
 	p.roomsMu.Lock()
-	r := p.rooms[name]
+	r := p.rooms[string(pk.Room)] // no allocation: the conversion is only a lookup key
 	p.roomsMu.Unlock()
 	if r == nil || pk.Name[0] == '$' {
 		p.srv.metrics.droppedEvents.Add(1)
