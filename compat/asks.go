@@ -40,6 +40,9 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	if err := checkName("method", method); err != nil {
 		return err
 	}
+	if err := checkResp(resp); err != nil {
+		return err
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(p.srv.opts.AskTimeout)

@@ -565,7 +565,8 @@ func (c *Client) current() (*clientConn, error) {
 }
 
 // Call calls method with req and decodes the result into resp, a pointer
-// (or nil to discard it). It returns the server's *Error, ErrTimeout when
+// (or nil to discard it; any other resp is refused before the call is
+// sent, so that the method does not run for nothing). It returns the server's *Error, ErrTimeout when
 // ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error when
 // ctx is canceled, or ErrDisconnected when the connection drops first.
 // A method name the protocol cannot carry (empty, over 255 bytes, not
@@ -580,6 +581,9 @@ func (c *Client) current() (*clientConn, error) {
 // passes a nil slice.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if err := checkName("method", method); err != nil {
+		return err
+	}
+	if err := checkResp(resp); err != nil {
 		return err
 	}
 	cc, err := c.current()

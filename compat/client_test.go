@@ -64,6 +64,28 @@ func TestClientCall(t *testing.T) {
 	}
 }
 
+// A resp no answer can be decoded into (not a pointer) is refused before
+// the call is sent: the method would run and its result be lost.
+func TestCallRefusesNonPointerResp(t *testing.T) {
+	r := testRouter()
+	var ran atomic.Int32
+	Handle(r, "count/inc", func(context.Context, int) (int, error) { return int(ran.Add(1)), nil })
+	peers := make(chan *Peer, 1)
+	_, addr := newTestServer(t, Options{Router: r, OnConnect: func(p *Peer) { peers <- p }})
+	c := dialClient(t, addr, ClientOptions{})
+	ctx := context.Background()
+	var n int
+	if err := c.Call(ctx, "count/inc", 1, n); err == nil || !strings.Contains(err.Error(), "pointer") {
+		t.Errorf("Call with a non-pointer resp: %v", err)
+	}
+	if err := c.Call(ctx, "count/inc", 1, &n); err != nil || n != 1 {
+		t.Errorf("Call = %d, %v; want 1: the refused call must not have run", n, err)
+	}
+	if err := (<-peers).Ask(ctx, "ui/x", 1, n); err == nil || !strings.Contains(err.Error(), "pointer") {
+		t.Errorf("Ask with a non-pointer resp: %v", err)
+	}
+}
+
 // A raw result is the caller's to keep: copied out of the read buffer,
 // which the next answers reuse, for a *json.RawMessage as for a *[]byte.
 // The copy goes into the caller's slice when it has the room (Call's doc).

@@ -3,6 +3,7 @@ package compat
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -73,6 +74,16 @@ func checkEventName(name string) error {
 		return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("event name %.32q: names starting with $ are reserved", name)}
 	}
 	return checkName("event", name)
+}
+
+// checkResp refuses, before the call is sent, a resp no answer can be
+// decoded into: the server would run the method, and its result would be
+// lost with an error only afterwards.
+func checkResp(resp any) error {
+	if resp == nil || reflect.TypeOf(resp).Kind() == reflect.Pointer {
+		return nil
+	}
+	return fmt.Errorf("hotpath: resp must be a pointer or nil, not %T", resp)
 }
 
 // CloseError reports that a connection closed with a WebSocket close code:
