@@ -565,13 +565,13 @@ func (c *Client) current() (*clientConn, error) {
 }
 
 // Call calls method with req and decodes the result into resp, a pointer
-// (or nil to discard it; any other resp is refused before the call is
-// sent, so that the method does not run for nothing). It returns the server's *Error, ErrTimeout when
-// ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error when
-// ctx is canceled, or ErrDisconnected when the connection drops first.
-// A method name the protocol cannot carry (empty, over 255 bytes, not
-// UTF-8) fails with ErrBadRequest before anything is sent; so do such
-// room and event names in Join, Leave, Emit and Event.
+// (or nil to discard it). It returns the server's *Error, ErrTimeout when
+// ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error
+// when ctx is canceled, or ErrDisconnected when the connection drops
+// first. Before anything is sent, it refuses a resp that is not a pointer
+// (the method would run and its result be lost) and, with ErrBadRequest,
+// a method name the protocol cannot carry (empty, over 255 bytes, not
+// UTF-8); Join, Leave, Emit and Event refuse such names too.
 //
 // A raw result (resp a *[]byte or *json.RawMessage) is copied into the
 // slice resp points to, reusing its capacity, as encoding/json does for a
