@@ -1336,7 +1336,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			if !errors.As(err, &e) {
 				e = ErrInternal
 			}
-			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message), Payload: e.Data}
+			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(wireMessage(e.Message)), Payload: e.Data}
 		}
 		if err := cc.enqueue(wire.Append(beginFrame(nil), &a)); errors.Is(err, ErrMessageTooBig) {
 			// The server still gets an answer, and the asker a reason.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -282,6 +283,62 @@ func TestClientBoundsRunningAsks(t *testing.T) {
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "ok"}, &out); err != nil {
 		t.Fatalf("call after the asks: %v", err)
+	}
+}
+
+// A handler's *Error may hold any message and data; the wire carries a
+// message of at most 4096 bytes of UTF-8 and a packet within the
+// receiver's limit. Sent as they were, a longer or invalid message, or
+// data over the client's limit, closed the caller's connection (1008,
+// 1009). The message is now cut at a character and made valid, and an
+// error over the client's limit is answered Internal, saying so; the
+// client's ask handlers' messages are held to the same rule.
+func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
+	r := testRouter()
+	asked := handleAskRelay(r)
+	long := strings.Repeat("é", 3000) // 6000 bytes of two-byte characters
+	Handle(r, "err/long", func(context.Context, int) (int, error) { return 0, &Error{Code: 1000, Message: long} })
+	Handle(r, "err/utf8", func(context.Context, int) (int, error) { return 0, &Error{Code: 1001, Message: "bad \xff byte"} })
+	Handle(r, "err/data", func(context.Context, int) (int, error) {
+		return 0, &Error{Code: 1002, Message: "big", Data: make([]byte, 100<<10)}
+	})
+	_, addr := newTestServer(t, Options{Router: r})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { return "", &Error{Code: 1003, Message: long} })
+	opts := ClientOptions{Handlers: handlers, Limits: Limits{MaxMessageSize: 64 << 10}, Reconnect: Reconnect{Disabled: true}}
+	ctx := context.Background()
+	check := func(method string, code uint32, message func(string) bool) {
+		t.Helper()
+		c := dialClient(t, addr, opts) // one each: a case that kills its connection fails alone
+		err := c.Call(ctx, method, 1, nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != code || !utf8.ValidString(e.Message) || len(e.Message) > wire.MaxValueLen || !message(e.Message) {
+			t.Errorf("%s: %v, want code %d with a message the wire carries", method, err, code)
+		}
+		if err := c.Call(ctx, "echo/say", echoReq{Text: "still here"}, nil); err != nil {
+			t.Errorf("call after %s: %v", method, err)
+		}
+	}
+	check("err/long", 1000, func(m string) bool { return strings.HasPrefix(long, m) && len(m) >= wire.MaxValueLen-1 })
+	check("err/utf8", 1001, func(m string) bool { return m == "bad \uFFFD byte" })
+	check("err/data", wire.CodeInternal, func(m string) bool { return strings.Contains(m, "over the client's message limit") })
+	c := dialClient(t, addr, opts)
+	var out string
+	err := c.Call(ctx, "test/ask", "q", &out) // the server's Ask gets the client's error, and passes it on
+	var e *Error
+	if !errors.As(err, &e) || e.Code != 1003 || !strings.HasPrefix(long, e.Message) || len(e.Message) < wire.MaxValueLen-1 {
+		t.Errorf("ask answered with a long message: %v", err)
+	}
+	select {
+	case err := <-asked:
+		if !errors.As(err, &e) || e.Code != 1003 {
+			t.Errorf("the server's Ask: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the server's Ask did not end")
+	}
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "still here"}, nil); err != nil {
+		t.Errorf("call after the ask: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -84,6 +85,25 @@ func checkResp(resp any) error {
 		return nil
 	}
 	return fmt.Errorf("hotpath: resp must be a pointer or nil, not %T", resp)
+}
+
+// wireMessage is an error's message as an error packet can carry it
+// (PROTOCOL.md §2: UTF-8, at most 4096 bytes). A handler's message may be
+// anything; sent as is, a longer or invalid one made a malformed packet,
+// and the caller's connection closed on it.
+func wireMessage(msg string) string {
+	if len(msg) <= wire.MaxValueLen && utf8.ValidString(msg) {
+		return msg
+	}
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	if len(msg) > wire.MaxValueLen {
+		cut := wire.MaxValueLen
+		for !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
 }
 
 // CloseError reports that a connection closed with a WebSocket close code:

@@ -350,7 +350,12 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 	}
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
-	b := wire.AppendError(beginFrame(*bp), id, e.Code, e.Message, e.Data)
+	b := wire.AppendError(beginFrame(*bp), id, e.Code, wireMessage(e.Message), e.Data)
+	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
+		// As a result over the limit is (runCall): the client would close
+		// the connection (1009) on it, failing every call in flight.
+		b = wire.AppendError(b[:frameHeadroom], id, wire.CodeInternal, fmt.Sprintf("an error of %d bytes, over the client's message limit of %d", n, p.clientMaxMessage.Load()), nil)
+	}
 	*bp = b[:0]
 	p.sendAnswer(b, inTurn)
 }
