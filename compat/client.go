@@ -904,7 +904,7 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 // Event sends a fire-and-forget event to the server's event handlers.
 // Names starting with $ are the protocol's: refused with ErrBadRequest.
 func (c *Client) Event(name string, v any) error {
-	if err := checkEventName(name); err != nil {
+	if err := checkName("event", name); err != nil {
 		return err
 	}
 	cc, err := c.current()

@@ -784,7 +784,7 @@ func TestRouterRefusesBadNames(t *testing.T) {
 		} {
 			r := NewRouter()
 			register(r)
-			if _, err := NewServer(Options{Router: r}); err == nil || !strings.Contains(err.Error(), "names are 1-255 bytes") {
+			if _, err := NewServer(Options{Router: r}); err == nil || !strings.Contains(err.Error(), "is not 1-255 bytes of UTF-8") {
 				t.Errorf("%s named %.20q: NewServer = %v, want the name refused", what, bad, err)
 			}
 		}

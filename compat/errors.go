@@ -47,34 +47,37 @@ var (
 	ErrUnavailable   = &Error{Code: wire.CodeUnavailable, Message: "server unavailable"}
 )
 
-// checkName refuses a method, event or room name the protocol cannot carry
-// (wire.ValidName) before anything is sent: the peer would read the packet
-// as malformed and close the connection, failing every call on it, and a
-// room emit would close every member's.
-func checkName(what, name string) error {
+// nameFault says why name cannot be sent as the method, event or room
+// name what says, or "" when it can: it must travel (wire.ValidName), and
+// an event name must not start with $, the protocol's own events ($join
+// and $leave from rooms, $close notices on carriers without close frames:
+// "$close" on QUIC or SCTP would be read as the end of the connection).
+func nameFault(what, name string) string {
+	if what == "event" && strings.HasPrefix(name, "$") {
+		return fmt.Sprintf("event name %.32q: names starting with $ are reserved", name)
+	}
 	if wire.ValidName(name) {
-		return nil
+		return ""
 	}
 	// %.32q quotes at most the name's first 32 runes.
-	return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("%s name %.32q (%d bytes) is not 1-%d bytes of UTF-8", what, name, len(name), wire.MaxNameLen)}
+	return fmt.Sprintf("%s name %.32q (%d bytes) is not 1-%d bytes of UTF-8", what, name, len(name), wire.MaxNameLen)
+}
+
+// checkName refuses, before anything is sent, a name nameFault faults: the
+// peer would read the packet as malformed (or as a close) and end the
+// connection, failing every call on it, and a room emit every member's.
+func checkName(what, name string) error {
+	if fault := nameFault(what, name); fault != "" {
+		return &Error{Code: wire.CodeBadRequest, Message: fault}
+	}
+	return nil
 }
 
 func checkEmitNames(room, event string) error {
 	if err := checkName("room", room); err != nil {
 		return err
 	}
-	return checkEventName(event)
-}
-
-// checkEventName checks an event's name; names starting with $ are the
-// protocol's own events ($join and $leave from rooms, $close notices on
-// carriers without close frames), which an application may not send:
-// "$close" on QUIC or SCTP would be read as the end of the connection.
-func checkEventName(name string) error {
-	if strings.HasPrefix(name, "$") {
-		return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("event name %.32q: names starting with $ are reserved", name)}
-	}
-	return checkName("event", name)
+	return checkName("event", event)
 }
 
 // checkResp refuses, before the call is sent, a resp no answer can be

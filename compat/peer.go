@@ -483,7 +483,7 @@ func (p *Peer) onPong([]byte) error { return nil }
 // ErrOverloaded when its outbound queue is full, and ErrBadRequest for a
 // name the protocol cannot carry or one starting with $ (its own events).
 func (p *Peer) Event(name string, v any) error {
-	if err := checkEventName(name); err != nil {
+	if err := checkName("event", name); err != nil {
 		return err
 	}
 	bp := scratchBufs.Get().(*[]byte)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 )
 
@@ -192,9 +191,6 @@ func (r *Router) freeze() error {
 		if err := routeName("event", e.name); err != nil {
 			return err
 		}
-		if strings.HasPrefix(e.name, "$") {
-			return fmt.Errorf("compat: event %q: names starting with $ are reserved", e.name)
-		}
 		et[i] = dispatch.Route[*eventHandler]{Name: e.name, Handler: e}
 	}
 	events, err := dispatch.NewRouter(et)
@@ -203,7 +199,7 @@ func (r *Router) freeze() error {
 	}
 	st := make([]dispatch.Route[*streamMethod], len(r.streams))
 	for i, m := range r.streams {
-		if err := routeName("stream method", m.name); err != nil {
+		if err := routeName("method", m.name); err != nil {
 			return err
 		}
 		st[i] = dispatch.Route[*streamMethod]{Name: m.name, Handler: m}
@@ -216,13 +212,13 @@ func (r *Router) freeze() error {
 	return nil
 }
 
-// routeName refuses a name no packet can carry (wire.ValidName): its
-// handler could never be reached.
+// routeName refuses a route whose name nameFault faults: its handler
+// could never be reached.
 func routeName(what, name string) error {
-	if wire.ValidName(name) {
-		return nil
+	if fault := nameFault(what, name); fault != "" {
+		return fmt.Errorf("compat: route: %s", fault)
 	}
-	return fmt.Errorf("compat: %s %.32q (%d bytes): names are 1-%d bytes of UTF-8", what, name, len(name), wire.MaxNameLen)
+	return nil
 }
 
 // Introspection lists what a Router knows, for documentation and for the
