@@ -199,13 +199,24 @@ func structured(data []byte, masked bool) []byte {
 		payload := data[:n]
 		data = data[n:]
 		key := [4]byte{byte(i), byte(i * 7), 0x5A, byte(n)}
-		if masked {
-			out = wsframe.AppendMaskedFrame(out, wsframe.Opcode(b0&0xF), payload, wsframe.Flags(b0)&0xF0, key)
-		} else {
-			out = wsframe.AppendFrame(out, wsframe.Opcode(b0&0xF), payload, wsframe.Flags(b0)&0xF0)
-		}
+		out = anyFrame(out, b0, payload, masked, key)
 	}
 	return out
+}
+
+// anyFrame appends a frame with first byte b0 (FIN, RSV, opcode) as it is,
+// masked with key if masked is set: any frame, those RFC 6455 §5.5 forbids
+// included (wsframe.AppendFrame panics on them), since the fuzz inputs
+// break every rule.
+func anyFrame(dst []byte, b0 byte, payload []byte, masked bool, key [4]byte) []byte {
+	h := wsframe.Header{Opcode: wsframe.Opcode(b0 & 0xF), Flags: wsframe.Flags(b0) & 0xF0, Length: int64(len(payload)), Masked: masked, Key: key}
+	dst = wsframe.AppendHeader(dst, h)
+	start := len(dst)
+	dst = append(dst, payload...)
+	if masked {
+		wsframe.Mask(dst[start:], key, 0)
+	}
+	return dst
 }
 
 // record appends a frame record for structured.
@@ -242,11 +253,7 @@ type frameSeed struct {
 func frameSeeds(masked bool) []frameSeed {
 	key := [4]byte{0x37, 0xFA, 0x21, 0x3D}
 	frame := func(b0 byte, payload string) []byte {
-		op, flags := wsframe.Opcode(b0&0xF), wsframe.Flags(b0)&0xF0
-		if masked {
-			return wsframe.AppendMaskedFrame(nil, op, []byte(payload), flags, key)
-		}
-		return wsframe.AppendFrame(nil, op, []byte(payload), flags)
+		return anyFrame(nil, b0, []byte(payload), masked, key)
 	}
 	cat := func(frames ...[]byte) []byte { return slices.Concat(frames...) }
 	// raw builds a header by hand, for lengths AppendHeader never writes.

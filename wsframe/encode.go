@@ -11,9 +11,18 @@ import "encoding/binary"
 // With a dst of enough capacity AppendFrame allocates nothing; its cost is
 // the payload copy. To send a large payload without copying it, append only
 // the header (AppendHeader) and hand header and payload to a vectored write.
+//
+// A control frame (close, ping, pong) with a payload over
+// MaxControlPayload or without Fin panics: RFC 6455 §5.5 "All control
+// frames MUST have a payload length of 125 bytes or less and MUST NOT be
+// fragmented", and the peer fails the connection on one that breaks it,
+// so building one is a bug in the caller. Check the length first when the
+// payload comes from elsewhere. AppendHeader encodes any header, those
+// §5.5 forbids included, for tests that send them on purpose.
 func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
-	b0 := byte(flags&(Fin|rsvBits)) | byte(op&0xF)
 	n := len(payload)
+	checkControl(op, flags, int64(n))
+	b0 := byte(flags&(Fin|rsvBits)) | byte(op&0xF)
 	switch {
 	case n <= 125:
 		dst = append(dst, b0, byte(n))
@@ -30,8 +39,10 @@ func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
 // the payload masked by key; payload itself is left untouched. RFC 6455
 // §5.1: "a client MUST mask all frames that it sends to the server". Pick a
 // fresh key for every frame (NewMaskKey): §5.3 "When preparing a masked
-// frame, the client MUST pick a fresh masking key".
+// frame, the client MUST pick a fresh masking key". It panics on a control
+// frame §5.5 forbids, as AppendFrame does.
 func AppendMaskedFrame(dst []byte, op Opcode, payload []byte, flags Flags, key [4]byte) []byte {
+	checkControl(op, flags, int64(len(payload)))
 	dst = AppendHeader(dst, Header{
 		Flags:  flags,
 		Opcode: op,

@@ -3,6 +3,7 @@ package wsframe
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // Opcode is the 4-bit frame opcode of RFC 6455 §5.2.
@@ -125,6 +126,20 @@ func AppendHeader(dst []byte, h Header) []byte {
 		dst = append(dst, h.Key[:]...)
 	}
 	return dst
+}
+
+// checkControl panics if op is a control opcode and the frame would break
+// RFC 6455 §5.5 (see AppendFrame). The test inlines; the panic is built
+// out of line.
+func checkControl(op Opcode, flags Flags, length int64) {
+	if op.IsControl() && (length > MaxControlPayload || flags&Fin == 0) {
+		invalidControl(op, flags, length)
+	}
+}
+
+func invalidControl(op Opcode, flags Flags, length int64) {
+	panic(fmt.Sprintf("wsframe: %v frame with a %d-byte payload and FIN %v: RFC 6455 §5.5 allows control frames of at most %d bytes, unfragmented",
+		op, length, flags&Fin != 0, MaxControlPayload))
 }
 
 // ErrShortHeader is returned by ParseHeader when b holds only part of a

@@ -10,14 +10,23 @@ import (
 // testKey is the masking key of the examples of RFC 6455 §5.7.
 var testKey = [4]byte{0x37, 0xfa, 0x21, 0x3d}
 
-// clientFrame is a frame as a client sends it: masked with testKey.
+// clientFrame is a frame as a client sends it: masked with testKey. It is
+// built from AppendHeader, which writes the control frames RFC 6455 §5.5
+// forbids too (AppendFrame would panic), since the tests send those on
+// purpose.
 func clientFrame(op Opcode, payload string, flags Flags) []byte {
-	return AppendMaskedFrame(nil, op, []byte(payload), flags, testKey)
+	b := AppendHeader(nil, Header{Flags: flags, Opcode: op, Length: int64(len(payload)), Masked: true, Key: testKey})
+	start := len(b)
+	b = append(b, payload...)
+	Mask(b[start:], testKey, 0)
+	return b
 }
 
-// serverFrame is a frame as a server sends it: unmasked.
+// serverFrame is a frame as a server sends it: unmasked. Like clientFrame,
+// it writes any frame.
 func serverFrame(op Opcode, payload string, flags Flags) []byte {
-	return AppendFrame(nil, op, []byte(payload), flags)
+	b := AppendHeader(nil, Header{Flags: flags, Opcode: op, Length: int64(len(payload))})
+	return append(b, payload...)
 }
 
 func cat(frames ...[]byte) []byte { return bytes.Join(frames, nil) }

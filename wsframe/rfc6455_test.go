@@ -265,6 +265,40 @@ func TestRFC6455_5_5_ControlFramesNotFragmented(t *testing.T) {
 	}
 }
 
+// §5.5, on the sending side: the frame encoders build no control frame
+// over 125 bytes or fragmented; asked to, they panic (a bug in the caller,
+// which the peer would answer by failing the connection).
+func TestRFC6455_5_5_EncodersBuildNoInvalidControlFrame(t *testing.T) {
+	encoders := map[string]func(op Opcode, payload []byte, flags Flags) []byte{
+		"AppendFrame": func(op Opcode, payload []byte, flags Flags) []byte { return AppendFrame(nil, op, payload, flags) },
+		"AppendMaskedFrame": func(op Opcode, payload []byte, flags Flags) []byte {
+			return AppendMaskedFrame(nil, op, payload, flags, testKey)
+		},
+	}
+	panics := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	for name, encode := range encoders {
+		for _, op := range []Opcode{OpPing, OpPong, OpClose} {
+			if p := panics(func() { encode(op, make([]byte, 125), Fin) }); p != nil {
+				t.Errorf("%s: %v of 125 bytes: %v", name, op, p)
+			}
+			if p := panics(func() { encode(op, make([]byte, 126), Fin) }); p == nil {
+				t.Errorf("%s built a %v frame of 126 bytes", name, op)
+			}
+			if p := panics(func() { encode(op, nil, 0) }); p == nil {
+				t.Errorf("%s built a %v frame without FIN", name, op)
+			}
+		}
+		// Data frames of any length and fragments are theirs to build.
+		if p := panics(func() { encode(OpBinary, make([]byte, 126), 0) }); p != nil {
+			t.Errorf("%s: a binary fragment of 126 bytes: %v", name, p)
+		}
+	}
+}
+
 // §5.5.1: "If there is a body, the first two bytes of the body MUST be a
 // 2-byte unsigned integer (in network byte order) representing a status
 // code with value /code/ defined in Section 7.4."

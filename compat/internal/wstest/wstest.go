@@ -76,9 +76,16 @@ func (c *Conn) WriteRaw(b []byte) error {
 	return err
 }
 
-// WriteFrame writes one masked frame.
+// WriteFrame writes one masked frame, any frame: those RFC 6455 §5.5
+// forbids (a control frame over 125 bytes or fragmented) included, which
+// wsframe.AppendMaskedFrame refuses to build.
 func (c *Conn) WriteFrame(op wsframe.Opcode, payload []byte, flags wsframe.Flags) error {
-	return c.WriteRaw(wsframe.AppendMaskedFrame(nil, op, payload, flags, wsframe.NewMaskKey()))
+	key := wsframe.NewMaskKey()
+	b := wsframe.AppendHeader(nil, wsframe.Header{Flags: flags, Opcode: op, Length: int64(len(payload)), Masked: true, Key: key})
+	start := len(b)
+	b = append(b, payload...)
+	wsframe.Mask(b[start:], key, 0)
+	return c.WriteRaw(b)
 }
 
 // WriteMessage writes one whole masked message.
