@@ -137,6 +137,7 @@ func checkControl(op Opcode, flags Flags, length int64) {
 	}
 }
 
+//go:noinline
 func invalidControl(op Opcode, flags Flags, length int64) {
 	panic(fmt.Sprintf("wsframe: %v frame with a %d-byte payload and FIN %v: RFC 6455 §5.5 allows control frames of at most %d bytes, unfragmented",
 		op, length, flags&Fin != 0, MaxControlPayload))
