@@ -21,7 +21,9 @@ import "encoding/binary"
 // §5.5 forbids included, for tests that send them on purpose.
 func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
 	n := len(payload)
-	checkControl(op, flags, int64(n))
+	if op.IsControl() {
+		checkControl(op, flags, int64(n))
+	}
 	b0 := byte(flags&(Fin|rsvBits)) | byte(op&0xF)
 	switch {
 	case n <= 125:
@@ -42,7 +44,9 @@ func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
 // frame, the client MUST pick a fresh masking key". It panics on a control
 // frame §5.5 forbids, as AppendFrame does.
 func AppendMaskedFrame(dst []byte, op Opcode, payload []byte, flags Flags, key [4]byte) []byte {
-	checkControl(op, flags, int64(len(payload)))
+	if op.IsControl() {
+		checkControl(op, flags, int64(len(payload)))
+	}
 	dst = AppendHeader(dst, Header{
 		Flags:  flags,
 		Opcode: op,

@@ -128,19 +128,14 @@ func AppendHeader(dst []byte, h Header) []byte {
 	return dst
 }
 
-// checkControl panics if op is a control opcode and the frame would break
-// RFC 6455 §5.5 (see AppendFrame). The test inlines; the panic is built
-// out of line.
+// checkControl panics if the control frame op would break RFC 6455 §5.5
+// (see AppendFrame). Callers test op.IsControl() first, so data frames
+// pay one branch.
 func checkControl(op Opcode, flags Flags, length int64) {
-	if op.IsControl() && (length > MaxControlPayload || flags&Fin == 0) {
-		invalidControl(op, flags, length)
+	if length > MaxControlPayload || flags&Fin == 0 {
+		panic(fmt.Sprintf("wsframe: %v frame with a %d-byte payload and FIN %v: RFC 6455 §5.5 allows control frames of at most %d bytes, unfragmented",
+			op, length, flags&Fin != 0, MaxControlPayload))
 	}
-}
-
-//go:noinline
-func invalidControl(op Opcode, flags Flags, length int64) {
-	panic(fmt.Sprintf("wsframe: %v frame with a %d-byte payload and FIN %v: RFC 6455 §5.5 allows control frames of at most %d bytes, unfragmented",
-		op, length, flags&Fin != 0, MaxControlPayload))
 }
 
 // ErrShortHeader is returned by ParseHeader when b holds only part of a
