@@ -840,6 +840,63 @@ func TestDevCertificate(t *testing.T) {
 	}
 }
 
+// TestSlowConsumerOnCarriers is TestSlowConsumer with the slow member on
+// each carrier other than WebSocket: a client whose room listener blocks
+// reads nothing more, so the carrier's flow control fills and its outbox
+// with it. The room never waits for it: a fast WebSocket member gets every
+// emit as it is made, and the slow one misses emits (DropEvent) or is
+// disconnected (Disconnect).
+func TestSlowConsumerOnCarriers(t *testing.T) {
+	for _, policy := range []SlowConsumerPolicy{DropEvent, Disconnect} {
+		for _, carrier := range goCarriers {
+			name := carrierName(carrier) + map[SlowConsumerPolicy]string{DropEvent: "/drop", Disconnect: "/disconnect"}[policy]
+			t.Run(name, func(t *testing.T) {
+				e := newCarrierEnv(t, Options{SlowConsumer: policy, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+				slow := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				block := make(chan struct{})
+				defer close(block)
+				slow.OnRoom("r", "big", func(Message) { <-block })
+				fast := e.dial(t, CarrierWebSocket, ClientOptions{})
+				got := make(chan struct{}, 4096)
+				fast.OnRoom("r", "big", func(Message) { got <- struct{}{} })
+				for _, c := range []*Client{slow, fast} {
+					if _, err := c.Join(context.Background(), "r"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				payload := make([]byte, 16<<10)
+				const emits = 1000 // 16 MiB: past any carrier's flow-control window and the outbox
+				dropped, received := 0, 0
+				for i := range emits {
+					res, err := e.srv.Emit("r", "big", payload)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dropped += res.Dropped
+					for ; received < i; received++ { // the fast member at most one emit behind
+						select {
+						case <-got:
+						case <-time.After(5 * time.Second):
+							t.Fatalf("fast member stuck at %d of %d", received, i)
+						}
+					}
+				}
+				switch policy {
+				case DropEvent:
+					if dropped == 0 || e.srv.Members("r") != 2 {
+						t.Errorf("DropEvent: %d emits dropped, %d members; want some dropped and 2 members", dropped, e.srv.Members("r"))
+					}
+				case Disconnect:
+					waitFor(t, func() bool { return e.srv.Members("r") == 1 })
+					if n := e.srv.Metrics().SlowConsumers; n != 1 {
+						t.Errorf("Disconnect: SlowConsumers = %d, want 1", n)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestCarrierLimits: on every carrier, calls beyond MaxInFlight are
 // answered ErrOverloaded, and a dictionary-compressed packet that inflates
 // past MaxMessageSize closes its connection with 1009 (the compressed
