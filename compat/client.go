@@ -468,7 +468,16 @@ func (c *Client) reconnect() *clientConn {
 func (c *Client) rejoin(rooms []string) {
 	for _, r := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := c.membership(ctx, dispatch.KindJoin, r); err != nil {
+		_, err := c.membership(ctx, dispatch.KindJoin, r)
+		switch {
+		case errors.Is(err, ErrUnauthorized):
+			// The server no longer lets the client in (Options.AllowJoin):
+			// asking again at every reconnect would not change that.
+			c.mu.Lock()
+			delete(c.rooms, r)
+			c.mu.Unlock()
+			c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", r, "err", err)
+		case err != nil:
 			c.opts.Logger.Warn("hotpath: rejoin failed", "room", r, "err", err)
 		}
 		cancel()
@@ -810,7 +819,8 @@ func (c *Client) deliver(key listenerKey, m Message) {
 }
 
 // Join adds the client to room and returns the member count. The client
-// rejoins it after a reconnect until Leave.
+// rejoins it after a reconnect until Leave, or until the server refuses a
+// rejoin with ErrUnauthorized (Options.AllowJoin).
 func (c *Client) Join(ctx context.Context, room string) (int, error) {
 	n, err := c.membership(ctx, dispatch.KindJoin, room)
 	if err == nil {

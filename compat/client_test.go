@@ -1297,3 +1297,113 @@ func TestClientKeepalive(t *testing.T) {
 		})
 	}
 }
+
+// Options.AllowJoin and AllowEmit decide which rooms a client may join and
+// which of its emits reach a room; a refused Join is answered (the hook's
+// *Error, ErrUnauthorized for another error, ErrInternal for a panic) and
+// the connection lives on; a refused emit reaches nobody. A rejoin refused
+// after a reconnect makes the client forget the room.
+func TestAllowJoinAndEmit(t *testing.T) {
+	var closed atomic.Bool // the "closing" room admits nobody once set
+	s, addr := newTestServer(t, Options{
+		AllowJoin: func(p *Peer, room string) error {
+			switch {
+			case room == "secret", room == "closing" && closed.Load():
+				return errors.New("no")
+			case room == "members":
+				return &Error{Code: 1403, Message: "members only"}
+			case room == "boom":
+				panic("AllowJoin panics")
+			}
+			return nil
+		},
+		AllowEmit: func(p *Peer, room, event string) bool {
+			if event == "boom" {
+				panic("AllowEmit panics")
+			}
+			return event != "announce"
+		},
+	})
+	ctx := context.Background()
+	a := dialClient(t, addr, ClientOptions{})
+	b := dialClient(t, addr, ClientOptions{})
+
+	var appErr *Error
+	if _, err := a.Join(ctx, "secret"); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("Join(secret) = %v, want ErrUnauthorized", err)
+	}
+	if _, err := a.Join(ctx, "members"); !errors.As(err, &appErr) || appErr.Code != 1403 || appErr.Message != "members only" {
+		t.Errorf("Join(members) = %v, want the hook's error 1403", err)
+	}
+	if _, err := a.Join(ctx, "boom"); !errors.Is(err, ErrInternal) {
+		t.Errorf("Join(boom) = %v, want ErrInternal", err)
+	}
+	for _, room := range []string{"secret", "members", "boom"} {
+		if n := s.Members(room); n != 0 {
+			t.Errorf("%s has %d members after a refused join", room, n)
+		}
+	}
+	if m := s.Metrics(); m.RefusedJoins != 3 || m.Panics != 1 {
+		t.Errorf("RefusedJoins = %d, Panics = %d; want 3 and 1", m.RefusedJoins, m.Panics)
+	}
+
+	got := make(chan string, 10)
+	b.OnRoom("open", "announce", func(Message) { got <- "announce" })
+	b.OnRoom("open", "boom", func(Message) { got <- "boom" })
+	b.OnRoom("open", "chat", func(Message) { got <- "chat" })
+	for _, c := range []*Client{a, b} {
+		if n, err := c.Join(ctx, "open"); err != nil || n == 0 {
+			t.Fatalf("Join(open) = %d, %v", n, err)
+		}
+	}
+	dropped := s.Metrics().DroppedEvents
+	for _, event := range []string{"announce", "boom", "chat"} {
+		if err := a.Emit("open", event, "x", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The emits are relayed in order: the first to reach b is the one
+	// allowed.
+	select {
+	case event := <-got:
+		if event != "chat" {
+			t.Errorf("b received %q first, want chat: a refused emit reached the room", event)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the allowed emit never arrived")
+	}
+	if n := s.Metrics().DroppedEvents - dropped; n != 2 {
+		t.Errorf("%d emits dropped, want 2", n)
+	}
+	// A refused emit and a panicking hook leave the connection as it was.
+	if err := a.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("a call after the refusals: %v", err)
+	}
+
+	// A rejoin the server now refuses: the client forgets the room and
+	// keeps the others.
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+	for _, room := range []string{"closing", "open"} {
+		if _, err := c.Join(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed.Store(true)
+	for _, p := range s.snapshotPeers() {
+		p.roomsMu.Lock()
+		_, member := p.rooms["closing"]
+		p.roomsMu.Unlock()
+		if member {
+			p.closeWith(wsframe.CloseInternalError, "test drop")
+		}
+	}
+	waitFor(t, func() bool { return s.Members("open") == 3 && s.Metrics().RefusedJoins == 4 })
+	waitFor(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.rooms["closing"] && c.rooms["open"]
+	})
+	if n := s.Members("closing"); n != 0 {
+		t.Errorf("closing has %d members", n)
+	}
+}

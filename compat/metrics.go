@@ -33,6 +33,7 @@ type metrics struct {
 	emitDrops           atomic.Uint64
 	slowConsumers       atomic.Uint64
 	idleTimeouts        atomic.Uint64
+	refusedJoins        atomic.Uint64
 
 	closesMu sync.Mutex
 	closes   map[wsframe.CloseCode]uint64
@@ -63,7 +64,7 @@ type Metrics struct {
 	CompressionFailures uint64 // compressed packets that failed to decompress
 	Malformed           uint64 // malformed packets and unknown kinds
 	UnknownMethods      uint64
-	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member)
+	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit)
 	Overloaded          uint64 // calls refused past MaxInFlight
 	Panics              uint64 // recovered in handlers, hooks and room listeners
 	LateAnswers         uint64 // answers to asks no longer pending
@@ -71,6 +72,7 @@ type Metrics struct {
 	EmitDrops           uint64 // members skipped by an emit: outbox full, or over their message limit
 	SlowConsumers       uint64 // connections dropped for not reading
 	IdleTimeouts        uint64
+	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	// Closes counts ended connections by close code; 1006 when no close
 	// frame was exchanged.
 	Closes map[wsframe.CloseCode]uint64
@@ -90,7 +92,8 @@ func (s *Server) Metrics() Metrics {
 		Panics: m.panics.Load(), LateAnswers: m.lateAnswers.Load(),
 		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(),
 		SlowConsumers: m.slowConsumers.Load(), IdleTimeouts: m.idleTimeouts.Load(),
-		Closes: map[wsframe.CloseCode]uint64{},
+		RefusedJoins: m.refusedJoins.Load(),
+		Closes:       map[wsframe.CloseCode]uint64{},
 	}
 	m.closesMu.Lock()
 	for c, n := range m.closes {
@@ -129,7 +132,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_compression_failures_total", "Compressed packets that failed to decompress.", m.CompressionFailures)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
-	counter("hotpath_dropped_events_total", "Client events and emits dropped.", m.DroppedEvents)
+	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, or refused by Options.AllowEmit.", m.DroppedEvents)
 	counter("hotpath_overloaded_total", "Calls refused past MaxInFlight.", m.Overloaded)
 	counter("hotpath_panics_total", "Panics recovered in handlers, hooks and room listeners.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)
@@ -137,6 +140,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_emit_drops_total", "Room members skipped: outbox full, or the event over their message limit.", m.EmitDrops)
 	counter("hotpath_slow_consumers_total", "Connections dropped for not reading.", m.SlowConsumers)
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
+	counter("hotpath_refused_joins_total", "Client joins Options.AllowJoin refused.", m.RefusedJoins)
 	fmt.Fprintf(w, "# HELP hotpath_closes_total Connections ended, by close code.\n# TYPE hotpath_closes_total counter\n")
 	codes := make([]int, 0, len(m.Closes))
 	for c := range m.Closes {

@@ -94,6 +94,25 @@ type Options struct {
 	// connection with 1011.
 	OnConnect    func(p *Peer)
 	OnDisconnect func(p *Peer, err error)
+
+	// AllowJoin, when set, decides whether a client may join a room. It
+	// runs on the connection's read loop for every Join a client sends
+	// (a Go client's rejoins after a reconnect included; Server.Join does
+	// not ask it) and returns nil to allow. An *Error it returns is the
+	// Join's answer; any other error is answered ErrUnauthorized. Without
+	// it any client may join any room, receive its events and emit to it:
+	// set it when some rooms are not public (a user's own room, a private
+	// chat), typically from Peer.Identity. It must not block. A panic in
+	// it is logged and counted, and the Join answered ErrInternal.
+	AllowJoin func(p *Peer, room string) error
+
+	// AllowEmit, when set, decides whether a client's emit to a room it is
+	// a member of reaches the room's members: false drops it, counted in
+	// Metrics.DroppedEvents, as an emit to a room the client is not in
+	// is. It runs on the read loop for every such emit, so it must be
+	// quick; event is a new string each call. Server emits do not ask it.
+	// A panic in it is logged and counted, and the emit dropped.
+	AllowEmit func(p *Peer, room, event string) bool
 }
 
 // SlowConsumerPolicy says what a room emit does with a member that cannot

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -324,7 +325,9 @@ func (p *Peer) onMembership(kind dispatch.Kind, body []byte) error {
 	name := string(pk.Room)
 	var n int
 	if kind == dispatch.KindJoin {
-		n, err = p.srv.rooms.join(p, name)
+		if err = p.srv.allowJoin(p, name); err == nil {
+			n, err = p.srv.rooms.join(p, name)
+		}
 	} else {
 		n = p.srv.rooms.leave(p, name)
 	}
@@ -350,6 +353,36 @@ func (p *Peer) onMembership(kind dispatch.Kind, body []byte) error {
 
 // onEmit relays a client's room event to the room (PROTOCOL.md §4.6). The
 // payload is passed through as the client encoded it.
+// allowJoin asks Options.AllowJoin whether p may join room: nil, or the
+// error to answer (an *Error).
+func (s *Server) allowJoin(p *Peer, room string) (err error) {
+	allow := s.opts.AllowJoin
+	if allow == nil {
+		return nil
+	}
+	if !s.runHook("AllowJoin", func() { err = allow(p, room) }) {
+		err = ErrInternal
+	}
+	if err == nil {
+		return nil
+	}
+	s.metrics.refusedJoins.Add(1)
+	if e := (*Error)(nil); !errors.As(err, &e) {
+		err = ErrUnauthorized
+	}
+	return err
+}
+
+// allowEmit asks Options.AllowEmit whether p's emit of event may reach
+// room; a panic refuses it.
+func (s *Server) allowEmit(p *Peer, room string, event []byte) (ok bool) {
+	allow := s.opts.AllowEmit
+	if allow == nil {
+		return true
+	}
+	return s.runHook("AllowEmit", func() { ok = allow(p, room, string(event)) }) && ok
+}
+
 func (p *Peer) onEmit(body []byte) error { return p.relayEmit(body, false) }
 
 // relayEmit relays a client's emit; one that arrived as a datagram leaves
@@ -362,7 +395,7 @@ func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	p.roomsMu.Lock()
 	r := p.rooms[string(pk.Room)] // no allocation: the conversion is only a lookup key
 	p.roomsMu.Unlock()
-	if r == nil || pk.Name[0] == '$' {
+	if r == nil || pk.Name[0] == '$' || !p.srv.allowEmit(p, r.name, pk.Name) {
 		p.srv.metrics.droppedEvents.Add(1)
 		return nil
 	}
