@@ -38,6 +38,13 @@ func demoRouter() *compat.Router {
 	return r
 }
 
+// demoAllowEmit lets clients emit to any room they are in but the
+// ticker's, whose prices come from the server alone: without it, one
+// client could send every viewer a made-up tick.
+func demoAllowEmit(_ *compat.Peer, room, _ string) bool {
+	return room != "ticker"
+}
+
 type tick struct {
 	Symbol string  `json:"symbol"`
 	Price  float64 `json:"price"`

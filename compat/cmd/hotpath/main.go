@@ -60,6 +60,7 @@ func main() {
 		Echo:        *echo,
 		Limits:      compat.Limits{MaxMessageSize: *maxMessage},
 		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
+		AllowEmit:   demoAllowEmit,
 	}
 	if *quicAddr != "" || *webrtc || *webrtcLoopback {
 		// WebTransport comes from the page's origin on another port.

@@ -115,7 +115,12 @@ test('rooms: presence, emits to all and to all but the sender, ticker', { skip }
     const ticks = [];
     a.onRoom('ticker', 'tick', (t) => ticks.push(t));
     await a.join('ticker');
-    await until(() => ticks.length >= 3, 'ticks');
+    // The ticker room takes no client emits (the demo's AllowEmit): a
+    // made-up tick reaches nobody, a's own listener included.
+    a.emit('ticker', 'tick', { symbol: 'FAKE', price: -1, at: 0 });
+    const after = ticks.length;
+    await until(() => ticks.length >= after + 3, 'ticks');
+    assert.ok(!ticks.some((t) => t.symbol === 'FAKE'), 'a client emit reached the ticker room');
     for (const t of ticks) {
       assert.equal(typeof t.symbol, 'string');
       assert.equal(typeof t.price, 'number');
