@@ -202,7 +202,8 @@ func FuzzClient(f *testing.F) {
 		done := make(chan error, 1)
 		second := make(chan struct{}, 1)
 		go s.serve(records(data), second, done)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Long enough for a loaded machine; an input ends in milliseconds.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		c, err := compat.Dial(ctx, "ws://"+s.ln.Addr().String()+"/ws", compat.ClientOptions{
 			Handlers:    askRouter(),
@@ -232,8 +233,9 @@ func FuzzClient(f *testing.F) {
 		}()
 		for range 2 {
 			select {
-			case <-calls:
-			case <-time.After(10 * time.Second):
+			case err := <-calls:
+				checkCallError(t, ctx, err)
+			case <-time.After(20 * time.Second):
 				t.Fatal("a call never returned")
 			}
 		}
@@ -252,6 +254,27 @@ func FuzzClient(f *testing.F) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 		}
 	})
+}
+
+// checkCallError fails the test for a call that ended other than by an
+// answer, a decoding error or the end of the connection: the client
+// missed the answer or the end (its ctx expired), or closed with a code no
+// input should cause (1011 would be an internal failure).
+func checkCallError(t *testing.T, ctx context.Context, err error) {
+	t.Helper()
+	if ctx.Err() != nil {
+		t.Fatalf("a call outlived its context (%v): the client missed its answer or the connection's end", err)
+	}
+	var ce *compat.CloseError
+	if !errors.As(err, &ce) {
+		return
+	}
+	switch ce.Code {
+	case wsframe.CloseNormal, wsframe.CloseAbnormal, wsframe.CloseProtocolError,
+		wsframe.CloseInvalidPayload, wsframe.ClosePolicyViolation, wsframe.CloseMessageTooBig:
+	default:
+		t.Fatalf("the connection ended with %v", ce)
+	}
 }
 
 // seeds are inputs that answer the calls, ask, send events and emits,
