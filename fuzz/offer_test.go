@@ -39,6 +39,10 @@ func negotiateGobwas(header string) offerVerdict {
 	}
 	// O2: names compared without regard to case; O3: HTAB is whitespace.
 	header = strings.ReplaceAll(strings.ToLower(header), "\t", " ")
+	header, good := unescapeQuoted(header)
+	if !good {
+		return offerVerdict{malformed: true}
+	}
 	opts, good := httphead.ParseOptions([]byte(header), nil)
 	if !good {
 		return offerVerdict{malformed: true}
@@ -128,6 +132,31 @@ func isToken(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// unescapeQuoted resolves the quoted-pairs (RFC 7230 §3.2.6) of the
+// quoted strings in header for httphead, which drops the escaped character
+// ("\0" reads as empty, "c\d" as c): O8. The value must then be a token
+// (O4), so an escaped character that is not a token character makes the
+// header malformed, which good reports.
+func unescapeQuoted(header string) (_ string, good bool) {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(header); i++ {
+		c := header[i]
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && quoted:
+			if i+1 == len(header) || !isToken([]byte{header[i+1]}) {
+				return "", false
+			}
+			i++
+			c = header[i]
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
 }
 
 // leadingZero reports whether a window size of opt has a leading zero.
