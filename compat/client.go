@@ -161,9 +161,12 @@ type clientConn struct {
 	c    *Client
 	link link
 	// ready is closed when the server's capabilities arrive: from then on
-	// the server knows the control stream, and binary streams may open.
+	// the server knows the control stream, binary streams may open, and
+	// the server's limits are known (awaitReady). ended is closed when
+	// the connection has ended.
 	ready     chan struct{}
 	readyOnce sync.Once
+	ended     chan struct{}
 	dict      atomic.Pointer[dictCodec]
 
 	// serverMaxBatch is the server's maxBatch capability, 0 until known.
@@ -210,6 +213,11 @@ func (m Message) Decode(v any) error { return unmarshal(m.codec, m.Data, v) }
 // webrtc+https:// a WebRTC data channel signalled at that http(s) URL.
 // Later drops are repaired by reconnecting on the same carrier; the first
 // connection is not retried.
+//
+// Dial returns once the server's capabilities have arrived, within ctx and
+// ConnectTimeout: the server has registered the connection, and its limits
+// are known. A server that closes the connection first fails Dial with
+// ErrDisconnected joined with its close.
 func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
 	if opts.Codec == nil {
 		opts.Codec = JSON
@@ -254,6 +262,9 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		done:     make(chan struct{}),
 	}
 	c.timeouts = scheduler.New(c.fireTimeouts, scheduler.WithGranularity(time.Millisecond))
+	// The first connection, capabilities included, within ConnectTimeout.
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
 	cc, err := c.connect(ctx)
 	if err != nil {
 		c.timeouts.Stop()
@@ -263,7 +274,23 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	c.conn = cc
 	c.mu.Unlock()
 	go c.run(cc)
-	return c, nil
+	// Dial returns once the server's capabilities have arrived: the
+	// server has registered the connection, and its limits are known, so
+	// a first packet over them fails alone (ErrMessageTooBig) instead of
+	// closing the connection. A server that refuses the connection now
+	// (an unsupported codec, a shutdown) fails Dial.
+	select {
+	case <-cc.ready:
+		return c, nil
+	case <-c.done: // run does not retry a first connection that ended before
+		c.mu.Lock()
+		err = c.dropped
+		c.mu.Unlock()
+		return nil, fmt.Errorf("hotpath: %s: %w", url, err)
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err())
+	}
 }
 
 // connect opens one connection, on the carrier the URL's scheme names,
@@ -277,7 +304,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &clientConn{c: c, link: l, ready: make(chan struct{})}
+	cc := &clientConn{c: c, link: l, ready: make(chan struct{}), ended: make(chan struct{})}
 	if ws, ok := l.(*wsConn); ok {
 		cc.shared = ws.shared
 	}
@@ -346,7 +373,7 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 // the calls in flight, and reconnects with backoff.
 func (c *Client) run(cc *clientConn) {
 	defer close(c.done)
-	for {
+	for first := true; ; first = false {
 		stopWatch := cc.watchLiveness()
 		err := cc.link.run(cc)
 		if stopWatch() {
@@ -362,6 +389,14 @@ func (c *Client) run(cc *clientConn) {
 		c.mu.Unlock()
 		for _, pc := range failed {
 			c.settle(pc, nil, err, true)
+		}
+		close(cc.ended) // after the drain: see settleRefused
+		if first && !cc.isReady() {
+			// Dial's connection, ended before the server's capabilities:
+			// Dial fails with err, and nothing is retried.
+			c.timeouts.Stop()
+			c.watch.close()
+			return
 		}
 		if closed || c.opts.Reconnect.Disabled {
 			c.setState(Closed)
@@ -628,12 +663,27 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	*bp = b[:0]
 	scratchBufs.Put(bp)
-	if err != nil && err != ErrDisconnected {
+	switch {
+	case err == ErrDisconnected:
+		c.settleRefused(cc, pc)
+	case err != nil:
 		c.cancelCall(pc, err)
 	}
-	// Refused because the connection is ending (ErrDisconnected), the
-	// call stays pending: the end fails it with why the connection ended.
 	return c.wait(ctx, cc, pc)
+}
+
+// settleRefused settles a call that cc refused because it was ending
+// (ErrDisconnected) with why it ended, once it has. The end fails the
+// calls pending then; this one may have joined the table after that.
+func (c *Client) settleRefused(cc *clientConn, pc *pendingCall) {
+	<-cc.ended
+	c.mu.Lock()
+	err := c.dropped // nil again once a reconnect has succeeded
+	c.mu.Unlock()
+	if err == nil {
+		err = ErrDisconnected
+	}
+	c.cancelCall(pc, err)
 }
 
 // newID returns an id no pending call uses; c.mu is held.
@@ -854,8 +904,11 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	c.pending.add(pc)
 	c.mu.Unlock()
 	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
-	if err := cc.enqueue(b); err != nil && err != ErrDisconnected {
-		c.cancelCall(pc, err) // ErrDisconnected: as in Call
+	switch err := cc.enqueue(b); {
+	case err == ErrDisconnected:
+		c.settleRefused(cc, pc)
+	case err != nil:
+		c.cancelCall(pc, err)
 	}
 	err = c.wait(ctx, cc, pc)
 	return ans.Members, err
@@ -935,6 +988,9 @@ func (c *Client) Event(name string, v any) error {
 // once, its own packet straight from b when nobody queued behind it, so a
 // lone call waits for nothing and is not copied.
 func (cc *clientConn) enqueue(b []byte) error {
+	if err := cc.awaitReady(); err != nil {
+		return err
+	}
 	if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
 		return err
 	}
@@ -975,6 +1031,34 @@ func (cc *clientConn) enqueue(b []byte) error {
 		return err
 	}
 	return cc.flushQueue(true)
+}
+
+// isReady reports whether the server's capabilities have arrived.
+func (cc *clientConn) isReady() bool {
+	select {
+	case <-cc.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitReady waits for the server's capabilities, which carry its message
+// and batch limits: sent before them, a packet over a limit the client
+// does not know yet would make the server close the connection (1009)
+// instead of failing alone. Dial returns after them; a reconnected
+// connection's first packets wait here, for about a round trip. It must
+// not run on the read loop, which is what makes the connection ready.
+func (cc *clientConn) awaitReady() error {
+	if cc.isReady() {
+		return nil
+	}
+	select {
+	case <-cc.ready:
+		return nil
+	case <-cc.ended:
+		return cc.sendError(corkwriter.Closed)
+	}
 }
 
 // sendError is the error of a packet the link did not take: ErrOverloaded
@@ -1256,7 +1340,6 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:
-		cc.readyOnce.Do(func() { close(cc.ready) })
 		for k, v := range p.Pairs() {
 			switch string(k) {
 			case "dict":
@@ -1277,6 +1360,9 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 				}
 			}
 		}
+		// Ready once the limits are stored: senders waiting for them
+		// (awaitReady) go on, and Dial returns.
+		cc.readyOnce.Do(func() { close(cc.ready) })
 	default:
 		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
 	}
@@ -1322,7 +1408,9 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 	if cc.asksRunning.Add(1) > int32(c.opts.Limits.MaxInFlight) {
 		cc.asksRunning.Add(-1)
 		e := ErrOverloaded
-		cc.enqueue(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message)}))
+		// Sent by the read loop itself, which enqueue's wait for the
+		// capabilities (awaitReady) would block.
+		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message)}))
 		return
 	}
 	go func() {

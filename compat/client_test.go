@@ -962,14 +962,19 @@ func (c namedJSON) Name() string { return c.name }
 // PROTOCOL.md §4.9: a client's codec capability names the codecs it
 // speaks; a server whose codec is not among them closes with 1008
 // HP_ERR_UNSUPPORTED_CODEC instead of failing every call as invalid
-// params. Both ends on the same codec, other than JSON, talk.
+// params, and Dial, which waits for the server's capabilities, fails with
+// that close. Both ends on the same codec, other than JSON, talk.
 func TestCodecNegotiation(t *testing.T) {
 	_, jsonAddr := newTestServer(t, Options{})
-	c := dialClient(t, jsonAddr, ClientOptions{Codec: namedJSON{name: "msgpack"}, Reconnect: Reconnect{Disabled: true}})
-	err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+jsonAddr+"/ws", ClientOptions{Codec: namedJSON{name: "msgpack"}})
 	var ce *CloseError
 	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Code != 1008 || ce.Reason != "HP_ERR_UNSUPPORTED_CODEC" || !ce.Remote {
-		t.Fatalf("call with a codec the server does not speak: %v, want ErrDisconnected and the server's 1008 HP_ERR_UNSUPPORTED_CODEC", err)
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("Dial with a codec the server does not speak: %v, want ErrDisconnected and the server's 1008 HP_ERR_UNSUPPORTED_CODEC", err)
 	}
 
 	_, addr := newTestServer(t, Options{Codec: namedJSON{name: "json-v2"}})
@@ -982,7 +987,7 @@ func TestCodecNegotiation(t *testing.T) {
 
 // The client checks the server's choice too: a server that answers with
 // another codec (one that does not check the client's offer) gets a close
-// frame with 1008 HP_ERR_UNSUPPORTED_CODEC.
+// frame with 1008 HP_ERR_UNSUPPORTED_CODEC, and Dial fails with it.
 func TestClientRefusesServerCodec(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1014,8 +1019,16 @@ func TestClientRefusesServerCodec(t *testing.T) {
 			}
 		}
 	}()
-	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
-	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{})
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != 1008 || ce.Reason != "HP_ERR_UNSUPPORTED_CODEC" || ce.Remote {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("Dial: %v, want the client's own close 1008 HP_ERR_UNSUPPORTED_CODEC", err)
+	}
 	select {
 	case code := <-got:
 		if code != 1008 {
@@ -1405,5 +1418,68 @@ func TestAllowJoinAndEmit(t *testing.T) {
 	})
 	if n := s.Members("closing"); n != 0 {
 		t.Errorf("closing has %d members", n)
+	}
+}
+
+// The server's limits arrive with its capabilities. Dial returns after
+// them (the server has registered the connection by then), and a
+// reconnected connection's first packets wait for them: a packet over a
+// limit fails alone with ErrMessageTooBig, and concurrent calls are
+// batched within the server's maxBatch and message size, from the first
+// packet on. Sent before the limits were known, they made the server
+// close the connection with 1009.
+func TestFirstPacketsKnowTheServerLimits(t *testing.T) {
+	s, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 16 << 10, MaxBatch: 4}})
+	big := make([]byte, 20<<10)
+	medium := make([]byte, 6<<10)
+	ctx := context.Background()
+	for round := range 10 {
+		c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		if n := s.Peers(); n != 1 {
+			t.Fatalf("round %d: %d peers registered when Dial returned, want 1", round, n)
+		}
+		if err := c.Event("ev", big); !errors.Is(err, ErrMessageTooBig) {
+			t.Fatalf("round %d: an event over the limit at once: %v, want ErrMessageTooBig", round, err)
+		}
+		errs := make(chan error, 20)
+		for range 20 { // 20 calls of 6 KiB: a batch of them would pass both limits
+			go func() { errs <- c.Call(ctx, "echo/raw", medium, nil) }()
+		}
+		for range 20 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: a call of 6 KiB: %v", round, err)
+			}
+		}
+		c.Close()
+		waitFor(t, func() bool { return s.Peers() == 0 })
+	}
+	if n := s.Metrics().Closes[wsframe.CloseMessageTooBig]; n != 0 {
+		t.Errorf("%d connections closed with 1009", n)
+	}
+
+	// After a reconnect: the first event, sent as soon as the client
+	// reports Connected.
+	states := make(chan State, 10)
+	c := dialClient(t, addr, ClientOptions{OnState: func(st State) { states <- st }, Reconnect: Reconnect{MinDelay: time.Millisecond}})
+	for round := range 5 {
+		for _, p := range s.snapshotPeers() {
+			p.closeWith(wsframe.CloseInternalError, "test drop")
+		}
+		for st := State(0); st != Connected; {
+			select {
+			case st = <-states:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: no reconnect", round)
+			}
+		}
+		if err := c.Event("ev", big); !errors.Is(err, ErrMessageTooBig) {
+			t.Fatalf("round %d: an event over the limit on a reconnected connection: %v, want ErrMessageTooBig", round, err)
+		}
+		if err := callWithin(t, c, ctx, "echo/raw", []byte("x"), nil); err != nil {
+			t.Fatalf("round %d: a call after the refused event: %v", round, err)
+		}
+	}
+	if n := s.Metrics().Closes[wsframe.CloseMessageTooBig]; n != 0 {
+		t.Errorf("%d connections closed with 1009", n)
 	}
 }

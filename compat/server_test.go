@@ -311,9 +311,13 @@ func TestConnectionHookPanics(t *testing.T) {
 		OnDisconnect: func(*Peer, error) { panic("boom") },
 	})
 	ctx := context.Background()
-	first := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
-	if err := callWithin(t, first, ctx, "echo/say", echoReq{Text: "hi"}, nil); !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseInternalError {
-		t.Fatalf("a call on the connection whose OnConnect panicked: %v, want ErrDisconnected with close 1011", err)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if first, err := Dial(dctx, "ws://"+addr+"/ws", ClientOptions{}); !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseInternalError {
+		if first != nil {
+			first.Close()
+		}
+		t.Fatalf("Dial of the connection whose OnConnect panicked: %v, want ErrDisconnected with close 1011", err)
 	}
 	second := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
 	var out echoReq

@@ -99,12 +99,14 @@ var server = sync.OnceValue(func() *fakeServer {
 	return s
 })
 
-// serve plays the server's part of one connection: upgrade, read the
-// capabilities and the first call, tell the test through second to make
-// the second call (so that the calls' ids do not depend on scheduling),
-// read it, send the records, close with 1000 and read until the client
-// closes. It reads the client's frames to the end meanwhile, so the client
-// never waits to write its answers.
+// serve plays the server's part of one connection. It upgrades, reads
+// the client's capabilities and sends the records up to the first that
+// is a Capabilities packet (Dial returns on it; without one, Dial fails
+// when the connection ends). Then it reads the first call, tells the test
+// through second to make the second call (so that the calls' ids do not
+// depend on scheduling), reads it, sends the other records, closes with
+// 1000 and reads until the client closes. It reads the client's frames to
+// the end meanwhile, so the client never waits to write.
 func (s *fakeServer) serve(recs [][]byte, second chan<- struct{}, done chan<- error) {
 	defer close(second)
 	var c net.Conn
@@ -124,9 +126,38 @@ func (s *fakeServer) serve(recs [][]byte, second chan<- struct{}, done chan<- er
 	seen := make(chan int, 8)
 	end := make(chan error, 1)
 	go func() { end <- readPackets(c, seen) }()
+	send := func(r []byte) bool {
+		_, err := c.Write(wsframe.AppendFrame(nil, wsframe.OpBinary, r, wsframe.Fin))
+		return err == nil // an error: the client closed on a record, as it may
+	}
+	finish := func(err error) {
+		c.Write(wsframe.AppendCloseFrame(nil, wsframe.CloseNormal, ""))
+		if err == nil {
+			err = <-end
+		}
+		done <- err
+	}
+	if !waitPackets(seen, end, 1) {
+		finish(errors.New("the client ended before its capabilities"))
+		return
+	}
+	ready := false
+	for !ready && len(recs) > 0 {
+		r := recs[0]
+		recs = recs[1:]
+		if !send(r) {
+			finish(nil)
+			return
+		}
+		ready = len(r) > 0 && dispatch.Kind(r[0]) == dispatch.KindCapabilities
+	}
+	if !ready { // Dial fails when the connection ends
+		finish(nil)
+		return
+	}
 	for want := 2; want <= 3; want++ {
 		if !waitPackets(seen, end, want) {
-			done <- errors.New("the client ended before its calls")
+			finish(errors.New("the client ended before its calls"))
 			return
 		}
 		if want == 2 {
@@ -134,12 +165,11 @@ func (s *fakeServer) serve(recs [][]byte, second chan<- struct{}, done chan<- er
 		}
 	}
 	for _, r := range recs {
-		if _, err := c.Write(wsframe.AppendFrame(nil, wsframe.OpBinary, r, wsframe.Fin)); err != nil {
-			break // the client closed on a record: expected
+		if !send(r) {
+			break
 		}
 	}
-	c.Write(wsframe.AppendCloseFrame(nil, wsframe.CloseNormal, ""))
-	done <- <-end
+	finish(nil)
 }
 
 // waitPackets waits until the client has sent n packets; false if its
@@ -213,36 +243,16 @@ func FuzzClient(f *testing.F) {
 			IdleTimeout: -1,
 			Logger:      slog.New(slog.DiscardHandler),
 		})
-		if err != nil {
-			t.Fatalf("dial: %v", err)
+		if err == nil {
+			exercise(t, ctx, c, second)
+		} else {
+			// No Capabilities packet, or the client closed on a record
+			// before one: Dial fails as a call would.
+			checkCallError(t, ctx, err)
 		}
-		c.On("ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
-		c.OnRoom("room", "ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
-		calls := make(chan error, 2)
-		go func() {
-			var p point
-			calls <- c.Call(ctx, "m/point", point{1, 2}, &p)
-		}()
-		go func() {
-			var raw []byte
-			if _, ok := <-second; !ok {
-				calls <- errors.New("no second call: the connection ended")
-				return
-			}
-			calls <- c.Call(ctx, "m/raw", []byte("hello"), &raw)
-		}()
-		for range 2 {
-			select {
-			case err := <-calls:
-				checkCallError(t, ctx, err)
-			case <-time.After(20 * time.Second):
-				t.Fatal("a call never returned")
-			}
-		}
-		c.Close()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(20 * time.Second):
 			t.Fatal("the connection never ended")
 		}
 		deadline := time.Now().Add(5 * time.Second)
@@ -254,6 +264,35 @@ func FuzzClient(f *testing.F) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 		}
 	})
+}
+
+// exercise makes the two calls of an input, each of which must return,
+// and closes the client.
+func exercise(t *testing.T, ctx context.Context, c *compat.Client, second <-chan struct{}) {
+	c.On("ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
+	c.OnRoom("room", "ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
+	calls := make(chan error, 2)
+	go func() {
+		var p point
+		calls <- c.Call(ctx, "m/point", point{1, 2}, &p)
+	}()
+	go func() {
+		var raw []byte
+		if _, ok := <-second; !ok {
+			calls <- errors.New("no second call: the connection ended")
+			return
+		}
+		calls <- c.Call(ctx, "m/raw", []byte("hello"), &raw)
+	}()
+	for range 2 {
+		select {
+		case err := <-calls:
+			checkCallError(t, ctx, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call never returned")
+		}
+	}
+	c.Close()
 }
 
 // checkCallError fails the test for a call that ended other than by an
