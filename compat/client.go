@@ -1430,10 +1430,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 		}
 		a := wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerOK, Payload: result}
 		if err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
-				e = ErrInternal
-			}
+			e := askError(err)
 			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(wireMessage(e.Message)), Payload: e.Data}
 		}
 		if err := cc.enqueue(wire.Append(beginFrame(nil), &a)); errors.Is(err, ErrMessageTooBig) {
@@ -1442,6 +1439,23 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			cc.enqueue(wire.Append(beginFrame(nil), &a))
 		}
 	}()
+}
+
+// askError is the *Error an ask handler's error is answered with, as the
+// server answers a handler's (Peer.answerError): its own *Error; Timeout
+// or Canceled for its context's end, which a handler that respects its
+// ctx returns when the ask's timeout passes; Internal for anything else.
+func askError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrTimeout
+	case errors.Is(err, context.Canceled):
+		return ErrCanceled
+	}
+	return ErrInternal
 }
 
 // dialLink opens a connection on the carrier that the URL's scheme names.

@@ -1483,3 +1483,33 @@ func TestFirstPacketsKnowTheServerLimits(t *testing.T) {
 		t.Errorf("%d connections closed with 1009", n)
 	}
 }
+
+// An ask handler that respects its ctx returns ctx.Err() when the ask's
+// timeout passes (the client runs the same timeout as the server): the
+// server's Ask gets ErrTimeout, as it does from a handler that ignores its
+// ctx, not ErrInternal; a handler's context.Canceled is ErrCanceled.
+func TestAskHandlerContextErrors(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	_, addr := newTestServer(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	handlers := NewRouter()
+	Handle(handlers, "ui/wait", func(ctx context.Context, _ int) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	Handle(handlers, "ui/canceled", func(ctx context.Context, _ int) (int, error) {
+		return 0, fmt.Errorf("gave up: %w", context.Canceled)
+	})
+	dialClient(t, addr, ClientOptions{Handlers: handlers})
+	p := <-peers
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := p.Ask(ctx, "ui/wait", 0, nil)
+		cancel()
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("ask whose handler returned ctx.Err() at the timeout: %v, want ErrTimeout", err)
+		}
+	}
+	if err := p.Ask(context.Background(), "ui/canceled", 0, nil); !errors.Is(err, ErrCanceled) {
+		t.Fatalf("ask whose handler returned context.Canceled: %v, want ErrCanceled", err)
+	}
+}
