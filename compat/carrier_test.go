@@ -1350,6 +1350,9 @@ func TestAuthenticate(t *testing.T) {
 				if carrier == CarrierWebSocket && header == "" && !strings.Contains(err.Error(), "no token") {
 					t.Errorf("token %q: %v, want the server's message", header, err)
 				}
+				if header != "" && strings.Contains(err.Error(), "bad token") {
+					t.Errorf("token %q: %v: the text of an error that is not an *HTTPError reached the client", header, err)
+				}
 			}
 		})
 	}

@@ -41,7 +41,9 @@ type Options struct {
 
 	// Authenticate runs before the upgrade. It returns the identity the
 	// connection carries (Peer.Identity), or an error: an *HTTPError
-	// chooses the status (401, 403, ...), any other error refuses with 403.
+	// chooses the status (401, 403, ...) and the message the client
+	// reads; any other error refuses with 403 "forbidden", its text logged
+	// at Debug level and not sent.
 	Authenticate func(r *http.Request) (identity any, err error)
 
 	// Compress decides per upgrade request whether permessage-deflate may

@@ -74,7 +74,10 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 		if err != nil {
 			var he *HTTPError
 			if !errors.As(err, &he) {
-				err = &HTTPError{Status: http.StatusForbidden, Message: err.Error()}
+				// Its text is for the server's log, as a handler's error
+				// is: it may say more than a stranger should read.
+				s.opts.Logger.Debug("hotpath: Authenticate refused an upgrade", "remote", r.RemoteAddr, "err", err)
+				err = &HTTPError{Status: http.StatusForbidden, Message: "forbidden"}
 			}
 			return nil, err
 		}
