@@ -76,8 +76,11 @@ func TestCallRefusesNonPointerResp(t *testing.T) {
 	c := dialClient(t, addr, ClientOptions{})
 	ctx := context.Background()
 	var n int
-	if err := c.Call(ctx, "count/inc", 1, n); err == nil || !strings.Contains(err.Error(), "pointer") {
-		t.Errorf("Call with a non-pointer resp: %v", err)
+	if err := c.Call(ctx, "count/inc", 1, n); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "pointer") {
+		t.Errorf("Call with a non-pointer resp: %v, want ErrBadRequest", err)
+	}
+	if err := c.Call(ctx, "count/inc", 1, (*int)(nil)); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "pointer") {
+		t.Errorf("Call with a nil *int resp: %v, want ErrBadRequest", err)
 	}
 	if err := c.Call(ctx, "count/inc", 1, &n); err != nil || n != 1 {
 		t.Errorf("Call = %d, %v; want 1: the refused call must not have run", n, err)
@@ -739,6 +742,7 @@ func TestBadNamesRefusedBeforeSending(t *testing.T) {
 			"Server.Unreliable": second(s.EmitUnreliable("room", bad, 1)),
 			"Join":              second(c.Join(ctx, bad)),
 			"Leave":             second(c.Leave(ctx, bad)),
+			"Server.Join":       second(s.Join(p, bad)), // its $join would reach the members
 		}
 		if bad == "" { // and the presence events' prefix, for emits
 			refusals["Emit $join"] = c.Emit("room", "$join", 1, false)

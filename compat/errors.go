@@ -80,14 +80,18 @@ func checkEmitNames(room, event string) error {
 	return checkName("event", event)
 }
 
-// checkResp refuses, before the call is sent, a resp no answer can be
-// decoded into: the server would run the method, and its result would be
-// lost with an error only afterwards.
+// checkResp refuses with ErrBadRequest, before the call is sent, a resp
+// no answer can be decoded into (not a pointer, or a nil one): the server
+// would run the method, and its result would be lost with an error only
+// afterwards.
 func checkResp(resp any) error {
-	if resp == nil || reflect.TypeOf(resp).Kind() == reflect.Pointer {
+	if resp == nil {
 		return nil
 	}
-	return fmt.Errorf("hotpath: resp must be a pointer or nil, not %T", resp)
+	if v := reflect.ValueOf(resp); v.Kind() != reflect.Pointer || v.IsNil() {
+		return &Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("resp must be a non-nil pointer or nil, not %T(%v)", resp, resp)}
+	}
+	return nil
 }
 
 // wireMessage is an error's message as an error packet can carry it

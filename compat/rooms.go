@@ -42,9 +42,6 @@ type EmitResult struct {
 	Dropped   int // members skipped: their outbox was full, or the event is over their message limit
 }
 
-// errRoomName refuses a room name the protocol cannot carry.
-var errRoomName = &Error{Code: wire.CodeBadRequest, Message: "room name must be 1-255 bytes"}
-
 var errTooManyRooms = &Error{Code: wire.CodeBadRequest, Message: "too many rooms on this connection"}
 
 func (rs *rooms) init(s *Server) {
@@ -60,8 +57,8 @@ func (rs *rooms) get(name string) *room {
 
 // join adds p to the room and returns the member count.
 func (rs *rooms) join(p *Peer, name string) (int, error) {
-	if len(name) == 0 || len(name) > wire.MaxNameLen {
-		return 0, errRoomName
+	if err := checkName("room", name); err != nil {
+		return 0, err // from Server.Join: the decoder checked a client's
 	}
 	p.roomsMu.Lock()
 	if _, in := p.rooms[name]; in {
