@@ -610,12 +610,17 @@ func (c *Client) current() (*clientConn, error) {
 
 // Call calls method with req and decodes the result into resp, a pointer
 // (or nil to discard it). It returns the server's *Error, ErrTimeout when
-// ctx's deadline or ClientOptions.CallTimeout passes first, ctx's error
+// ctx's deadline or ClientOptions.CallTimeout passes first (one that
+// matches context.DeadlineExceeded too, unless the server's timeout
+// answer came first), ctx's error
 // when ctx is canceled, or ErrDisconnected when the connection drops
-// first. Before anything is sent, it refuses a resp that is not a pointer
-// (the method would run and its result be lost) and, with ErrBadRequest,
-// a method name the protocol cannot carry (empty, over 255 bytes, not
-// UTF-8); Join, Leave, Emit and Event refuse such names too.
+// first. A canceled ctx ends the wait only: the protocol has no cancel
+// packet, and the server's handler runs on until the call's timeout (the
+// deadline, sent with the call) or its end. Before anything is sent, it
+// refuses with ErrBadRequest a resp that is not a non-nil pointer (the
+// method would run and its result be lost) and a method name the protocol
+// cannot carry (empty, over 255 bytes, not UTF-8); Join, Leave, Emit and
+// Event refuse such names too.
 //
 // A raw result (resp a *[]byte or *json.RawMessage) is copied into the
 // slice resp points to, reusing its capacity, as encoding/json does for a
@@ -731,11 +736,12 @@ func (c *Client) readOwnAnswer(ctx context.Context, cc *clientConn, ws *wsConn, 
 	ws.readUntil(cc, &pc.settled)
 }
 
-// ctxError is the error of a call whose ctx ended.
+// ctxError is the error of a call whose ctx ended: ctx's error when it
+// was canceled, errCallTimeout past its deadline.
 func ctxError(ctx context.Context) error {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = ErrTimeout
+		err = errCallTimeout
 	}
 	return err
 }
@@ -805,9 +811,14 @@ type callRef struct {
 
 func (c *Client) fireTimeouts(batch []callRef) {
 	for _, ref := range batch {
-		c.cancelRef(ref, ErrTimeout)
+		c.cancelRef(ref, errCallTimeout)
 	}
 }
+
+// errCallTimeout ends a call whose deadline passed on the client's side
+// (ctx's or CallTimeout): ErrTimeout, as a server's timeout answer is,
+// wrapped with context.DeadlineExceeded so that either test matches it.
+var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 
 // On registers fn for the server events named event; the returned
 // function unregisters it. fn runs on the connection's read loop and must

@@ -1517,3 +1517,30 @@ func TestAskHandlerContextErrors(t *testing.T) {
 		t.Fatalf("ask whose handler returned context.Canceled: %v, want ErrCanceled", err)
 	}
 }
+
+// A call whose ctx deadline passes returns ErrTimeout, which matches
+// context.DeadlineExceeded too (callers test either); a canceled ctx
+// returns context.Canceled. The server's read loop is held by a
+// synchronous handler, so no timeout answer of the server's can win the
+// race with the client's own.
+func TestCallDeadlineMatchesContext(t *testing.T) {
+	holding, release := make(chan struct{}, 1), make(chan struct{})
+	r := testRouter()
+	Handle(r, "test/hold", func(context.Context, int) (int, error) { holding <- struct{}{}; <-release; return 0, nil })
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{})
+	t.Cleanup(func() { close(release) }) // before c.Close, whose close the held loop would not answer
+	go c.Call(context.Background(), "test/hold", 0, nil)
+	<-holding
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := callWithin(t, c, ctx, "echo/raw", []byte("x"), nil)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call past its ctx deadline: %v, want ErrTimeout matching context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if err := callWithin(t, c, ctx, "echo/raw", []byte("x"), nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+		t.Errorf("a call whose ctx was canceled: %v, want context.Canceled", err)
+	}
+}
