@@ -90,7 +90,10 @@ func (p *Peer) Carrier() Carrier { return p.link.carrier() }
 func (p *Peer) Context() context.Context { return p.ctx }
 
 // Close closes the connection with code 1000 after the answers already
-// queued.
+// queued. It is not a ban: a Go or browser client reconnects by its
+// Reconnect policy and rejoins its rooms. To keep a client out, refuse
+// its next connection in Options.Authenticate and its rooms in
+// Options.AllowJoin.
 func (p *Peer) Close() { p.closeWith(wsframe.CloseNormal, "") }
 
 func (p *Peer) closeWith(code wsframe.CloseCode, reason string) {

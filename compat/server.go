@@ -138,7 +138,8 @@ func (s *Server) refuse(w http.ResponseWriter, err error) {
 }
 
 // ListenAndServe listens on the TCP address addr and serves WebSocket
-// upgrades on every path with Serve.
+// upgrades on every path with Serve; after Shutdown it returns
+// http.ErrServerClosed.
 func (s *Server) ListenAndServe(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -151,8 +152,9 @@ func (s *Server) ListenAndServe(addr string) error {
 // zero-copy upgrader, which parses the request in a pooled buffer without
 // net/http's server. The hooks (origin check, Authenticate, the
 // compression filter) still see an *http.Request: one is built from the
-// request line and headers. It returns when ln fails or Shutdown closes it.
-// Clients must wait for the upgrade response before they send frames, as
+// request line and headers. It returns when ln fails, or with
+// http.ErrServerClosed, as net/http's servers do, once Shutdown has begun
+// (at once if it had). Clients must wait for the upgrade response before they send frames, as
 // RFC 6455 clients do.
 func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(ln) {
