@@ -612,15 +612,15 @@ func (c *Client) current() (*clientConn, error) {
 // (or nil to discard it). It returns the server's *Error, ErrTimeout when
 // ctx's deadline or ClientOptions.CallTimeout passes first (one that
 // matches context.DeadlineExceeded too, unless the server's timeout
-// answer came first), ctx's error
-// when ctx is canceled, or ErrDisconnected when the connection drops
-// first. A canceled ctx ends the wait only: the protocol has no cancel
-// packet, and the server's handler runs on until the call's timeout (the
-// deadline, sent with the call) or its end. Before anything is sent, it
-// refuses with ErrBadRequest a resp that is not a non-nil pointer (the
-// method would run and its result be lost) and a method name the protocol
-// cannot carry (empty, over 255 bytes, not UTF-8); Join, Leave, Emit and
-// Event refuse such names too.
+// answer came first), ctx's error when ctx is canceled, or
+// ErrDisconnected when the connection drops first. A canceled ctx ends
+// the wait only: the protocol has no cancel packet, and the server's
+// handler runs on until the call's timeout (the deadline, sent with the
+// call) or its end. Before anything is sent, it refuses with
+// ErrBadRequest a resp that is not a non-nil pointer (the method would
+// run and its result be lost) and a method name the protocol cannot carry
+// (empty, over 255 bytes, not UTF-8); Join, Leave, Emit and Event refuse
+// such names too.
 //
 // A raw result (resp a *[]byte or *json.RawMessage) is copied into the
 // slice resp points to, reusing its capacity, as encoding/json does for a
@@ -642,6 +642,11 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	deadline, hasDeadline := ctx.Deadline()
 	if !hasDeadline && c.opts.CallTimeout > 0 {
 		deadline, hasDeadline = time.Now().Add(c.opts.CallTimeout), true
+	}
+	if !cc.isReady() {
+		if err := c.awaitReady(ctx, cc, deadline, hasDeadline); err != nil {
+			return err
+		}
 	}
 	var timeoutMS uint32
 	if hasDeadline {
@@ -675,6 +680,35 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		c.cancelCall(pc, err)
 	}
 	return c.wait(ctx, cc, pc)
+}
+
+// awaitReady waits, for a call about to be sent on a reconnected
+// connection, until the server's capabilities have arrived (see
+// clientConn.awaitReady), or the call's ctx or deadline ends first, or the
+// connection does: the errors a call waiting for its answer gets.
+func (c *Client) awaitReady(ctx context.Context, cc *clientConn, deadline time.Time, hasDeadline bool) error {
+	var expired <-chan time.Time
+	if hasDeadline {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-cc.ready:
+		return nil
+	case <-cc.ended:
+		c.mu.Lock()
+		err := c.dropped
+		c.mu.Unlock()
+		if err == nil {
+			err = cc.sendError(corkwriter.Closed)
+		}
+		return err
+	case <-ctx.Done():
+		return ctxError(ctx)
+	case <-expired:
+		return errCallTimeout
+	}
 }
 
 // settleRefused settles a call that cc refused because it was ending
@@ -907,6 +941,12 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	cc, err := c.current()
 	if err != nil {
 		return 0, err
+	}
+	if !cc.isReady() {
+		deadline, hasDeadline := ctx.Deadline()
+		if err := c.awaitReady(ctx, cc, deadline, hasDeadline); err != nil {
+			return 0, err
+		}
 	}
 	var ans joinAnswer
 	pc := getPendingCall(&ans)

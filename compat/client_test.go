@@ -1544,3 +1544,66 @@ func TestCallDeadlineMatchesContext(t *testing.T) {
 		t.Errorf("a call whose ctx was canceled: %v, want context.Canceled", err)
 	}
 }
+
+// A call made on a reconnected connection whose server has not sent its
+// capabilities yet waits for them (awaitReady) within its own deadline:
+// against a server that never sends them, it fails with ErrTimeout when
+// its ctx ends, as a call waiting for its answer would, instead of
+// waiting for the connection to be given up.
+func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	silent := make(chan net.Conn, 1)
+	go func() {
+		first, err := acceptRaw(ln, "json") // capabilities, then a drop
+		if err != nil {
+			return
+		}
+		first.Close()
+		nc, err := ln.Accept() // upgraded, then silent
+		if err != nil {
+			return
+		}
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			nc.Close()
+			return
+		}
+		silent <- nc
+	}()
+	states := make(chan State, 10)
+	c := dialClient(t, ln.Addr().String(), ClientOptions{OnState: func(st State) { states <- st }, Reconnect: Reconnect{MinDelay: time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+	var nc net.Conn
+	select {
+	case nc = <-silent:
+		defer nc.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	for st := State(0); st != Connected; {
+		select {
+		case st = <-states:
+		case <-time.After(5 * time.Second):
+			t.Fatal("never reported Connected")
+		}
+	}
+	for _, call := range []func(ctx context.Context) error{
+		func(ctx context.Context) error { return c.Call(ctx, "echo/raw", []byte("x"), nil) },
+		func(ctx context.Context) error { _, err := c.Join(ctx, "r"); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				t.Errorf("a call before the capabilities, past its deadline: %v, want ErrTimeout", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call waiting for the capabilities outlived its deadline by seconds")
+		}
+		cancel()
+	}
+}
