@@ -743,6 +743,8 @@ const defaultTimers = {
  * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
  * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
+ *   when its capabilities arrive (nothing but the client's own leaves before
+ *   them, so no packet goes out over a limit not yet known)
  * @property {number} [maxQueue=1024] most packets queued while not connected
  * @property {number} [maxAsks=128] most server asks whose handlers run at
  *   once; more are answered Overloaded (7) at once
@@ -1031,7 +1033,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
+    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
     this.#conn = conn;
     this.#open(conn, 0);
     if (this.#connectTimeout === 0) return;
@@ -1215,6 +1217,9 @@ export class Client {
         const maxMessage = Number(this.#capabilities.maxMessage);
         if (Number.isInteger(maxBatch) && maxBatch > 0) this.#maxBatch = Math.min(this.#maxBatch, maxBatch);
         if (Number.isInteger(maxMessage) && maxMessage > 0) this.#maxMessage = maxMessage;
+        // What waited for the server's limits leaves now (see #flush).
+        conn.ready = true;
+        this.#flush();
         return;
       }
       default: // a kind only clients send
@@ -1370,11 +1375,14 @@ export class Client {
   }
 
   // flush sends the queue: one packet as itself, several as Batches of at
-  // most maxBatch items and maxMessage bytes.
+  // most maxBatch items and maxMessage bytes. Nothing leaves before the
+  // server's capabilities, which carry those limits: a packet sent over a
+  // limit not yet known would make the server close the connection (1009)
+  // instead of failing alone. One that turns out to be over it fails then.
   #flush() {
     this.#flushScheduled = false;
     const conn = this.#conn;
-    if (conn === null || conn.openedAt < 0 || this.#queue.length === 0) return;
+    if (conn === null || !conn.ready || this.#queue.length === 0) return;
     const queue = this.#queue;
     this.#queue = [];
     const now = this.#timers.now();
@@ -1383,6 +1391,11 @@ export class Client {
     for (const q of queue) {
       const packet = this.#packetOf(q, conn, now);
       if (packet === null) continue;
+      if (packet.length > this.#maxMessage) {
+        const err = new RangeError(`hotpath: a packet of ${packet.length} bytes is over the server's limit of ${this.#maxMessage}`);
+        if (q.packet === undefined) this.#settle(q, err); else this.#report(err);
+        continue;
+      }
       if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > this.#maxMessage - 6)) {
         this.#send(conn, items);
         items = [];

@@ -66,6 +66,10 @@ function fakeWebTransport({ fail = false } = {}) {
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
 
+/** The server's capabilities on the control stream: the client sends
+ * nothing else before them. */
+const sendCapabilities = (wt) => wt.serverSend(frameStreamPacket(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] })));
+
 test('a Client over WebTransport sends length-prefixed packets and reads answers', async () => {
   const { FakeWebTransport, sessions } = fakeWebTransport();
   const client = new Client('ws://example.test/ws', {
@@ -75,6 +79,7 @@ test('a Client over WebTransport sends length-prefixed packets and reads answers
   });
   await tick();
   const wt = sessions[0];
+  sendCapabilities(wt);
   assert.equal(wt.url, 'https://example.test:4433/wt');
   assert.equal(client.carrier, 'webtransport');
   const answer = client.call('echo/say', { text: 'hi' });
@@ -97,6 +102,7 @@ test('emitUnreliable over WebTransport leaves as a datagram, a large one on the 
   });
   await tick();
   const wt = sessions[0];
+  sendCapabilities(wt);
   assert.throws(() => client.emitUnreliable('r', 'pos', { x: 1 }), /not a member/);
   const joined = client.join('r');
   await tick();

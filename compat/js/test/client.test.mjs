@@ -37,8 +37,14 @@ function fakeSockets() {
       this.readyState = 2;
     }
 
-    // The server side, driven by the test.
-    open() { this.readyState = 1; this.onopen?.({}); }
+    // The server side, driven by the test. open answers the client's
+    // capabilities with the server's, as a server does, unless told not
+    // to: nothing but the client's capabilities leaves before them.
+    open({ capabilities = true } = {}) {
+      this.readyState = 1;
+      this.onopen?.({});
+      if (capabilities) this.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1048576'], ['maxBatch', '1024']] });
+    }
     receive(packet) {
       const b = packet instanceof Uint8Array ? packet : encodePacket(packet);
       this.onmessage?.({ data: b.slice().buffer });
@@ -197,6 +203,26 @@ test('batches respect the server maxBatch from capabilities', async () => {
   for (let i = 0; i < 5; i++) client.call('a/b', i).catch(() => {});
   await settle();
   assert.deepEqual(ws.packets.map((p) => (p.kind === 'batch' ? p.items.length : 1)), [2, 2, 1]);
+  client.close();
+});
+
+test('nothing but the capabilities leaves before the server\'s; then its limits hold', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  const small = client.call('a/b', 'x');
+  const big = client.call('a/b', 'y'.repeat(2000)); // within the default 1 MiB, over this server's limit
+  for (let i = 0; i < 4; i++) client.call('a/c', i).catch(() => {});
+  await settle();
+  assert.deepEqual(ws.sent.map((p) => p.kind), ['capabilities'], 'packets left before the server\'s limits were known');
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxBatch', '2'], ['maxMessage', '1024']] });
+  await assert.rejects(big, (err) => err instanceof RangeError && /over the server's limit of 1024/.test(err.message));
+  // The rest leave within the limits: batches of at most 2, no packet over 1024 bytes.
+  assert.deepEqual(ws.packets.map((p) => (p.kind === 'batch' ? p.items.length : 1)), [2, 2, 1]);
+  assert.ok(ws.frames.every((f) => f.byteLength <= 1024));
+  const first = ws.packets[0].items.map(decodePacket)[0];
+  ws.receive({ kind: 'result', id: first.id, payload: json('ok') });
+  assert.equal(await small, 'ok');
   client.close();
 });
 
