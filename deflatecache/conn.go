@@ -2,6 +2,7 @@ package deflatecache
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -85,6 +86,9 @@ type Conn struct {
 // params, seen from role: a server compresses with the server_ parameters
 // and inflates with the client_ ones, a client the other way round.
 func NewConn(params Params, role wsframe.Role, opts Options) (*Conn, error) {
+	if role != wsframe.Server && role != wsframe.Client {
+		return nil, fmt.Errorf("deflatecache: role %d is neither wsframe.Server nor wsframe.Client", role)
+	}
 	sb, cb := params.ServerMaxWindowBits, params.ClientMaxWindowBits
 	if sb == 0 {
 		sb = MaxWindowBits

@@ -156,6 +156,16 @@ func TestErrorsCarryCloseCodes(t *testing.T) {
 	}
 }
 
+// NewConn refuses a role that is neither wsframe.Server nor wsframe.Client:
+// the connection would compress with one side's parameters and never know
+// which, and BroadcastFrame would fail far from the cause.
+func TestNewConnRefusesUnknownRole(t *testing.T) {
+	if c, err := NewConn(Params{}, wsframe.Role(7), Options{}); err == nil {
+		c.Close()
+		t.Fatal("NewConn accepted role 7")
+	}
+}
+
 // TestTakeoverResume: a connection that sends several messages in a row
 // resumes its pooled compressor's stream without priming; a message sent
 // plain, a broadcast, or another connection using the compressor in

@@ -34,7 +34,8 @@ type Handlers[C any] struct {
 // chain) and its cost does not depend on the kind; under an unpredictable
 // mix of kinds the if/else chain was 7% faster. The README has the figures.
 //
-// A Dispatcher is immutable once built and safe for concurrent use.
+// A Dispatcher is immutable once built and safe for concurrent use. Build
+// it with NewDispatcher: the zero value is not usable.
 type Dispatcher[C any] struct {
 	// table holds a handler for every value below numKinds; kinds without
 	// a handler, and kind 0, hold one that returns the matching error, so

@@ -62,7 +62,8 @@ func (e *UnknownMethodError) Error() string {
 // There is no probing: a lookup does the same work for every name of a
 // given length, registered or not, so no name sent by a peer can make it
 // slower. BenchmarkRouteShapes measured it against a map, a switch on the
-// name and a sorted table (see the README).
+// name and a sorted table (see the README). Build it with NewRouter: the
+// zero value is not usable.
 type Router[H any] struct {
 	routes []Route[H]
 	seed   uint64

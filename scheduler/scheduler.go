@@ -89,8 +89,13 @@ type Scheduler[T any] struct {
 // of the scheduler waits for it. It may call Arm, Cancel, Reset and Stop.
 // The batch slice is reused once fire returns and must not be kept; the
 // order of values within a batch is unspecified, and batches come in
-// deadline order. fire must not be nil.
+// deadline order. fire must not be nil: New panics on a nil fire, which
+// would otherwise panic later on the timer's goroutine, where no caller
+// can recover it.
 func New[T any](fire func(batch []T), opts ...Option) *Scheduler[T] {
+	if fire == nil {
+		panic("scheduler: New with a nil fire func")
+	}
 	cfg := config{granularity: DefaultGranularity, clock: systemClock{}}
 	for _, o := range opts {
 		o(&cfg)

@@ -510,3 +510,16 @@ func TestFarFutureDeadline(t *testing.T) {
 		t.Fatalf("Len() = %d, want the far deadline pending", s.Len())
 	}
 }
+
+// New panics on a nil fire at once: the nil call would otherwise come on
+// the timer's goroutine at the first deadline, where no caller can
+// recover it.
+func TestNewRefusesNilFire(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New(nil) did not panic")
+		}
+	}()
+	s := New[int](nil)
+	s.Stop()
+}

@@ -215,7 +215,7 @@ func (d *Decoder) check(h Header) error {
 		// data message. An endpoint receiving such a frame MUST _Fail the
 		// WebSocket Connection_."
 		if rsv&Rsv1 != 0 && (h.Opcode.IsControl() || h.Opcode == OpContinuation) {
-			return ErrReservedBits
+			return ErrMisplacedRsv1
 		}
 	}
 	if h.Opcode.IsReserved() {

@@ -35,6 +35,10 @@ var (
 	// RFC 6455 §5.2: RSV1-3 "MUST be 0 unless an extension is negotiated
 	// that defines meanings for non-zero values".
 	ErrReservedBits = protocolError(CloseProtocolError, "WS_ERR_UNEXPECTED_RSV", "reserved bit set without a negotiated extension")
+	// RFC 7692 §6.1: "An endpoint MUST NOT set the "Per-Message
+	// Compressed" bit of control frames and non-first fragments of a data
+	// message", even with permessage-deflate negotiated.
+	ErrMisplacedRsv1 = protocolError(CloseProtocolError, "WS_ERR_UNEXPECTED_RSV1", "RSV1 set on a control frame or a continuation frame")
 	// RFC 6455 §5.2: "If an unknown opcode is received, the receiving
 	// endpoint MUST _Fail the WebSocket Connection_."
 	ErrReservedOpcode = protocolError(CloseProtocolError, "WS_ERR_INVALID_OPCODE", "reserved opcode")

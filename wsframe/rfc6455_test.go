@@ -78,9 +78,9 @@ func TestRFC7692_6_1_Rsv1OnlyOnFirstFragment(t *testing.T) {
 		t.Fatalf("compressed fragmented message: %v %+v", err, msgs)
 	}
 	_, err = decodeAll(cfg, cat(clientFrame(OpText, "ab", Rsv1), clientFrame(OpContinuation, "cd", Fin|Rsv1)))
-	wantCode(t, err, ErrReservedBits)
+	wantCode(t, err, ErrMisplacedRsv1)
 	_, err = decodeAll(cfg, clientFrame(OpPing, "", Fin|Rsv1))
-	wantCode(t, err, ErrReservedBits)
+	wantCode(t, err, ErrMisplacedRsv1)
 }
 
 // §5.2: "If an unknown opcode is received, the receiving endpoint MUST
