@@ -437,9 +437,9 @@ func (o *Outbox) Close() error {
 }
 
 // Err returns why the outbox is closed (ErrClosed, ErrBackpressure or a
-// write error), or nil while it is open. After SendLast it stays nil while
-// what is queued is written: the outbox refuses sends (Closed) but has not
-// failed; Drained tells when the last frame has left.
+// write error), or nil while it is open. After SendLast it stays nil,
+// once Drained too: the outbox refuses sends (Closed) but has not failed
+// (Drained tells when the last frame has left), until Close or a failure.
 func (o *Outbox) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
