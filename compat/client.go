@@ -858,16 +858,29 @@ var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 // function unregisters it. fn runs on the connection's read loop and must
 // not block: a Call made from fn would wait for an answer that only the
 // loop it holds can read, so fn starts a goroutine for one. A panic in fn
-// is logged and the event goes on to the other listeners.
+// is logged and the event goes on to the other listeners. On panics on a
+// name no event can have (empty, over 255 bytes, not UTF-8), as a
+// listener that could never run is a bug in the caller.
 func (c *Client) On(event string, fn func(Message)) (off func()) {
+	mustListenName("event", event)
 	return c.emitterFor(listenerKey{event: event}).On(c.guardListener(fn))
 }
 
 // OnRoom registers fn for the emits of event in room, including the
 // presence events "$join" and "$leave" whose payload is {"members": n}.
-// fn runs as On's does.
+// fn runs as On's does, and OnRoom panics as On does.
 func (c *Client) OnRoom(room, event string, fn func(Message)) (off func()) {
+	mustListenName("room", room)
+	mustListenName("event", event)
 	return c.emitterFor(listenerKey{room, event}).On(c.guardListener(fn))
+}
+
+// mustListenName panics on a name the wire cannot carry (see On); names
+// starting with $ are fine here: the presence events.
+func mustListenName(what, name string) {
+	if !wire.ValidName(name) {
+		panic("compat: " + nameFault(what, name) + ": a listener for it could never run")
+	}
 }
 
 // guardListener wraps a listener so that its panic is logged, not fatal.

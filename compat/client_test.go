@@ -1607,3 +1607,29 @@ func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
 		cancel()
 	}
 }
+
+// On and OnRoom panic on a name no event can have, since the listener
+// could never run; presence names ($join) are fine.
+func TestListenerNamesMustTravel(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	panics := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	nop := func(Message) {}
+	for name, f := range map[string]func(){
+		`On("")`:              func() { c.On("", nop) },
+		`On(256 bytes)`:       func() { c.On(strings.Repeat("e", 256), nop) },
+		`OnRoom("", "ev")`:    func() { c.OnRoom("", "ev", nop) },
+		`OnRoom("r", "\xff")`: func() { c.OnRoom("r", "\xff", nop) },
+	} {
+		if panics(f) == nil {
+			t.Errorf("%s did not panic", name)
+		}
+	}
+	if p := panics(func() { c.OnRoom("r", "$join", nop)(); c.On("ev", nop)() }); p != nil {
+		t.Errorf("valid listener names panicked: %v", p)
+	}
+}
