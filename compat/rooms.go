@@ -348,8 +348,6 @@ func (p *Peer) onMembership(kind dispatch.Kind, body []byte) error {
 	return nil
 }
 
-// onEmit relays a client's room event to the room (PROTOCOL.md §4.6). The
-// payload is passed through as the client encoded it.
 // allowJoin asks Options.AllowJoin whether p may join room: nil, or the
 // error to answer (an *Error).
 func (s *Server) allowJoin(p *Peer, room string) (err error) {
@@ -380,6 +378,8 @@ func (s *Server) allowEmit(p *Peer, room string, event []byte) (ok bool) {
 	return s.runHook("AllowEmit", func() { ok = allow(p, room, string(event)) }) && ok
 }
 
+// onEmit relays a client's room event to the room (PROTOCOL.md §4.6). The
+// payload is passed through as the client encoded it.
 func (p *Peer) onEmit(body []byte) error { return p.relayEmit(body, false) }
 
 // relayEmit relays a client's emit; one that arrived as a datagram leaves
