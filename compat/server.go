@@ -154,8 +154,8 @@ func (s *Server) ListenAndServe(addr string) error {
 // compression filter) still see an *http.Request: one is built from the
 // request line and headers. It returns when ln fails, or with
 // http.ErrServerClosed, as net/http's servers do, once Shutdown has begun
-// (at once if it had). Clients must wait for the upgrade response before they send frames, as
-// RFC 6455 clients do.
+// (at once if it had). Clients must wait for the upgrade response before
+// they send frames, as RFC 6455 clients do.
 func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(ln) {
 		return http.ErrServerClosed

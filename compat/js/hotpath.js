@@ -1356,7 +1356,9 @@ export class Client {
   // add queues a pending entry or a {packet, conn} item and schedules a
   // flush at the end of the current task.
   #add(item) {
-    const open = this.#conn !== null && this.#conn.openedAt >= 0;
+    // Until the server's capabilities the queue waits (see #flush), so it
+    // is bounded as while disconnected.
+    const open = this.#conn !== null && this.#conn.ready;
     let err = null;
     if (this.#closed) {
       err = new CloseError(1000, 'closed by client');

@@ -660,6 +660,17 @@ test('the queue while disconnected is bounded', async () => {
   await assert.rejects(b, CloseError);
 });
 
+test('the queue is bounded too while the server\'s capabilities are awaited', async () => {
+  const { client, net } = newClient({ maxQueue: 2 });
+  net.last.open({ capabilities: false });
+  const a = client.call('a/b');
+  const b = client.call('a/b');
+  await assert.rejects(client.call('a/b'), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+  client.close();
+  await assert.rejects(a, CloseError);
+  await assert.rejects(b, CloseError);
+});
+
 test('arguments that cannot be sent are refused at once', async () => {
   const { client } = connected();
   await assert.rejects(client.call(''), RangeError);
