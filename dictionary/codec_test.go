@@ -401,3 +401,35 @@ func TestEventTarget(t *testing.T) {
 		t.Fatalf("%d bytes without a dictionary, %d with: %.2fx, want at least 1.8x", best, len(with), ratio)
 	}
 }
+
+// After Zstd.Close, a message to compress is left plain and one to
+// decompress fails with ErrClosed, not ErrCorrupt: the closed codec, not
+// the peer, is at fault. A second Close does nothing.
+func TestZstdAfterClose(t *testing.T) {
+	d, err := Build(testSource(), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := NewZstd(d, CodecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte(`{"method":"chat/send","text":"hello"}`), 8)
+	frame, ok := z.AppendCompress(nil, msg)
+	if !ok {
+		t.Fatal("the message did not compress")
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if out, ok := z.AppendCompress(nil, msg); ok || len(out) != 0 {
+		t.Errorf("AppendCompress after Close = %d bytes, %v; want the message left plain", len(out), ok)
+	}
+	_, err = z.AppendDecompress(nil, frame)
+	if !errors.Is(err, ErrClosed) || errors.Is(err, ErrCorrupt) {
+		t.Errorf("AppendDecompress after Close: %v, want ErrClosed", err)
+	}
+}

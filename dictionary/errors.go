@@ -14,14 +14,17 @@ var (
 	// not hold. Only zstd can tell (its frame carries the dictionary id);
 	// raw deflate cannot, see Deflate.
 	ErrOtherDictionary = errors.New("message was compressed with another dictionary")
+	// ErrClosed: the codec was closed (Zstd.Close); the message was not
+	// looked at, so it says nothing about the peer.
+	ErrClosed = errors.New("codec used after Close")
 )
 
 // DecodeError is returned by AppendDecompress. It wraps one of ErrTooLarge,
-// ErrCorrupt or ErrOtherDictionary and, when there is one, the error of the
+// ErrCorrupt, ErrOtherDictionary or ErrClosed and, when there is one, the error of the
 // underlying decompressor.
 type DecodeError struct {
 	Codec  string // "deflate" or "zstd"
-	Reason error  // ErrTooLarge, ErrCorrupt or ErrOtherDictionary
+	Reason error  // ErrTooLarge, ErrCorrupt, ErrOtherDictionary or ErrClosed
 	Limit  int    // the codec's MaxDecoded
 	Cause  error  // the decompressor's own error, or nil
 }

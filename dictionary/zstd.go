@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/bits"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -29,6 +30,7 @@ type Zstd struct {
 	window uint64
 	enc    *zstd.Encoder
 	dec    *zstd.Decoder
+	closed atomic.Bool
 }
 
 // NewZstd returns a zstd codec using d, or no dictionary if d is nil.
@@ -74,8 +76,14 @@ func NewZstd(d *Dictionary, opts CodecOptions) (*Zstd, error) {
 // Dictionary returns the codec's dictionary, nil for none.
 func (c *Zstd) Dictionary() *Dictionary { return c.dict }
 
-// Close releases the encoders' and decoders' goroutines and memory.
+// Close releases the encoders' and decoders' goroutines and memory. After
+// it, AppendCompress leaves every message plain and AppendDecompress fails
+// with ErrClosed (not ErrCorrupt, which would blame the peer). A second
+// Close does nothing.
 func (c *Zstd) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
 	c.dec.Close()
 	return c.enc.Close()
 }
@@ -84,7 +92,7 @@ func (c *Zstd) Close() error {
 // returns dst unchanged and false when src is shorter than the threshold or
 // would not shrink.
 func (c *Zstd) AppendCompress(dst, src []byte) ([]byte, bool) {
-	if len(src) < c.opts.Threshold || len(src) == 0 {
+	if len(src) < c.opts.Threshold || len(src) == 0 || c.closed.Load() {
 		return dst, false
 	}
 	out := c.enc.EncodeAll(src, dst)
@@ -100,6 +108,9 @@ func (c *Zstd) AppendCompress(dst, src []byte) ([]byte, bool) {
 // content size or window passes MaxDecoded with ErrTooLarge, all before
 // anything is allocated.
 func (c *Zstd) AppendDecompress(dst, src []byte) ([]byte, error) {
+	if c.closed.Load() {
+		return dst, c.fail(ErrClosed, nil)
+	}
 	var h zstd.Header
 	if err := h.Decode(src); err != nil {
 		return dst, c.fail(ErrCorrupt, err)
