@@ -90,6 +90,13 @@ type ClientOptions struct {
 	Logger *slog.Logger
 	// OnState is told when the connection goes down and comes back.
 	OnState func(State)
+	// OnRejoinError, when set, is told of a room the client could not
+	// rejoin after a reconnect, with why; left is true when the client
+	// forgot the room because the server refused it (ErrUnauthorized),
+	// false when it will ask again at the next reconnect. It runs on a
+	// goroutine of the client's and should not block. Either way the
+	// Logger gets a warning.
+	OnRejoinError func(room string, err error, left bool)
 }
 
 // Reconnect is the reconnection policy: capped exponential backoff with
@@ -504,19 +511,36 @@ func (c *Client) rejoin(rooms []string) {
 	for _, r := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := c.membership(ctx, dispatch.KindJoin, r)
-		switch {
-		case errors.Is(err, ErrUnauthorized):
-			// The server no longer lets the client in (Options.AllowJoin):
-			// asking again at every reconnect would not change that.
+		cancel()
+		if err == nil {
+			continue
+		}
+		// Refused by the server (Options.AllowJoin), the room is left:
+		// asking again at every reconnect would not change that.
+		left := errors.Is(err, ErrUnauthorized)
+		if left {
 			c.mu.Lock()
 			delete(c.rooms, r)
 			c.mu.Unlock()
 			c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", r, "err", err)
-		case err != nil:
+		} else {
 			c.opts.Logger.Warn("hotpath: rejoin failed", "room", r, "err", err)
 		}
-		cancel()
+		if h := c.opts.OnRejoinError; h != nil {
+			c.rejoinError(h, r, err, left)
+		}
 	}
+}
+
+// rejoinError tells OnRejoinError; a panic in it is logged, as one in
+// OnState is.
+func (c *Client) rejoinError(h func(string, error, bool), room string, err error, left bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logCallbackPanic("OnRejoinError", r, "room", room)
+		}
+	}()
+	h(room, err, left)
 }
 
 // closedCh returns a channel closed once Close was called.

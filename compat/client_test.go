@@ -1399,7 +1399,17 @@ func TestAllowJoinAndEmit(t *testing.T) {
 
 	// A rejoin the server now refuses: the client forgets the room and
 	// keeps the others.
-	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+	type rejoinError struct {
+		room string
+		err  error
+		left bool
+	}
+	rejoinErrors := make(chan rejoinError, 4)
+	c := dialClient(t, addr, ClientOptions{
+		Reconnect:     Reconnect{MinDelay: 10 * time.Millisecond},
+		Logger:        slog.New(slog.DiscardHandler),
+		OnRejoinError: func(room string, err error, left bool) { rejoinErrors <- rejoinError{room, err, left} },
+	})
 	for _, room := range []string{"closing", "open"} {
 		if _, err := c.Join(ctx, room); err != nil {
 			t.Fatal(err)
@@ -1422,6 +1432,14 @@ func TestAllowJoinAndEmit(t *testing.T) {
 	})
 	if n := s.Members("closing"); n != 0 {
 		t.Errorf("closing has %d members", n)
+	}
+	select {
+	case e := <-rejoinErrors:
+		if e.room != "closing" || !errors.Is(e.err, ErrUnauthorized) || !e.left {
+			t.Errorf("OnRejoinError(%q, %v, %v), want closing, ErrUnauthorized, left", e.room, e.err, e.left)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnRejoinError was not told of the refused rejoin")
 	}
 }
 
