@@ -24,11 +24,9 @@ import (
 )
 
 // An input is a list of records, each a big-endian uint16 length and that
-// many bytes: one binary WebSocket message from the server. The fake
-// server upgrades the connection, reads the client's capabilities and its
-// two calls, sends the records, then closes with 1000. Records, not raw
-// frames, so that the fuzzer spends its time on packets (the frame decoder
-// has its own targets).
+// many bytes: one binary WebSocket message from the server, sent as serve
+// says. Records, not raw frames, so that the fuzzer spends its time on
+// packets (the frame decoder has its own targets).
 func records(data []byte) [][]byte {
 	var out [][]byte
 	for len(data) >= 2 {
