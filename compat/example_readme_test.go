@@ -49,7 +49,18 @@ func Example_webSocket() {
 		}
 		return ok, nil
 	}, compat.Async())
-	srv, err := compat.NewServer(compat.Options{Router: r})
+	srv, err := compat.NewServer(compat.Options{
+		Router: r,
+		// Any client may join any room unless the server decides; here a
+		// room "private:<name>" admits only the connection that
+		// Authenticate named so (Peer.Identity), none in this example.
+		AllowJoin: func(p *compat.Peer, room string) error {
+			if owner, private := strings.CutPrefix(room, "private:"); private && p.Identity() != owner {
+				return compat.ErrUnauthorized
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -117,6 +128,8 @@ func Example_webSocket() {
 		log.Fatal(err)
 	}
 	fmt.Println("lobby members:", members)
+	_, err = c.Join(ctx, "private:bob")
+	fmt.Println("private:bob refused:", errors.Is(err, compat.ErrUnauthorized))
 	// Emit to the room, this client included (exceptSelf false).
 	if err := c.Emit("lobby", "message", chatLine{From: "ann", Text: "hello"}, false); err != nil {
 		log.Fatal(err)
@@ -138,6 +151,7 @@ func Example_webSocket() {
 	// hello ann / welcome, ann
 	// deleted: true
 	// lobby members: 1
+	// private:bob refused: true
 	// ann: hello
 	// server: hi all (delivered 1, dropped 0)
 }
