@@ -1530,14 +1530,15 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 }
 
 // askError is the *Error an ask handler's error is answered with, as the
-// server answers a handler's (Peer.answerError): its own *Error; Timeout
+// server answers a handler's (Peer.answerError): its own *Error (Internal
+// if it has no code); Timeout
 // or Canceled for its context's end, which a handler that respects its
 // ctx returns when the ask's timeout passes; Internal for anything else.
 func askError(err error) *Error {
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-		return e
+		return withCode(e)
 	case errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
 	case errors.Is(err, context.Canceled):

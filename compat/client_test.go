@@ -305,6 +305,7 @@ func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
 	Handle(r, "err/data", func(context.Context, int) (int, error) {
 		return 0, &Error{Code: 1002, Message: "big", Data: make([]byte, 100<<10)}
 	})
+	Handle(r, "err/nocode", func(context.Context, int) (int, error) { return 0, &Error{Message: "no code"} })
 	_, addr := newTestServer(t, Options{Router: r})
 	handlers := NewRouter()
 	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { return "", &Error{Code: 1003, Message: long} })
@@ -325,6 +326,7 @@ func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
 	check("err/long", 1000, func(m string) bool { return strings.HasPrefix(long, m) && len(m) >= wire.MaxValueLen-1 })
 	check("err/utf8", 1001, func(m string) bool { return m == "bad \uFFFD byte" })
 	check("err/data", wire.CodeInternal, func(m string) bool { return strings.Contains(m, "over the client's message limit") })
+	check("err/nocode", wire.CodeInternal, func(m string) bool { return m == "no code" }) // code 0 is no code of §4.2
 	c := dialClient(t, addr, opts)
 	var out string
 	err := c.Call(ctx, "test/ask", "q", &out) // the server's Ask gets the client's error, and passes it on
@@ -1521,6 +1523,9 @@ func TestAskHandlerContextErrors(t *testing.T) {
 	Handle(handlers, "ui/canceled", func(ctx context.Context, _ int) (int, error) {
 		return 0, fmt.Errorf("gave up: %w", context.Canceled)
 	})
+	Handle(handlers, "ui/nocode", func(ctx context.Context, _ int) (int, error) {
+		return 0, &Error{Message: "no code"}
+	})
 	dialClient(t, addr, ClientOptions{Handlers: handlers})
 	p := <-peers
 	for range 5 {
@@ -1533,6 +1538,10 @@ func TestAskHandlerContextErrors(t *testing.T) {
 	}
 	if err := p.Ask(context.Background(), "ui/canceled", 0, nil); !errors.Is(err, ErrCanceled) {
 		t.Fatalf("ask whose handler returned context.Canceled: %v, want ErrCanceled", err)
+	}
+	var e *Error
+	if err := p.Ask(context.Background(), "ui/nocode", 0, nil); !errors.As(err, &e) || e.Code != wire.CodeInternal || e.Message != "no code" {
+		t.Fatalf("ask whose handler returned an *Error without a code: %v, want Internal with its message", err)
 	}
 }
 

@@ -94,6 +94,17 @@ func checkResp(resp any) error {
 	return nil
 }
 
+// withCode is e as an answer carries it: an *Error without a code (the
+// zero Code, which PROTOCOL.md §4.2 does not define) goes out as
+// Internal, its message and data kept, instead of a code no caller can
+// match.
+func withCode(e *Error) *Error {
+	if e.Code != 0 {
+		return e
+	}
+	return &Error{Code: wire.CodeInternal, Message: e.Message, Data: e.Data}
+}
+
 // wireMessage is an error's message as an error packet can carry it
 // (PROTOCOL.md §2: UTF-8, at most 4096 bytes). A handler's message may be
 // anything; sent as is, a longer or invalid one made a malformed packet,

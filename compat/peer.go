@@ -351,6 +351,7 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 		p.srv.opts.Logger.Warn("hotpath: handler failed", "peer", p.id, "err", err)
 		e = ErrInternal
 	}
+	e = withCode(e)
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
 	b := wire.AppendError(beginFrame(*bp), id, e.Code, wireMessage(e.Message), e.Data)
