@@ -293,12 +293,42 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		c.mu.Lock()
 		err = c.dropped
 		c.mu.Unlock()
-		return nil, fmt.Errorf("hotpath: %s: %w", url, err)
+		return nil, &dialEndError{url: url, end: err}
 	case <-ctx.Done():
 		c.Close()
 		return nil, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err())
 	}
 }
+
+// dialEndError is Dial's error for a connection that ended before the
+// server's capabilities: it matches ErrDisconnected and unwraps to why the
+// connection ended (a *CloseError, for CloseStatus), on one line.
+type dialEndError struct {
+	url string
+	end error // errors.Join(ErrDisconnected, why)
+}
+
+func (e *dialEndError) Error() string {
+	msg := "hotpath: " + e.url + ": the connection ended before the server's capabilities"
+	if why := e.why(); why != nil {
+		msg += ": " + why.Error()
+	}
+	return msg
+}
+
+// why is the cause joined with ErrDisconnected, or nil.
+func (e *dialEndError) why() error {
+	if j, ok := e.end.(interface{ Unwrap() []error }); ok {
+		for _, err := range j.Unwrap() {
+			if err != ErrDisconnected {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *dialEndError) Unwrap() error { return e.end }
 
 // connect opens one connection, on the carrier the URL's scheme names,
 // and sends the capabilities.

@@ -982,6 +982,9 @@ func TestCodecNegotiation(t *testing.T) {
 		}
 		t.Fatalf("Dial with a codec the server does not speak: %v, want ErrDisconnected and the server's 1008 HP_ERR_UNSUPPORTED_CODEC", err)
 	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "before the server's capabilities") || !strings.Contains(msg, "HP_ERR_UNSUPPORTED_CODEC") {
+		t.Errorf("Dial's error reads %q: want one line saying the connection ended before the capabilities, and why", msg)
+	}
 
 	_, addr := newTestServer(t, Options{Codec: namedJSON{name: "json-v2"}})
 	c = dialClient(t, addr, ClientOptions{Codec: namedJSON{name: "json-v2"}})
