@@ -78,7 +78,8 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	b, err := marshal(p.codec, b, req)
 	*bp = b[:0]
 	if n := len(b) - frameHeadroom; err == nil && p.overClientLimit(n) {
-		err = fmt.Errorf("%w: an ask of %d bytes, over the client's limit of %d", ErrMessageTooBig, n, p.clientMaxMessage.Load())
+		limit, whose := p.sendLimit()
+		err = fmt.Errorf("%w: an ask of %d bytes, over %s limit of %d", ErrMessageTooBig, n, whose, limit)
 	}
 	if err == nil {
 		err = statusError(p.sendPacket(b))

@@ -989,13 +989,30 @@ func TestClientRefusesOversizedPackets(t *testing.T) {
 		})
 	}
 	t.Run("webrtc carrier limit", func(t *testing.T) {
-		e := newCarrierEnv(t, Options{})
+		// The server holds its packets to the data channel's limit too: a
+		// result over it is answered Internal (it was dropped, and the
+		// connection with it), an event or ask over it is ErrMessageTooBig
+		// (it was ErrOverloaded).
+		r := testRouter()
+		Handle(r, "big/result", func(context.Context, int) ([]byte, error) { return make([]byte, maxChannelMessage), nil })
+		peers := make(chan *Peer, 1)
+		e := newCarrierEnv(t, Options{Router: r, OnConnect: func(p *Peer) { peers <- p }})
 		c := e.dial(t, CarrierWebRTC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		p := <-peers
 		if err := c.Call(ctx, "echo/raw", make([]byte, maxChannelMessage), nil); !errors.Is(err, ErrMessageTooBig) {
 			t.Errorf("a call over a data channel's message limit: %v, want ErrMessageTooBig", err)
 		}
+		if err := c.Call(ctx, "big/result", 0, nil); !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "carrier's message limit") {
+			t.Errorf("a result over a data channel's message limit: %v, want ErrInternal saying why", err)
+		}
+		if err := p.Event("big", make([]byte, maxChannelMessage)); !errors.Is(err, ErrMessageTooBig) {
+			t.Errorf("an event over a data channel's message limit: %v, want ErrMessageTooBig", err)
+		}
+		if err := p.Ask(ctx, "ui/big", make([]byte, maxChannelMessage), nil); !errors.Is(err, ErrMessageTooBig) {
+			t.Errorf("an ask over a data channel's message limit: %v, want ErrMessageTooBig", err)
+		}
 		if err := c.Call(ctx, "echo/raw", make([]byte, 200<<10), nil); err != nil {
-			t.Fatalf("a call within it: %v", err)
+			t.Fatalf("a call within it, after the refusals: %v", err)
 		}
 	})
 }

@@ -306,19 +306,33 @@ func (p *Peer) runCall(m *method, id, timeoutMS uint32, payload []byte, inTurn b
 	}
 	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
 		// Sent, the result would make the client close the connection
-		// (1009) and fail every call it has in flight.
-		p.answerError(id, &Error{Code: wire.CodeInternal, Message: fmt.Sprintf("a result of %d bytes, over the client's message limit of %d", n, p.clientMaxMessage.Load())}, inTurn)
+		// (1009) and fail every call it has in flight; the carrier would
+		// not carry it at all.
+		limit, whose := p.sendLimit()
+		p.answerError(id, &Error{Code: wire.CodeInternal, Message: fmt.Sprintf("a result of %d bytes, over %s message limit of %d", n, whose, limit)}, inTurn)
 		return
 	}
 	p.sendAnswer(b, inTurn)
 }
 
-// overClientLimit reports whether a packet of n bytes is over the message
-// limit the client announced in its capabilities (maxMessage, PROTOCOL.md
-// §4.9); a client that announced none takes any size.
+// overClientLimit reports whether a packet of n bytes is over what the
+// client takes (sendLimit).
 func (p *Peer) overClientLimit(n int) bool {
-	limit := p.clientMaxMessage.Load()
+	limit, _ := p.sendLimit()
 	return limit > 0 && int64(n) > limit
+}
+
+// sendLimit is the largest packet the client takes, 0 for any, and whose
+// limit it is: the message limit the client announced in its capabilities
+// (maxMessage, PROTOCOL.md §4.9; a client that announced none takes any
+// size) or, when lower, the carrier's (256 KiB on a WebRTC data channel),
+// which would not carry a larger packet at all.
+func (p *Peer) sendLimit() (limit int64, whose string) {
+	limit, whose = p.clientMaxMessage.Load(), "the client's"
+	if m := int64(p.link.maxPacket()); m > 0 && (limit <= 0 || m < limit) {
+		limit, whose = m, "the carrier's"
+	}
+	return limit, whose
 }
 
 // invoke calls the handler and turns a panic into ErrInternal; the
@@ -358,7 +372,8 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
 		// As a result over the limit is (runCall): the client would close
 		// the connection (1009) on it, failing every call in flight.
-		b = wire.AppendError(b[:frameHeadroom], id, wire.CodeInternal, fmt.Sprintf("an error of %d bytes, over the client's message limit of %d", n, p.clientMaxMessage.Load()), nil)
+		limit, whose := p.sendLimit()
+		b = wire.AppendError(b[:frameHeadroom], id, wire.CodeInternal, fmt.Sprintf("an error of %d bytes, over %s message limit of %d", n, whose, limit), nil)
 	}
 	*bp = b[:0]
 	p.sendAnswer(b, inTurn)
@@ -499,7 +514,8 @@ func (p *Peer) Event(name string, v any) error {
 		return err
 	}
 	if n := len(b) - frameHeadroom; p.overClientLimit(n) {
-		return fmt.Errorf("%w: an event of %d bytes, over the client's limit of %d", ErrMessageTooBig, n, p.clientMaxMessage.Load())
+		limit, whose := p.sendLimit()
+		return fmt.Errorf("%w: an event of %d bytes, over %s limit of %d", ErrMessageTooBig, n, whose, limit)
 	}
 	return statusError(p.sendPacket(b))
 }
