@@ -1056,10 +1056,12 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 }
 
 // EmitUnreliable is Emit for events the room may miss without harm: on
-// QUIC and WebTransport it goes as a datagram, never retransmitted and
-// never behind other traffic, and the server relays it to the members as
-// datagrams too (Server.EmitUnreliable); on other carriers, or when it is
-// too large for a datagram, it goes as Emit sends it.
+// QUIC and WebTransport it goes as a datagram, on SCTP and WebRTC on the
+// unordered stream or data channel that is never retransmitted, so it
+// never waits behind other traffic, and the server relays it to the
+// members the same way where their carriers allow (Server.EmitUnreliable);
+// on WebSocket, or when it is too large for a datagram, it goes as Emit
+// sends it.
 func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
 		return err

@@ -239,8 +239,9 @@ func (s *Server) Emit(room, event string, v any) (EmitResult, error) {
 
 // EmitUnreliable is Emit for events a member may miss without harm
 // (positions, cursors, levels): to members on QUIC and WebTransport it
-// goes as a datagram, which is never retransmitted and never waits behind
-// other traffic; members on other carriers, and events too large for a
+// goes as a datagram, to members on SCTP and WebRTC on the unordered
+// stream or data channel that is never retransmitted, so it never waits
+// behind other traffic; members on WebSocket, and events too large for a
 // datagram, get it as Emit sends it. Delivered counts datagrams handed to
 // the carrier, not datagrams that arrived.
 func (s *Server) EmitUnreliable(room, event string, v any) (EmitResult, error) {
