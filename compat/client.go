@@ -751,13 +751,7 @@ func (c *Client) awaitReady(ctx context.Context, cc *clientConn, deadline time.T
 	case <-cc.ready:
 		return nil
 	case <-cc.ended:
-		c.mu.Lock()
-		err := c.dropped
-		c.mu.Unlock()
-		if err == nil {
-			err = cc.sendError(corkwriter.Closed)
-		}
-		return err
+		return c.endError(cc)
 	case <-ctx.Done():
 		return ctxError(ctx)
 	case <-expired:
@@ -770,13 +764,20 @@ func (c *Client) awaitReady(ctx context.Context, cc *clientConn, deadline time.T
 // calls pending then; this one may have joined the table after that.
 func (c *Client) settleRefused(cc *clientConn, pc *pendingCall) {
 	<-cc.ended
+	c.cancelCall(pc, c.endError(cc))
+}
+
+// endError is why cc ended, once cc.ended is closed: the error its calls
+// failed with, or, when a reconnect has cleared that already,
+// ErrDisconnected (ErrClosed after Close).
+func (c *Client) endError(cc *clientConn) error {
 	c.mu.Lock()
-	err := c.dropped // nil again once a reconnect has succeeded
+	err := c.dropped
 	c.mu.Unlock()
 	if err == nil {
-		err = ErrDisconnected
+		err = cc.sendError(corkwriter.Closed)
 	}
-	c.cancelCall(pc, err)
+	return err
 }
 
 // newID returns an id no pending call uses; c.mu is held.

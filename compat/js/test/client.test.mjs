@@ -650,25 +650,17 @@ test('with reconnect off, a drop closes the client', async () => {
   await assert.rejects(client.call('a/b'), CloseError);
 });
 
-test('the queue while disconnected is bounded', async () => {
-  const { client } = newClient({ maxQueue: 2 });
-  const a = client.call('a/b');
-  const b = client.call('a/b');
-  await assert.rejects(client.call('a/b'), (err) => err instanceof RPCError && err.code === Code.Overloaded);
-  client.close();
-  await assert.rejects(a, CloseError);
-  await assert.rejects(b, CloseError);
-});
-
-test('the queue is bounded too while the server\'s capabilities are awaited', async () => {
-  const { client, net } = newClient({ maxQueue: 2 });
-  net.last.open({ capabilities: false });
-  const a = client.call('a/b');
-  const b = client.call('a/b');
-  await assert.rejects(client.call('a/b'), (err) => err instanceof RPCError && err.code === Code.Overloaded);
-  client.close();
-  await assert.rejects(a, CloseError);
-  await assert.rejects(b, CloseError);
+test('the queue is bounded while disconnected, and while the server\'s capabilities are awaited', async () => {
+  for (const awaiting of [false, true]) {
+    const { client, net } = newClient({ maxQueue: 2 });
+    if (awaiting) net.last.open({ capabilities: false });
+    const a = client.call('a/b');
+    const b = client.call('a/b');
+    await assert.rejects(client.call('a/b'), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+    client.close();
+    await assert.rejects(a, CloseError);
+    await assert.rejects(b, CloseError);
+  }
 });
 
 test('arguments that cannot be sent are refused at once', async () => {
