@@ -31,6 +31,7 @@ import (
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
 )
 
 // carrierEnv is one server reachable over every carrier, on loopback.
@@ -446,6 +447,71 @@ func TestStreams(t *testing.T) {
 			}
 			if !errors.Is(err, &Error{Code: 4321}) {
 				t.Errorf("failed stream: %v, want code 4321", err)
+			}
+		})
+	}
+}
+
+// A binary stream whose connection ends under it says so as the
+// connection's calls do, not with the carrier's own error (QUIC's
+// "Application error 0x3e8", WebTransport's SessionError with no text):
+// on the client ErrDisconnected with the close (CloseStatus), on the
+// server ErrClosed, as Peer.Event returns.
+func TestStreamsWhenTheConnectionEnds(t *testing.T) {
+	r := streamRouter()
+	handlerErr := make(chan error, 1)
+	HandleStream(r, "file/hold", func(ctx context.Context, _ struct{}, s *Stream) error {
+		s.Write([]byte("go"))
+		_, err := io.Copy(io.Discard, s)
+		for err == nil { // the client's CloseWrite ended the copy: write until the end
+			_, err = s.Write([]byte("x"))
+			time.Sleep(time.Millisecond)
+		}
+		handlerErr <- err
+		return err
+	})
+	peers := make(chan *Peer, 1)
+	e := newCarrierEnv(t, Options{Router: r, OnConnect: func(p *Peer) { peers <- p }})
+	ctx := context.Background()
+	open := func(t *testing.T, c *Client) *Stream {
+		t.Helper()
+		s, err := c.OpenStream(ctx, "file/hold", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, make([]byte, 2)); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String()+"/client_closes", func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			<-peers
+			s := open(t, c)
+			c.Close()
+			_, werr := s.Write([]byte("x"))
+			_, rerr := s.Read(make([]byte, 1))
+			for _, err := range []error{werr, rerr} {
+				if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseNormal {
+					t.Errorf("the stream after Close: %q (close %d), want ErrDisconnected with 1000", err, CloseStatus(err))
+				}
+			}
+			if err := <-handlerErr; !errors.Is(err, ErrClosed) {
+				t.Errorf("the handler's stream after the client closed: %q, want ErrClosed", err)
+			}
+		})
+		t.Run(carrier.String()+"/server_closes", func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			p := <-peers
+			s := open(t, c)
+			p.Close()
+			_, err := io.Copy(io.Discard, s)
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseNormal {
+				t.Errorf("the stream after the server closed: %q (close %d), want ErrDisconnected with 1000", err, CloseStatus(err))
+			}
+			if err := <-handlerErr; !errors.Is(err, ErrClosed) {
+				t.Errorf("the handler's stream after its peer closed: %q, want ErrClosed", err)
 			}
 		})
 	}
@@ -1121,7 +1187,9 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 
 // Dial gives up on a server that never answers after ConnectTimeout on
 // every carrier, also with a ctx that has no deadline: an SCTP handshake
-// with a silent host used to retry its INIT forever.
+// with a silent host used to retry its INIT forever. Its error names the
+// URL and the timeout (QUIC's and WebTransport's were a bare "context
+// deadline exceeded") and matches context.DeadlineExceeded.
 func TestDialSilentServer(t *testing.T) {
 	t.Parallel()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1160,8 +1228,8 @@ func TestDialSilentServer(t *testing.T) {
 		}()
 		select {
 		case err := <-dialed:
-			if err == nil {
-				t.Errorf("%s: connected to a silent server", url)
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), url+": no answer within ConnectTimeout (300ms)") {
+				t.Errorf("%s: %v, want a deadline that names the URL and ConnectTimeout", url, err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s: Dial did not return", url)
@@ -1315,6 +1383,77 @@ func TestCarrierCloseDuringCalls(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Shutdown whose ctx ends while calls are in flight drops every
+// connection, and each caller learns it with ErrDisconnected and a close
+// code, whatever the carrier: the server's 1001 when its close notice
+// arrived first, else 1006. WebTransport callers saw code 0 there (HTTP/3's
+// code: the server's QUIC connection closed before the session's close
+// arrived), and WebRTC callers at times no code at all (pion's error for
+// the reset association).
+func TestShutdownExpiresOnCarriers(t *testing.T) {
+	carriers := append([]Carrier{CarrierWebSocket}, goCarriers...)
+	for round := range 3 {
+		var running sync.WaitGroup
+		r := NewRouter()
+		Handle(r, "test/hold", func(ctx context.Context, _ struct{}) (struct{}, error) {
+			running.Done()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+			return struct{}{}, nil
+		}, Async())
+		e := newCarrierEnv(t, Options{Router: r})
+		failed := map[Carrier]chan error{}
+		for _, c := range carriers {
+			cl := e.dial(t, c, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			done := make(chan error, 1)
+			failed[c] = done
+			running.Add(1)
+			go func() { done <- cl.Call(context.Background(), "test/hold", nil, nil) }()
+		}
+		running.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if err := e.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("round %d: Shutdown: %v, want its ctx's deadline", round, err)
+		}
+		cancel()
+		for _, c := range carriers {
+			select {
+			case err := <-failed[c]:
+				if code := CloseStatus(err); !errors.Is(err, ErrDisconnected) || (code != wsframe.CloseGoingAway && code != wsframe.CloseAbnormal) {
+					t.Errorf("round %d, %s: the call in flight failed with %q (close %d), want ErrDisconnected with 1001 or 1006", round, carrierName(c), err, code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d, %s: the call in flight outlived the connection", round, carrierName(c))
+			}
+		}
+	}
+}
+
+// A QUIC or WebTransport close whose code is not a close code (HTTP/3's
+// under a session, a browser's WebTransport close() without a code, 0)
+// reads as the end without a close it is, never as close code 0.
+func TestCarrierCodesOutsideCloseCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  *CloseError
+		want wsframe.CloseCode
+	}{
+		{"QUIC 1001", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 1001}), wsframe.CloseGoingAway},
+		{"QUIC 4000", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 4000}), 4000},
+		{"QUIC 0", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 0}), wsframe.CloseAbnormal},
+		{"QUIC H3_NO_ERROR", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 0x100}), wsframe.CloseAbnormal},
+		{"QUIC 5000", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 5000}), wsframe.CloseAbnormal},
+		{"session 1000", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 1000}), wsframe.CloseNormal},
+		{"session 0", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 0}), wsframe.CloseNoStatus},
+	} {
+		if tc.got == nil || tc.got.Code != tc.want || !tc.got.Remote {
+			t.Errorf("%s: %v, want a remote close %d", tc.name, tc.got, tc.want)
+		}
 	}
 }
 

@@ -270,7 +270,7 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	}
 	c.timeouts = scheduler.New(c.fireTimeouts, scheduler.WithGranularity(time.Millisecond))
 	// The first connection, capabilities included, within ConnectTimeout.
-	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	ctx, cancel := c.withConnectTimeout(ctx)
 	defer cancel()
 	cc, err := c.connect(ctx)
 	if err != nil {
@@ -298,6 +298,54 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		c.Close()
 		return nil, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err())
 	}
+}
+
+// connectTimeoutError is the cause of a connection attempt's ctx that ran
+// out of ClientOptions.ConnectTimeout: it names the URL and tells the
+// timeout from the caller's ctx ending. It matches
+// context.DeadlineExceeded.
+type connectTimeoutError struct {
+	url     string
+	timeout time.Duration
+}
+
+func (e *connectTimeoutError) Error() string {
+	return fmt.Sprintf("hotpath: %s: no answer within ConnectTimeout (%v)", e.url, e.timeout)
+}
+
+func (e *connectTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// withConnectTimeout bounds a connection attempt by ConnectTimeout.
+func (c *Client) withConnectTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, c.opts.ConnectTimeout, &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout})
+}
+
+// connectError is the error of a connection attempt that failed with err
+// under ctx. One that ran out of ConnectTimeout says so: a QUIC handshake
+// with a host that never answers ended in a bare "context deadline
+// exceeded" (some carriers' dialers return ctx's cause, and say it
+// already).
+func (c *Client) connectError(ctx context.Context, err error) error {
+	var te *connectTimeoutError
+	if errors.As(err, &te) || !errors.As(context.Cause(ctx), &te) || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if err == context.DeadlineExceeded {
+		return te
+	}
+	return fmt.Errorf("%w: %w", te, err)
+}
+
+// abnormalEnd is err, the end of a connection, as a *CloseError: a
+// carrier's error that brought no close (a reset association, a broken
+// socket) is 1006 with the error's text, as a browser reports a
+// connection that ended without a close frame, so that CloseStatus reads
+// every end of a connection.
+func abnormalEnd(err error) error {
+	if err == nil || CloseStatus(err) != 0 {
+		return err
+	}
+	return &CloseError{Code: wsframe.CloseAbnormal, Reason: err.Error()}
 }
 
 // dialEndError is Dial's error for a connection that ended before the
@@ -335,11 +383,11 @@ func (e *dialEndError) Unwrap() error { return e.end }
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	// Without a bound, an SCTP handshake with a host that never answers
 	// retried its INIT forever.
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	ctx, cancel := c.withConnectTimeout(ctx)
 	defer cancel()
 	l, err := c.dialLink(ctx)
 	if err != nil {
-		return nil, err
+		return nil, c.connectError(ctx, err)
 	}
 	cc := &clientConn{c: c, link: l, ready: make(chan struct{}), ended: make(chan struct{})}
 	if ws, ok := l.(*wsConn); ok {
@@ -418,7 +466,7 @@ func (c *Client) run(cc *clientConn) {
 			// timeout or a reset, whatever the carrier: say why it began.
 			err = &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason}
 		}
-		err = errors.Join(ErrDisconnected, err)
+		err = errors.Join(ErrDisconnected, abnormalEnd(err))
 		c.mu.Lock()
 		c.conn, c.dropped = nil, err
 		closed := c.closed

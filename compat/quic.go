@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -161,13 +162,36 @@ func (t *quicTransport) closeTransport(code wsframe.CloseCode, reason string) {
 func (t *quicTransport) closeErrorOf(err error) *CloseError { return quicCloseError(err) }
 
 // quicCloseError recovers the close code the other end sent in its
-// CONNECTION_CLOSE.
+// CONNECTION_CLOSE. A code outside the close codes' range (1000-4999) is
+// not one of ours: HTTP/3's, say, when the server under a WebTransport
+// session closed the QUIC connection before the session's close arrived.
+// The connection then ended without a close: 1006, the code named in the
+// reason.
 func quicCloseError(err error) *CloseError {
 	var ae *quic.ApplicationError
-	if errors.As(err, &ae) && ae.Remote {
-		return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: ae.ErrorMessage, Remote: true}
+	if !errors.As(err, &ae) || !ae.Remote {
+		return nil
 	}
-	return nil
+	if !isCloseCode(uint64(ae.ErrorCode)) {
+		return &CloseError{Code: wsframe.CloseAbnormal, Reason: fmt.Sprintf("QUIC connection closed with code %#x", uint64(ae.ErrorCode)), Remote: true}
+	}
+	return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: ae.ErrorMessage, Remote: true}
+}
+
+// isCloseCode reports whether a carrier's error code is in the range of
+// WebSocket close codes, which QUIC and WebTransport closes carry.
+func isCloseCode(code uint64) bool { return code >= 1000 && code <= 4999 }
+
+// quicConnectionEnded reports whether err, from a stream, is the end of
+// its whole QUIC connection rather than of the stream.
+func quicConnectionEnded(err error) bool {
+	var (
+		ae *quic.ApplicationError
+		te *quic.TransportError
+		ie *quic.IdleTimeoutError
+		sr *quic.StatelessResetError
+	)
+	return errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &ie) || errors.As(err, &sr)
 }
 
 // quicDialError is err, or the close the server sent when it closed the
@@ -226,7 +250,7 @@ func (t *quicTransport) acceptStreams(p *Peer) {
 		if err != nil {
 			return
 		}
-		go p.serveStream(quicStream{str})
+		go p.serveStream(t, quicStream{str})
 	}
 }
 

@@ -55,6 +55,11 @@ type (
 // A Stream is used by one reader and one writer at a time.
 type Stream struct {
 	raw rawStream
+	// connectionEnded turns the carrier's error for a connection that
+	// ended under the stream into the error its end reports to calls:
+	// ErrClosed or ErrDisconnected with the close on the client, ErrClosed
+	// on the server.
+	connectionEnded func(err error) error
 }
 
 // Read reads bytes the other end wrote; io.EOF once it called CloseWrite
@@ -84,7 +89,42 @@ func (s *Stream) streamError(err error) error {
 	if code, ok := s.raw.resetCode(err); ok {
 		return &Error{Code: code, Message: "stream reset by the other end"}
 	}
+	if streamConnectionEnded(err) {
+		return s.connectionEnded(err)
+	}
 	return err
+}
+
+// clientStreamEnded is a client stream's error for the end of the
+// connection under it: the error the connection's calls failed with, once
+// the read loop has settled them (at once after Close, which waits for
+// it), within closeTimeout.
+func (cc *clientConn) clientStreamEnded(pc *pktConn) func(error) error {
+	return func(err error) error {
+		t := time.NewTimer(closeTimeout)
+		defer t.Stop()
+		select {
+		case <-cc.ended:
+			return cc.c.endError(cc)
+		case <-t.C:
+			if ce := pc.t.closeErrorOf(err); ce != nil {
+				err = ce
+			}
+			return fmt.Errorf("%w: %w", ErrDisconnected, err)
+		}
+	}
+}
+
+// serverStreamEnded is a stream handler's error for the end of the
+// connection under it: ErrClosed, as Peer.Event returns, with the close
+// the client sent when the carrier brought one.
+func serverStreamEnded(t pktTransport) func(error) error {
+	return func(err error) error {
+		if ce := t.closeErrorOf(err); ce != nil {
+			err = ce
+		}
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 }
 
 // streamMethod is one registered stream handler, its request type erased.
@@ -162,7 +202,7 @@ func readStreamPacket(r io.Reader, max int64) ([]byte, error) {
 // answer is a Result, after which the stream is the handler's, or an
 // Error, after which the stream is closed. A stream whose first packet is
 // not a Call closes the whole connection, as a malformed packet does.
-func (p *Peer) serveStream(raw rawStream) {
+func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 	s := p.srv
 	raw.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	pkt, err := readStreamPacket(raw, s.opts.Limits.MaxMessageSize)
@@ -216,7 +256,7 @@ func (p *Peer) serveStream(raw rawStream) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(call.Timeout)*time.Millisecond)
 		defer cancel()
 	}
-	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw}); err != nil {
+	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}); err != nil {
 		code := ErrInternal.Code
 		var e *Error
 		if errors.As(err, &e) {
@@ -272,6 +312,9 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	}
 	raw, err := opener.openStream(ctx)
 	if err != nil {
+		if streamConnectionEnded(err) {
+			return nil, cc.clientStreamEnded(pc)(err)
+		}
 		return nil, fmt.Errorf("hotpath: open stream: %w", err)
 	}
 	var timeoutMS uint32
@@ -287,6 +330,9 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	defer stop()
 	if err := writeStreamPacket(raw, pkt); err != nil {
 		raw.Close()
+		if streamConnectionEnded(err) {
+			return nil, cc.clientStreamEnded(pc)(err)
+		}
 		return nil, fmt.Errorf("hotpath: open stream: %w", err)
 	}
 	answer, err := readStreamPacket(raw, c.opts.Limits.MaxMessageSize)
@@ -298,6 +344,9 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 		if code, ok := raw.resetCode(err); ok {
 			// The handler failed at once: its reset overtook the answer.
 			return nil, &Error{Code: code, Message: "stream reset by the server"}
+		}
+		if streamConnectionEnded(err) {
+			return nil, cc.clientStreamEnded(pc)(err)
 		}
 		return nil, fmt.Errorf("hotpath: open stream: %w", err)
 	}
@@ -313,5 +362,5 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 		raw.Close()
 		return nil, errMalformed
 	}
-	return &Stream{raw: raw}, nil
+	return &Stream{raw: raw, connectionEnded: cc.clientStreamEnded(pc)}, nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 )
@@ -105,13 +107,18 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 }
 
 // remoteSessionClose returns the close code of a session the other end
-// closed, or nil.
+// closed, or nil. A session closed with a code outside the close codes'
+// range (a browser's close() without one sends 0) ended cleanly without
+// a code: 1005, as a WebSocket close frame without a status.
 func remoteSessionClose(err error) *CloseError {
 	var se *webtransport.SessionError
-	if errors.As(err, &se) && se.Remote {
-		return &CloseError{Code: wsframe.CloseCode(se.ErrorCode), Reason: se.Message, Remote: true}
+	if !errors.As(err, &se) || !se.Remote {
+		return nil
 	}
-	return nil
+	if !isCloseCode(uint64(se.ErrorCode)) {
+		return &CloseError{Code: wsframe.CloseNoStatus, Reason: fmt.Sprintf("session closed with code %d", se.ErrorCode), Remote: true}
+	}
+	return &CloseError{Code: wsframe.CloseCode(se.ErrorCode), Reason: se.Message, Remote: true}
 }
 
 func (t *wtTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
@@ -142,7 +149,7 @@ func (t *wtTransport) acceptStreams(p *Peer) {
 		if err != nil {
 			return
 		}
-		go p.serveStream(wtStream{str})
+		go p.serveStream(t, wtStream{str})
 	}
 }
 
@@ -159,6 +166,18 @@ func (s wtStream) Close() error {
 func (s wtStream) Reset(code uint32) {
 	s.Stream.CancelWrite(webtransport.StreamErrorCode(code))
 	s.Stream.CancelRead(webtransport.StreamErrorCode(code))
+}
+
+// streamConnectionEnded reports whether err, from a QUIC or WebTransport
+// stream, is the end of the whole connection or session under it rather
+// than of the stream.
+func streamConnectionEnded(err error) bool {
+	var (
+		se *webtransport.SessionError
+		he *http3.Error // the HTTP/3 connection under a session
+		qe *quic.StreamError
+	)
+	return errors.As(err, &se) || quicConnectionEnded(err) || (errors.As(err, &he) && !errors.As(err, &qe))
 }
 
 func (s wtStream) resetCode(err error) (uint32, bool) {
