@@ -572,6 +572,51 @@ func BenchmarkCarrierOpen(b *testing.B) {
 	}
 }
 
+// BenchmarkCarrierServerClose is a connection the server closes (Peer.Close
+// on the client's conn/close event), from the event's sending until the
+// client has seen the close: close-µs is that wait, the closing handshake
+// as the server begins it.
+func BenchmarkCarrierServerClose(b *testing.B) {
+	for _, carrier := range benchCarriers {
+		b.Run(carrier.String(), func(b *testing.B) {
+			e := sharedCarrierEnv(b)
+			closed := make(chan struct{}, 1)
+			opts := ClientOptions{
+				Reconnect: Reconnect{Disabled: true},
+				TLSConfig: e.cert.ClientTLSConfig(),
+				OnState: func(s State) {
+					if s == Closed {
+						closed <- struct{}{}
+					}
+				},
+			}
+			opts.WebRTC.LoopbackOnly = true
+			ctx := context.Background()
+			var closing time.Duration
+			n := 0
+			for b.Loop() {
+				c, err := Dial(ctx, e.urls[carrier], opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				if err := c.Event("conn/close", nil); err != nil {
+					b.Fatal(err)
+				}
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					b.Fatal("the client did not see the server's close")
+				}
+				closing += time.Since(start)
+				n++
+				c.Close()
+			}
+			b.ReportMetric(float64(closing.Microseconds())/float64(n), "close-µs")
+		})
+	}
+}
+
 // BenchmarkCarrierTransfer sends 16 MiB up and gets it back: in 128 calls
 // of 128 KiB, 8 in flight, on every carrier, and on the carriers with
 // binary streams also through one stream (OpenStream), written and read

@@ -401,6 +401,7 @@ func streamRouter() *Router {
 	HandleStream(r, "file/fail", func(ctx context.Context, _ struct{}, s *Stream) error {
 		return &Error{Code: 4321, Message: "refused"}
 	})
+	HandleEvent(r, "conn/close", func(ctx context.Context, _ struct{}) { PeerFrom(ctx).Close() })
 	return r
 }
 

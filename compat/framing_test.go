@@ -125,3 +125,40 @@ func FuzzStreamFraming(f *testing.F) {
 		}
 	})
 }
+
+// closeRecorder is a carrier with the quick closes of handshakeCloser
+// (SCTP's), recording which close the link chose.
+type closeRecorder struct {
+	nullTransport
+	closes []string
+}
+
+func (t *closeRecorder) closeTransport(wsframe.CloseCode, string) { t.closes = append(t.closes, "closeTransport") }
+func (t *closeRecorder) closeAfterHandshake()                     { t.closes = append(t.closes, "closeAfterHandshake") }
+func (t *closeRecorder) closeClosed()                             { t.closes = append(t.closes, "closeClosed") }
+
+// How a link releases its carrier at the end of a closing handshake. The
+// end that answered the other's close notice, and then saw the other end
+// close the carrier, releases it without another shutdown or ABORT: on
+// SCTP those wait for pion's write loop, gone with the association, and an
+// SCTP client saw its server's close about 400 ms late.
+func TestCarrierReleaseAfterClosingHandshake(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		initiated, noticed, answered bool
+		want                         string
+	}{
+		{"this end answered, the other closed the carrier", false, true, true, "closeClosed"},
+		{"this end's close was answered", true, true, false, "closeAfterHandshake"},
+		{"this end's close got no answer", true, false, false, "closeTransport"},
+	} {
+		tr := &closeRecorder{}
+		c := newStreamConn(tr, tr, Limits{}.withDefaults()) // reads io.EOF: the carrier is closed
+		c.closing, c.initiated, c.noticed = true, tc.initiated, tc.noticed
+		end := &CloseError{Code: wsframe.CloseGoingAway, Remote: tc.answered}
+		c.finish(end)
+		if len(tr.closes) != 1 || tr.closes[0] != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, tr.closes, tc.want)
+		}
+	}
+}

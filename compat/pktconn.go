@@ -34,11 +34,14 @@ type pktTransport interface {
 	receiveDatagrams(deliver func(pkt []byte))
 }
 
-// handshakeCloser is a carrier with a quicker way to close once the
-// closing handshake is complete, that is once this end's close notice was
-// answered: the other end has read everything before it.
+// handshakeCloser is a carrier with quicker ways to close once the
+// closing handshake is complete: closeAfterHandshake once this end's close
+// notice was answered (the other end has read everything before it),
+// closeClosed once this end answered the other's and the other end then
+// closed the carrier (nothing is left to say on it).
 type handshakeCloser interface {
 	closeAfterHandshake()
+	closeClosed()
 }
 
 // msgChannel is a message carrier: one packet per message (a WebRTC data
@@ -624,8 +627,9 @@ func (c *pktConn) finish(err error) {
 		if closing && c.out != nil {
 			drainOutbox(c.out, time.Now().Add(closeTimeout))
 		}
+		carrierClosed := false // by the other end
 		if answered && ce != nil && ce.Remote {
-			c.awaitCarrierClose(time.Now().Add(closeTimeout))
+			carrierClosed = c.awaitCarrierClose(time.Now().Add(closeTimeout))
 		}
 		if c.killer != nil {
 			c.killer.Stop()
@@ -633,9 +637,13 @@ func (c *pktConn) finish(err error) {
 		if c.out != nil {
 			c.out.Close()
 		}
-		if hc, ok := c.t.(handshakeCloser); ok && completed {
+		hc, quick := c.t.(handshakeCloser)
+		switch {
+		case quick && carrierClosed:
+			hc.closeClosed()
+		case quick && completed:
 			hc.closeAfterHandshake()
-		} else {
+		default:
 			c.t.closeTransport(code, reason)
 		}
 		c.q.Reset()
@@ -644,10 +652,11 @@ func (c *pktConn) finish(err error) {
 }
 
 // awaitCarrierClose reads and discards until the other end closes the
-// carrier, or the deadline passes.
-func (c *pktConn) awaitCarrierClose(deadline time.Time) {
+// carrier, or the deadline passes and this end aborts it. It reports
+// whether the other end closed it.
+func (c *pktConn) awaitCarrierClose(deadline time.Time) (closedByOther bool) {
 	t := time.AfterFunc(time.Until(deadline), c.abort)
-	defer t.Stop()
+	defer func() { closedByOther = t.Stop() }()
 	if c.ch != nil {
 		buf := make([]byte, maxChannelMessage)
 		for {

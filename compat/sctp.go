@@ -265,6 +265,17 @@ func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 // close, sees it end.
 func (t *sctpTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbnormal, "closed") }
 
+// closeClosed releases an association the other end ended after this end
+// answered its close notice. A graceful shutdown or an ABORT of an ended
+// association waits for pion's write loop, which is gone: about 400 ms
+// (the SCTP clients of a server that shut down saw its close that late).
+func (t *sctpTransport) closeClosed() {
+	t.closeOnce.Do(func() {
+		t.assoc.Close()
+		t.nc.Close()
+	})
+}
+
 // closeErrorOf: an SCTP association carries no close code (the close
 // notice does); a message larger than the read buffer breaks the framing.
 func (t *sctpTransport) closeErrorOf(err error) *CloseError {
