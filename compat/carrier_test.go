@@ -27,7 +27,6 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
-	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
@@ -89,7 +88,7 @@ func newCarrierEnv(t testing.TB, opts Options) *carrierEnv {
 	go s.ServeSCTP(sln)
 	t.Cleanup(func() { sln.Close() })
 	e.urls[CarrierSCTP] = "sctp://" + sln.Addr().String()
-	dln, err := ListenSCTPDTLS("127.0.0.1:0", &dtls.Config{Certificates: []tls.Certificate{e.cert.Certificate}})
+	dln, err := ListenSCTPDTLS("127.0.0.1:0", e.cert.ServerDTLSConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +105,7 @@ func (e *carrierEnv) dial(t testing.TB, c Carrier, opts ClientOptions) *Client {
 	}
 	opts.WebRTC.LoopbackOnly = true
 	if opts.DTLSConfig == nil {
-		hash := e.cert.SHA256
-		opts.DTLSConfig = &dtls.Config{
-			InsecureSkipVerify: true, // replaced by the pin below
-			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-				if len(raw) == 0 || sha256.Sum256(raw[0]) != hash {
-					return errors.New("certificate does not match the pin")
-				}
-				return nil
-			},
-		}
+		opts.DTLSConfig = e.cert.ClientDTLSConfig()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -904,6 +894,16 @@ func TestDevCertificate(t *testing.T) {
 	}
 	if err := pin.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{other.Certificate.Leaf}}); err == nil {
 		t.Error("pin accepted another certificate")
+	}
+	dtlsPin := c.ClientDTLSConfig()
+	if err := dtlsPin.VerifyPeerCertificate([][]byte{leaf.Raw}, nil); err != nil {
+		t.Errorf("DTLS pin refused its certificate: %v", err)
+	}
+	if err := dtlsPin.VerifyPeerCertificate([][]byte{other.Certificate.Leaf.Raw}, nil); err == nil {
+		t.Error("DTLS pin accepted another certificate")
+	}
+	if err := dtlsPin.VerifyPeerCertificate(nil, nil); err == nil {
+		t.Error("DTLS pin accepted no certificate")
 	}
 }
 

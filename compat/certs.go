@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"net"
 	"time"
+
+	"github.com/pion/dtls/v3"
 )
 
 // MaxDevCertificateValidity is the longest validity a browser accepts for
@@ -101,6 +103,46 @@ func (c *DevCertificate) ClientTLSConfig() *tls.Config {
 	return PinnedTLSConfig(c.SHA256)
 }
 
+// ServerDTLSConfig returns a DTLS configuration that serves the
+// certificate, for ListenSCTPDTLS.
+func (c *DevCertificate) ServerDTLSConfig() *dtls.Config {
+	return &dtls.Config{Certificates: []tls.Certificate{c.Certificate}}
+}
+
+// ClientDTLSConfig returns a DTLS configuration that trusts exactly this
+// certificate, by its hash: ClientTLSConfig's counterpart for
+// sctp+dtls:// URLs (ClientOptions.DTLSConfig).
+func (c *DevCertificate) ClientDTLSConfig() *dtls.Config {
+	return PinnedDTLSConfig(c.SHA256)
+}
+
+// PinnedDTLSConfig is PinnedTLSConfig for DTLS: a client configuration
+// that accepts a server certificate whose DER encoding hashes to one of
+// hashes, and no other.
+func PinnedDTLSConfig(hashes ...[32]byte) *dtls.Config {
+	return &dtls.Config{
+		InsecureSkipVerify: true, // replaced by the hash check below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			return checkPin(raw, hashes)
+		},
+	}
+}
+
+// checkPin accepts a certificate chain whose leaf, raw[0], hashes to one
+// of hashes.
+func checkPin(raw [][]byte, hashes [][32]byte) error {
+	if len(raw) == 0 {
+		return errors.New("compat: server sent no certificate")
+	}
+	got := sha256.Sum256(raw[0])
+	for _, h := range hashes {
+		if got == h {
+			return nil
+		}
+	}
+	return errors.New("compat: server certificate does not match the pinned hash")
+}
+
 // PinnedTLSConfig returns a client TLS configuration that accepts a
 // server certificate whose DER encoding hashes to one of hashes, and no
 // other: the Go equivalent of serverCertificateHashes.
@@ -109,16 +151,11 @@ func PinnedTLSConfig(hashes ...[32]byte) *tls.Config {
 		MinVersion:         tls.VersionTLS13,
 		InsecureSkipVerify: true, // replaced by the hash check below
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("compat: server sent no certificate")
+			raw := make([][]byte, len(cs.PeerCertificates))
+			for i, cert := range cs.PeerCertificates {
+				raw[i] = cert.Raw
 			}
-			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
-			for _, h := range hashes {
-				if got == h {
-					return nil
-				}
-			}
-			return errors.New("compat: server certificate does not match the pinned hash")
+			return checkPin(raw, hashes)
 		},
 	}
 }
