@@ -606,6 +606,79 @@ func TestClientEvents(t *testing.T) {
 	}
 }
 
+// Options.PresenceInterval: members of a room that n connections join at
+// once get one presence event each, carrying the final count, instead of
+// one per join (n(n+1)/2 packets in all); a leave undone within the
+// interval sends none; a negative interval sends no presence at all.
+func TestPresenceInterval(t *testing.T) {
+	const n = 20
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		min, max uint64 // presence packets for the n joins
+	}{
+		{"per change", 0, n * (n + 1) / 2, n * (n + 1) / 2},
+		{"coalesced", 200 * time.Millisecond, n, 2 * n}, // 2n if the joins straddle a firing
+		{"off", -1, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peers := make(chan *Peer, n)
+			s, addr := newTestServer(t, Options{PresenceInterval: tc.interval, OnConnect: func(p *Peer) { peers <- p }})
+			last := make([]atomic.Int64, n)
+			var ps []*Peer
+			for i := range n {
+				c := dialClient(t, addr, ClientOptions{})
+				record := func(m Message) {
+					var v struct{ Members int64 }
+					if err := json.Unmarshal(m.Data, &v); err != nil {
+						t.Error(err)
+					}
+					last[i].Store(v.Members)
+				}
+				c.OnRoom("r", "$join", record)
+				c.OnRoom("r", "$leave", record)
+				ps = append(ps, <-peers)
+			}
+			out := func() uint64 { return s.Metrics().MessagesOut }
+			before := out()
+			for _, p := range ps {
+				if _, err := s.Join(p, "r"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.interval < 0 {
+				if sent := out() - before; sent != 0 {
+					t.Fatalf("%d presence packets with presence off", sent)
+				}
+				return
+			}
+			waitFor(t, func() bool {
+				for i := range last {
+					if last[i].Load() != n {
+						return false
+					}
+				}
+				return true
+			})
+			if sent := out() - before; sent < tc.min || sent > tc.max {
+				t.Errorf("%d presence packets for %d joins, want %d to %d", sent, n, tc.min, tc.max)
+			}
+			if tc.interval == 0 {
+				return
+			}
+			before = out()
+			s.Leave(ps[0], "r")
+			s.Join(ps[0], "r")
+			time.Sleep(3 * tc.interval)
+			if sent := out() - before; sent != 0 {
+				t.Errorf("a leave undone within the interval sent %d presence packets, want none", sent)
+			}
+			s.Leave(ps[0], "r")
+			waitFor(t, func() bool { return last[1].Load() == n-1 })
+		})
+	}
+}
+
 // Rooms driven from the server: Server.Join and Leave put a connection in
 // and out of a room, OnJoin and OnLeave see every change (a closed
 // connection leaves its rooms), and the members get the presence events.

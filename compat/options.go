@@ -71,6 +71,17 @@ type Options struct {
 	// deadline; 30 s by default.
 	AskTimeout time.Duration
 
+	// PresenceInterval coalesces a room's presence events ($join, $leave:
+	// PROTOCOL.md §4.5). Each one goes to every member, so with one per
+	// change N members joining a room cost N²/2 packets, and a client
+	// that joins and leaves in a loop makes every member of a large room
+	// read two packets per turn. With an interval, a room sends at most
+	// one presence event per interval, with its member count then ($join
+	// when it grew since the last one, $leave when it fell, none when it
+	// is unchanged). 0, the default, sends one per change; a negative
+	// interval sends none (Join's answer still carries the count).
+	PresenceInterval time.Duration
+
 	// SlowConsumer is what a room emit does to a member whose outbound
 	// queue is over Limits.MaxOutboxBytes: DropEvent (the default) skips
 	// that member for that event, Disconnect drops the member. Answers to

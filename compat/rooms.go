@@ -27,6 +27,11 @@ type room struct {
 	mu      sync.RWMutex
 	members []*Peer
 	index   map[*Peer]int
+
+	// With Options.PresenceInterval: whether a presence event is
+	// scheduled, and the count the last one carried.
+	presenceDue  bool
+	presenceSent int
 }
 
 // RoomEvent is raised when a connection joins or leaves a room.
@@ -161,8 +166,49 @@ type presencePayload struct {
 	Members int `json:"members"`
 }
 
-// presence tells the room's members its new size (PROTOCOL.md §4.5).
+// presence tells the room's members its new size (PROTOCOL.md §4.5), at
+// once or, with Options.PresenceInterval, in the room's next coalesced
+// presence event.
 func (rs *rooms) presence(r *room, event string, members int) {
+	switch interval := rs.srv.opts.PresenceInterval; {
+	case interval < 0:
+		return
+	case interval > 0:
+		r.mu.Lock()
+		due := r.presenceDue
+		r.presenceDue = true
+		r.mu.Unlock()
+		if !due {
+			rs.srv.timeouts.ArmAfter(interval, &presenceDue{rs: rs, r: r})
+		}
+		return
+	}
+	rs.sendPresence(r, event, members)
+}
+
+// presenceDue is a room's coalesced presence event, fired by the server's
+// timeout scheduler.
+type presenceDue struct {
+	rs *rooms
+	r  *room
+}
+
+func (d *presenceDue) timeout() {
+	r := d.r
+	r.mu.Lock()
+	n, last := len(r.members), r.presenceSent
+	r.presenceDue, r.presenceSent = false, n
+	r.mu.Unlock()
+	switch {
+	case n > last:
+		d.rs.sendPresence(r, "$join", n)
+	case n < last:
+		d.rs.sendPresence(r, "$leave", n)
+	}
+}
+
+// sendPresence sends the presence event to every member of r.
+func (rs *rooms) sendPresence(r *room, event string, members int) {
 	if members == 0 {
 		return
 	}
