@@ -50,7 +50,10 @@ type (
 // with Client.OpenStream; the server runs the handler registered with
 // HandleStream. Read and Write are those of an io.ReadWriter; a handler
 // that fails resets the stream, and the other end's Read or Write then
-// returns an *Error with the handler's code.
+// returns an *Error with the handler's code. When the connection ends under
+// a stream, its Read and Write return what the connection's calls get:
+// ErrDisconnected with the close (CloseStatus) on the client, ErrClosed on
+// the server.
 //
 // A Stream is used by one reader and one writer at a time.
 type Stream struct {
