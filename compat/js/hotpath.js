@@ -560,6 +560,13 @@ class CarrierSocket {
   }
 }
 
+/** The close code of a WebTransport session's close: a code outside the
+ * close codes' range (0, from a close() without one) is none, 1005, as the
+ * Go client reads it. */
+function sessionCloseCode(code) {
+  return code >= 1000 && code <= 4999 ? code : 1005;
+}
+
 /**
  * WebTransportSocket carries a Client over WebTransport (§8.2): the
  * session's first bidirectional stream is the control stream, packets are
@@ -574,7 +581,7 @@ export class WebTransportSocket extends CarrierSocket {
     this.url = url;
     this.#wt = new WebTransportImpl(url, options);
     this.#wt.closed.then(
-      (info) => this.gone(info?.closeCode ?? 1000, info?.reason ?? ''),
+      (info) => this.gone(sessionCloseCode(info?.closeCode), info?.reason ?? ''),
       (err) => { this.onerror?.({ error: err }); this.gone(1006, String(err?.message ?? err)); });
     this.#start().catch((err) => {
       if (this.readyState === 3) return;

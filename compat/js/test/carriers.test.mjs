@@ -180,3 +180,15 @@ test('WebTransportSocket reports a session the server closed with its code', asy
   assert.equal(ev.code, 1008);
   assert.equal(ev.reason, 'HP_ERR_MALFORMED_PACKET');
 });
+
+test('WebTransportSocket reads a session closed without a close code as 1005', async () => {
+  for (const info of [{ closeCode: 0, reason: '' }, undefined]) {
+    const { FakeWebTransport, sessions } = fakeWebTransport();
+    const s = new WebTransportSocket('https://example.test/wt', {}, FakeWebTransport);
+    const closed = new Promise((resolve) => { s.onclose = resolve; });
+    await tick();
+    sessions[0].closeSession(info);
+    const ev = await closed;
+    assert.equal(ev.code, 1005, `closed with ${JSON.stringify(info)}`);
+  }
+});
