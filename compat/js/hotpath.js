@@ -35,6 +35,7 @@ const EXCEPT_SENDER = 0x01;
 const MAX_NAME = 255; // method, event and room names (§2)
 const MAX_VALUE = 4096; // capability values and error messages (§2)
 const MAX_U32 = 0xffffffff;
+const MAX_CHANNEL_MESSAGE = 256 << 10; // a WebRTC data channel's message limit (§8.2)
 // setTimeout fires at once for delays past 2^31-1 ms; no timer goes past it.
 const MAX_DELAY = 2 ** 31 - 1;
 const EMPTY = new Uint8Array(0);
@@ -700,6 +701,14 @@ export class DataChannelSocket extends CarrierSocket {
 
   get bufferedAmount() { return this.#dc.bufferedAmount; }
 
+  /** The largest message the channel carries: the SCTP transport's
+   * max-message-size, which the server's data channels set to 256 KiB;
+   * the browser refuses to send a larger one. */
+  get maxMessageSize() {
+    const n = this.#pc.sctp?.maxMessageSize;
+    return n > 0 ? Math.min(n, MAX_CHANNEL_MESSAGE) : MAX_CHANNEL_MESSAGE;
+  }
+
   transmit(packet) {
     if (this.#dc.readyState === 'open') this.#dc.send(packet);
   }
@@ -874,7 +883,11 @@ export class Client {
     return new Promise((resolve, reject) => {
       checkName(method, 'method');
       const payload = encodeJSON(params);
-      this.#checkSize(payload.length + MAX_NAME);
+      // The packet is encoded when it leaves (its timeout is what is left
+      // then): refuse now only what is over the limit however it is
+      // encoded (a 1-byte id, timeout and name length); the flush checks
+      // the packet itself.
+      this.#checkSize(4 + utf8.encode(method).length + payload.length);
       this.#add(this.#entry('call', { method, payload, raw, timeout, resolve, reject }));
     });
   }
@@ -882,17 +895,18 @@ export class Client {
   /** Calls method without waiting for an answer: the server sends none
    * (a notification, id 0, §4.1). */
   notify(method, params) {
-    const payload = encodeJSON(params);
-    this.#checkSize(payload.length + MAX_NAME);
-    this.#add({ packet: encodePacket({ kind: 'call', id: 0, method, timeout: 0, payload }) });
+    const packet = encodePacket({ kind: 'call', id: 0, method, timeout: 0, payload: encodeJSON(params) });
+    this.#checkSize(packet.length);
+    this.#add({ packet });
   }
 
   /** Sends a fire-and-forget event to the server's event handlers (§4.3). */
   event(name, data) {
+    checkName(name, 'event');
     if (name.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
-    const payload = encodeJSON(data);
-    this.#checkSize(payload.length + MAX_NAME);
-    this.#add({ packet: encodePacket({ kind: 'event', event: name, payload }) });
+    const packet = encodePacket({ kind: 'event', event: name, payload: encodeJSON(data) });
+    this.#checkSize(packet.length);
+    this.#add({ packet });
   }
 
   /**
@@ -948,11 +962,12 @@ export class Client {
   // emitPacket checks and encodes an Emit of this client.
   #emitPacket(room, event, data, exceptSelf) {
     if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
+    checkName(event, 'event');
     if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
-    const payload = encodeJSON(data);
-    this.#checkSize(payload.length + 2 * MAX_NAME);
     const flags = exceptSelf ? EXCEPT_SENDER : 0;
-    return encodePacket({ kind: 'emit', room, event, flags, payload });
+    const packet = encodePacket({ kind: 'emit', room, event, flags, payload: encodeJSON(data) });
+    this.#checkSize(packet.length);
+    return packet;
   }
 
   /**
@@ -1106,6 +1121,7 @@ export class Client {
       if (joining.has(room)) continue;
       rejoins.push(this.#entry('join', {
         room,
+        rejoin: true,
         timeout: this.#callTimeout,
         resolve() {},
         reject: (err) => {
@@ -1343,7 +1359,10 @@ export class Client {
     return e;
   }
 
-  // settle completes a pending entry once; a failed join forgets its room.
+  // settle completes a pending entry once. A failed join forgets its
+  // room; a failed rejoin after a reconnect only when the server refused
+  // it (Unauthorized), as the Go client does: one that timed out or found
+  // the server overloaded is tried again at the next reconnect.
   #settle(e, err, value) {
     if (this.#pending.get(e.id) !== e) return;
     this.#pending.delete(e.id);
@@ -1352,12 +1371,27 @@ export class Client {
       e.resolve(value);
       return;
     }
-    if (e.kind === 'join') this.#rooms.delete(e.room);
+    if (e.kind === 'join' && (!e.rejoin || (err instanceof RPCError && err.code === Code.Unauthorized))) this.#rooms.delete(e.room);
     e.reject(err);
   }
 
+  // checkSize refuses a packet of at least n bytes over the limit of the
+  // current connection. Before the first server capabilities the limit is
+  // not known: the flush checks the packet once it is.
   #checkSize(n) {
-    if (n > this.#maxMessage) throw new RangeError(`hotpath: a packet of up to ${n} bytes is over the server's limit of ${this.#maxMessage}`);
+    if (this.#capabilities === null) return;
+    const limit = this.#packetLimit(this.#conn);
+    if (n > limit) throw new RangeError(`hotpath: a packet of ${n} bytes is over ${this.#limitOwner(this.#conn)} limit of ${limit}`);
+  }
+
+  // packetLimit is the largest packet conn takes: the server's maxMessage,
+  // or the carrier's message limit when lower (a WebRTC data channel's).
+  #packetLimit(conn) {
+    return Math.min(this.#maxMessage, conn?.ws.maxMessageSize ?? Infinity);
+  }
+
+  #limitOwner(conn) {
+    return (conn?.ws.maxMessageSize ?? Infinity) < this.#maxMessage ? 'the carrier\'s' : 'the server\'s';
   }
 
   // add queues a pending entry or a {packet, conn} item and schedules a
@@ -1395,25 +1429,34 @@ export class Client {
     const queue = this.#queue;
     this.#queue = [];
     const now = this.#timers.now();
+    const limit = this.#packetLimit(conn);
     let items = [];
+    let sources = [];
     let size = 0;
     for (const q of queue) {
       const packet = this.#packetOf(q, conn, now);
       if (packet === null) continue;
-      if (packet.length > this.#maxMessage) {
-        const err = new RangeError(`hotpath: a packet of ${packet.length} bytes is over the server's limit of ${this.#maxMessage}`);
-        if (q.packet === undefined) this.#settle(q, err); else this.#report(err);
+      if (packet.length > limit) {
+        this.#fail(q, new RangeError(`hotpath: a packet of ${packet.length} bytes is over ${this.#limitOwner(conn)} limit of ${limit}`));
         continue;
       }
-      if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > this.#maxMessage - 6)) {
-        this.#send(conn, items);
+      if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > limit - 6)) {
+        this.#send(conn, items, sources);
         items = [];
+        sources = [];
         size = 0;
       }
       items.push(packet);
+      sources.push(q);
       size += packet.length + 5;
     }
-    if (items.length > 0) this.#send(conn, items);
+    if (items.length > 0) this.#send(conn, items, sources);
+  }
+
+  // fail settles a queued item that cannot leave with err, or reports err
+  // for a packet nobody waits for.
+  #fail(q, err) {
+    if (q.packet === undefined) this.#settle(q, err); else this.#report(err);
   }
 
   // packetOf encodes a queued item for conn, or returns null for a call
@@ -1428,8 +1471,16 @@ export class Client {
     return encodePacket({ kind: 'call', id: q.id, method: q.method, timeout, payload: q.payload });
   }
 
-  #send(conn, items) {
-    conn.ws.send(items.length === 1 ? items[0] : encodePacket({ kind: 'batch', items }));
+  // send writes items, one packet or a Batch, on conn. A carrier that
+  // refuses the write (a channel closing under it) fails the items it
+  // carried at once instead of leaving their calls to time out.
+  #send(conn, items, sources) {
+    try {
+      conn.ws.send(items.length === 1 ? items[0] : encodePacket({ kind: 'batch', items }));
+    } catch (err) {
+      const failure = new Error(`hotpath: the carrier refused a packet: ${err?.message ?? err}`, { cause: err });
+      for (const q of sources) this.#fail(q, failure);
+    }
   }
 
   #listen(key, fn) {

@@ -463,6 +463,78 @@ test('a refused join forgets its room', async () => {
   client.close();
 });
 
+test('a rejoin that fails but is not refused keeps its room for the next reconnect; a refused one forgets it', async () => {
+  const { client, net, clock } = connected();
+  client.onError(() => {}); // the failed rejoins are reported
+  const joined = client.join('lobby');
+  await settle();
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json({ room: 'lobby', members: 1 }) });
+  await joined;
+  for (const [code, kept] of [[Code.Overloaded, true], [Code.Unauthorized, false]]) {
+    net.last.drop(1006);
+    clock.advance(10_000);
+    const ws = net.last;
+    ws.open();
+    assert.deepEqual(ws.packets.map((p) => [p.kind, p.room]), [['join', 'lobby']]);
+    ws.receive({ kind: 'error', id: ws.packets[0].id, code, message: 'no' });
+    await settle();
+    assert.deepEqual(client.rooms, kept ? ['lobby'] : [], `after a rejoin answered ${code}`);
+  }
+  client.close();
+});
+
+test('a packet exactly at the server\'s limit leaves; one byte more is refused', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1024']] });
+  // head, id, name length, "a/b", timeout: 7 bytes before the payload.
+  const fits = client.call('a/b', new Uint8Array(1024 - 7), { timeout: 0, raw: true });
+  await settle();
+  assert.equal(ws.frames.at(-1).byteLength, 1024);
+  await assert.rejects(client.call('a/b', new Uint8Array(1024 - 6), { timeout: 0 }), RangeError);
+  ws.receive({ kind: 'result', id: ws.packets.at(-1).id, payload: new Uint8Array(0) });
+  await fits;
+  client.close();
+});
+
+test('a call over the default limit waits for the server\'s: a server that takes it gets it', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  const big = client.call('a/b', new Uint8Array(2 << 20), { raw: true }); // over the default 1 MiB
+  await settle();
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', String(4 << 20)]] });
+  assert.equal(ws.packets.length, 1, 'the 2 MiB call left once the server\'s 4 MiB limit was known');
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json('ok') });
+  assert.deepEqual(new Uint8Array(await big), json('ok'));
+  client.close();
+});
+
+test('batches and packets stay within the carrier\'s message limit (a WebRTC data channel\'s)', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.maxMessageSize = 4096; // as DataChannelSocket reports it
+  ws.open();
+  const calls = [];
+  for (let i = 0; i < 10; i++) calls.push(client.call('a/b', new Uint8Array(1000), { raw: true }));
+  await settle();
+  assert.ok(ws.frames.every((f) => f.byteLength <= 4096), `frames of ${ws.frames.map((f) => f.byteLength)} bytes`);
+  assert.equal(ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items : [p])).length, 10);
+  await assert.rejects(client.call('a/b', new Uint8Array(5000), { raw: true }), (err) => err instanceof RangeError && /carrier's limit of 4096/.test(err.message));
+  client.close();
+  await Promise.allSettled(calls);
+});
+
+test('a carrier that refuses a write fails the calls it carried at once', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  ws.send = () => { throw new Error('Trying to send message larger than max-message-size'); };
+  const calls = await Promise.allSettled([client.call('a/b', 1), client.call('a/b', 2)]);
+  for (const c of calls) assert.match(c.reason?.message ?? '', /the carrier refused a packet: Trying to send/);
+  client.close();
+});
+
 test('emit sends room, event, flags and JSON payload (§4.6)', async () => {
   const { client, net } = connected();
   client.join('lobby').catch(() => {});
