@@ -118,6 +118,21 @@ test('calls over WebTransport, a WebRTC data channel and WebSocket', async () =>
   }
 });
 
+// Twenty calls of 20 KB issued together make a 400 KB batch: over a WebRTC
+// data channel (256 KiB) it must leave cut in pieces the channel carries;
+// the channel refused it whole, and every call was lost.
+test('a batch larger than a data channel message leaves in pieces, on each carrier', async () => {
+  for (const carrier of ['webtransport', 'webrtc', 'websocket']) {
+    const got = await page.evaluate(async (name) => {
+      const c = window.clients[name];
+      const text = 'y'.repeat(20_000);
+      const many = await Promise.all(Array.from({ length: 20 }, () => c.call('echo/upper', { text }, { timeout: 10_000 })));
+      return many.map((r) => r.text.length);
+    }, carrier);
+    assert.deepEqual(got, Array(20).fill(20_000), carrier);
+  }
+});
+
 test('a room with a member on each carrier receives every emit once', async () => {
   const members = ['webtransport', 'webrtc', 'websocket'];
   const counts = await page.evaluate(async (members) => {
