@@ -109,21 +109,53 @@ func main() {
 		go runTicker(ctx, srv, *tickerEvery)
 	}
 	// On a signal: stop accepting, then let every connection finish its
-	// closing handshake (1001) before the process exits.
+	// closing handshake (1001) before the process exits. A second signal
+	// ends the process at once (stop restores the default handling).
 	shutdownDone := make(chan struct{})
 	go func() {
 		defer close(shutdownDone)
 		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hs.Shutdown(shutdownCtx)
-		srv.Shutdown(shutdownCtx)
+		stop()
+		shutdown(hs, srv, 10*time.Second)
 	}()
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fatal(err)
 	}
 	<-shutdownDone
 }
+
+// shutdown stops hs and srv together, within limit: srv's connections
+// get their answers and 1001 at once, while hs's requests in progress
+// finish. HTTP requests get until srv is done and httpGrace more; then
+// hs's remaining connections are closed: net/http's Shutdown waits 5 s
+// for a connection that has sent nothing yet (a browser's preconnect), and
+// for the whole limit for a request whose body never comes. Run one after
+// the other, such a connection held the WebSocket clients' 1001 back for
+// seconds, or made them lose it (1006) when it outlasted the limit.
+func shutdown(hs *http.Server, srv *compat.Server, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	httpCtx, httpCancel := context.WithCancel(ctx)
+	defer httpCancel()
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if hs.Shutdown(httpCtx) != nil {
+			hs.Close()
+		}
+	}()
+	srv.Shutdown(ctx)
+	select {
+	case <-httpDone:
+	case <-time.After(httpGrace):
+		httpCancel()
+		<-httpDone
+	}
+}
+
+// httpGrace is how long HTTP requests may outlast the server's connections
+// at shutdown.
+const httpGrace = 500 * time.Millisecond
 
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker

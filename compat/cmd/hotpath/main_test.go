@@ -1,8 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hotpath-go/hotpath/compat"
+	"github.com/hotpath-go/hotpath/compat/internal/wstest"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 func TestCheckFlags(t *testing.T) {
@@ -29,5 +38,59 @@ func TestCheckFlags(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// An HTTP request whose body never comes must not hold back the WebSocket
+// clients' close at shutdown: they get 1001 at once, and the request's
+// connection is closed when shutdown returns. Run one after the other,
+// the HTTP server's shutdown waited for that request until the limit, and
+// the WebSocket clients then got 1006 instead of 1001.
+func TestShutdownDoesNotWaitForHTTP(t *testing.T) {
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", srv)
+	reading := make(chan struct{})
+	mux.HandleFunc("POST /upload", func(w http.ResponseWriter, r *http.Request) {
+		close(reading)
+		io.Copy(io.Discard, r.Body) // a body that never comes
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mux}
+	go hs.Serve(ln)
+	addr := ln.Addr().String()
+
+	ws, err := wstest.Dial(addr, "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, "POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n", addr)
+	<-reading
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shutdown(hs, srv, 3*time.Second)
+	}()
+	if code, reason := ws.ReadClose(10 * time.Second); code != wsframe.CloseGoingAway {
+		t.Errorf("the WebSocket client's close: %d %q, want 1001", code, reason)
+	}
+	ws.Close()
+	<-done
+	stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, stalled); err != nil {
+		t.Errorf("the stalled request's connection after shutdown: %v, want it closed", err)
 	}
 }
