@@ -93,7 +93,7 @@ type Options struct {
 	// text or binary, is sent back as it was received, and no packet is
 	// parsed. It exists for external conformance tools (RFC 6455 and RFC
 	// 7692 suites); the Router is still required but unused, and any
-	// subprotocol, or none, is accepted.
+	// subprotocol, or none, is accepted: the first one offered is selected.
 	Echo bool
 
 	// OnConnect and OnDisconnect, when set, run when a connection is

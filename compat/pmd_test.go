@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,33 @@ func TestPMDNegotiatedAndEchoCompressed(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw = append(raw, buf[:k]...)
+	}
+}
+
+// In echo mode any subprotocol is accepted, and the first one offered is
+// selected: a client that offers subprotocols fails a handshake that
+// selects none (RFC 6455 §4.1; Node's ws did against the echo server).
+func TestEchoSelectsTheFirstSubprotocolOffered(t *testing.T) {
+	for _, viaHTTP := range []bool{false, true} {
+		s, err := NewServer(Options{Router: NewRouter(), Echo: true, NoDictionary: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, viaHTTP)
+		for offer, want := range map[string]string{"chat, superchat": "chat", "x": "x", Subprotocol: Subprotocol, "": ""} {
+			var headers []string
+			if offer != "" {
+				headers = append(headers, "Sec-WebSocket-Protocol: "+offer)
+			}
+			c, err := wstest.Dial(addr, "/ws", headers...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Response.Header.Get("Sec-WebSocket-Protocol"); got != want {
+				t.Errorf("via net/http %v, offered %q: selected %q, want %q", viaHTTP, offer, got, want)
+			}
+			c.Close()
+		}
 	}
 }
 

@@ -65,7 +65,11 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 		switch {
 		case headerHasToken(offered, Subprotocol):
 			up.protocol = Subprotocol
-		case !s.opts.Echo:
+		case s.opts.Echo:
+			// A client that offers subprotocols fails the handshake when
+			// none is selected (RFC 6455 §4.1): Node's ws does.
+			up.protocol = firstToken(offered)
+		default:
 			return nil, errBadProtocol
 		}
 	}
@@ -158,6 +162,18 @@ func headerHasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// firstToken returns the first token of a comma-separated header's values.
+func firstToken(values []string) string {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 // upgradeHTTP answers the upgrade on a net/http request.
