@@ -56,8 +56,8 @@ type Metrics struct {
 	Connections         int64  // open now
 	ConnectionsTotal    uint64 // accepted since start
 	HandshakeFailures   uint64 // upgrades refused or failed
-	MessagesIn          uint64
-	MessagesOut         uint64 // room emits count once per member reached
+	MessagesIn          uint64 // carrier messages (a Batch of calls counts once)
+	MessagesOut         uint64 // carrier messages; room emits count once per member reached
 	BytesIn             uint64 // packet bytes, after decompression
 	BytesOut            uint64 // packet bytes, before compression
 	DictCompressed      uint64 // packets sent compressed with the dictionary
@@ -124,8 +124,8 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	gauge("hotpath_connections", "Open connections.", m.Connections)
 	counter("hotpath_connections_total", "Connections accepted.", m.ConnectionsTotal)
 	counter("hotpath_handshake_failures_total", "Upgrade requests refused or failed.", m.HandshakeFailures)
-	counter("hotpath_messages_in_total", "Packets received.", m.MessagesIn)
-	counter("hotpath_messages_out_total", "Packets sent; a room emit counts once per member reached.", m.MessagesOut)
+	counter("hotpath_messages_in_total", "Messages received (WebSocket messages, or packets on the other carriers); a Batch counts once.", m.MessagesIn)
+	counter("hotpath_messages_out_total", "Messages sent (WebSocket messages, or packets on the other carriers); a Batch counts once, a room emit once per member reached.", m.MessagesOut)
 	counter("hotpath_bytes_in_total", "Packet bytes received, after decompression.", m.BytesIn)
 	counter("hotpath_bytes_out_total", "Packet bytes sent, before compression.", m.BytesOut)
 	counter("hotpath_dictionary_compressed_total", "Packets sent compressed with the router dictionary.", m.DictCompressed)

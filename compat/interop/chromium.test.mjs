@@ -97,7 +97,7 @@ test('the demo page connects, calls, joins rooms and receives the ticker', async
 test('the test page runs calls and batches and sees the errors', async () => {
   await page.goto(`${base}/interop-test.html`);
   await until(() => page.evaluate(() => window.hp?.client.state === 'open'), 'the test page to connect');
-  const long = 'κόσμε, hotpath! '.repeat(150); // echo/say takes up to 4096 bytes
+  const long = 'κόσμε, hotpath! '.repeat(150); // echo/say takes up to 4096 characters
   const r = await page.evaluate((l) => window.hp.calls(l), long);
   assert.ok(!Number.isNaN(Date.parse(r.now)));
   assert.equal(r.echo, long);

@@ -39,7 +39,7 @@ func startCarriers(srv *compat.Server, mux *http.ServeMux, httpAddr, quicAddr, s
 		}
 		ln, err := srv.ListenQUIC(quicAddr, tlsConf)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("-quic %s: %w", quicAddr, err)
 		}
 		go srv.ServeQUIC(ln)
 		c.QUIC = "quic://" + ln.Addr().String()
@@ -48,7 +48,7 @@ func startCarriers(srv *compat.Server, mux *http.ServeMux, httpAddr, quicAddr, s
 	if sctpAddr != "" {
 		ln, err := compat.ListenSCTP(sctpAddr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("-sctp %s: %w", sctpAddr, err)
 		}
 		go srv.ServeSCTP(ln)
 		c.SCTP = "sctp://" + ln.Addr().String()
@@ -70,7 +70,7 @@ func quicTLS(certFile, keyFile string) (*tls.Config, string, error) {
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("-cert %s -key %s: %w", certFile, keyFile, err)
 		}
 		return &tls.Config{Certificates: []tls.Certificate{cert}}, "", nil
 	}

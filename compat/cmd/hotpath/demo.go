@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/compat"
 )
@@ -24,8 +25,9 @@ type timeResponse struct {
 func demoRouter() *compat.Router {
 	r := compat.NewRouter()
 	compat.Handle(r, "echo/say", func(ctx context.Context, req echoRequest) (echoRequest, error) {
-		if len(req.Text) > 4096 {
-			return req, &compat.Error{Code: compat.ErrInvalidParams.Code, Message: "text longer than 4096 bytes"}
+		// Characters, as the page's input counts them (its maxlength).
+		if utf8.RuneCountInString(req.Text) > 4096 {
+			return req, &compat.Error{Code: compat.ErrInvalidParams.Code, Message: "text longer than 4096 characters"}
 		}
 		return req, nil
 	})

@@ -157,6 +157,9 @@ func shutdown(hs *http.Server, srv *compat.Server, limit time.Duration) {
 // at shutdown.
 const httpGrace = 500 * time.Millisecond
 
+// The range of -max-message.
+const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
+
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
@@ -166,8 +169,10 @@ func checkFlags(args []string, maxMessage int64, ticker time.Duration, certFile,
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected argument %q", args[0])
-	case maxMessage <= 0:
-		return fmt.Errorf("-max-message %d: must be positive", maxMessage)
+	case maxMessage < minMaxMessage || maxMessage > maxMaxMessage:
+		// Below about a kilobyte the clients' own capabilities and first
+		// calls are refused (1009) at every reconnect.
+		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
 	case ticker <= 0:
 		return fmt.Errorf("-ticker %v: must be positive", ticker)
 	case (certFile == "") != (keyFile == ""):
