@@ -350,10 +350,13 @@ export function encodePacket(p) {
   return w.done();
 }
 
-/** Encodes a payload as JSON; raw bytes (a Uint8Array) pass untouched (§5). */
+/** Encodes a payload as JSON; raw bytes (a Uint8Array, an ArrayBuffer or another view of one) pass untouched (§5). */
 function encodeJSON(v) {
   if (v === undefined) return EMPTY;
   if (v instanceof Uint8Array) return v;
+  // Other binary data goes as its bytes too: JSON would make it {}.
+  if (v instanceof ArrayBuffer) return new Uint8Array(v);
+  if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
   const s = JSON.stringify(v);
   if (s === undefined) throw new TypeError('hotpath: payload cannot be encoded as JSON');
   return utf8.encode(s);
@@ -874,7 +877,7 @@ export class Client {
    * sent, or a TypeError/RangeError for arguments that cannot be sent.
    *
    * @param {string} method
-   * @param {*} [params] JSON-encodable, or a Uint8Array sent as is
+   * @param {*} [params] JSON-encodable, or bytes sent as they are (a Uint8Array, an ArrayBuffer, a DataView or typed array)
    * @param {{timeout?: number, raw?: boolean}} [options] raw: resolve with
    *   the result's bytes instead of decoding JSON
    * @returns {Promise<*>}

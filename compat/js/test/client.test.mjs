@@ -238,6 +238,19 @@ test('a raw call sends and returns bytes untouched (§5)', async () => {
   client.close();
 });
 
+test('an ArrayBuffer or another view of one is sent as its bytes, not as JSON {}', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  const bytes = new Uint8Array([9, 0, 1, 2, 3]);
+  for (const params of [bytes.buffer, new DataView(bytes.buffer, 1, 3), new Uint16Array(bytes.buffer.slice(0, 4))]) {
+    client.notify('echo/raw', params);
+    await settle();
+    const view = ArrayBuffer.isView(params) ? params : new DataView(params);
+    assert.deepEqual([...ws.packets.at(-1).payload], [...new Uint8Array(view.buffer, view.byteOffset, view.byteLength)]);
+  }
+  client.close();
+});
+
 test('calls made before the connection opens wait and then leave together', async () => {
   const { client, net } = newClient();
   const ws = net.last;
