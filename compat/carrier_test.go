@@ -726,6 +726,84 @@ func TestSCTPUnexpectedStream(t *testing.T) {
 	}
 }
 
+// On QUIC and WebTransport an end that opens a unidirectional stream, or
+// a server that opens a bidirectional one, is closed with 1002
+// HP_ERR_UNEXPECTED_STREAM (PROTOCOL.md §8.2): nobody accepted them, and
+// each held its flow control window of data for the life of the
+// connection. Other connections carry on.
+func TestQUICUnexpectedStreams(t *testing.T) {
+	ended := make(chan error, 16)
+	peers := make(chan *Peer, 16)
+	e := newCarrierEnv(t, Options{
+		OnConnect:    func(p *Peer) { peers <- p },
+		OnDisconnect: func(p *Peer, err error) { ended <- err },
+	})
+	// open opens a stream of the given kind on the transport under l.
+	open := func(l link, uni bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var w io.Writer
+		var err error
+		switch t := l.(*pktConn).t.(type) {
+		case *quicTransport:
+			if uni {
+				w, err = t.conn.OpenUniStreamSync(ctx)
+			} else {
+				w, err = t.conn.OpenStreamSync(ctx)
+			}
+		case *wtTransport:
+			if uni {
+				w, err = t.sess.OpenUniStreamSync(ctx)
+			} else {
+				w, err = t.sess.OpenStreamSync(ctx)
+			}
+		}
+		if err == nil {
+			_, err = w.Write([]byte("x"))
+		}
+		return err
+	}
+	for _, carrier := range streamCarriers {
+		bystander := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		<-peers
+		for _, tc := range []struct {
+			opener string
+			uni    bool
+		}{{"client", true}, {"server", true}, {"server", false}} {
+			name := fmt.Sprintf("%s: %s opens a uni=%v stream", carrier, tc.opener, tc.uni)
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			p := <-peers
+			failed, cc := callInFlight(t, c)
+			opener := cc.link
+			if tc.opener == "server" {
+				opener = p.link
+			}
+			if err := open(opener, tc.uni); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			clientCloses := tc.opener == "server"
+			for _, got := range []struct {
+				who    string
+				err    <-chan error
+				remote bool
+			}{{"the client's call", failed, !clientCloses}, {"the server's OnDisconnect", ended, clientCloses}} {
+				select {
+				case err := <-got.err:
+					var ce *CloseError
+					if !errors.As(err, &ce) || ce.Code != wsframe.CloseProtocolError || ce.Reason != unexpectedStreamReason || ce.Remote != got.remote {
+						t.Errorf("%s, %s: %v, want 1002 %s (remote %v)", name, got.who, err, unexpectedStreamReason, got.remote)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: the connection was not closed", name)
+				}
+			}
+		}
+		if err := bystander.Call(context.Background(), "echo/say", echoReq{Text: "still"}, nil); err != nil {
+			t.Errorf("%s bystander: %v", carrier, err)
+		}
+	}
+}
+
 // A WebRTC client that opens a data channel besides the two of PROTOCOL.md
 // §8.2, or one of them a second time, is closed with 1002
 // HP_ERR_UNEXPECTED_STREAM. Closed alone, an unexpected channel kept its

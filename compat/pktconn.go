@@ -34,6 +34,15 @@ type pktTransport interface {
 	receiveDatagrams(deliver func(pkt []byte))
 }
 
+// strayStreamWatcher is a carrier on which the other end can open streams
+// this end never takes (QUIC's unidirectional streams, and on a client any
+// stream the server opens). Left unaccepted, each would hold its flow
+// control window of data for the life of the connection: the first one
+// closes the connection with 1002 HP_ERR_UNEXPECTED_STREAM, as on SCTP.
+type strayStreamWatcher interface {
+	refuseStrayStreams(c *pktConn, server bool)
+}
+
 // handshakeCloser is a carrier with quicker ways to close once the
 // closing handshake is complete: closeAfterHandshake once this end's close
 // notice was answered (the other end has read everything before it),
@@ -145,10 +154,12 @@ func (c *pktConn) run(h messageHandler) error {
 	if dh, ok := h.(datagramHandler); ok {
 		go c.t.receiveDatagrams(func(pkt []byte) { c.onDatagram(dh, pkt) })
 	}
-	if sa, ok := c.t.(streamAcceptor); ok {
-		if p, ok := h.(*Peer); ok {
-			go sa.acceptStreams(p)
-		}
+	_, server := h.(*Peer)
+	if sa, ok := c.t.(streamAcceptor); ok && server {
+		go sa.acceptStreams(h.(*Peer))
+	}
+	if sw, ok := c.t.(strayStreamWatcher); ok {
+		go sw.refuseStrayStreams(c, server)
 	}
 	var err error
 	if c.ch != nil {

@@ -254,6 +254,27 @@ func (t *quicTransport) acceptStreams(p *Peer) {
 	}
 }
 
+func (t *quicTransport) refuseStrayStreams(c *pktConn, server bool) {
+	refuseStrayStreams(c, server, t.conn.Context(),
+		func(ctx context.Context) error { _, err := t.conn.AcceptUniStream(ctx); return err },
+		func(ctx context.Context) error { _, err := t.conn.AcceptStream(ctx); return err })
+}
+
+// refuseStrayStreams closes c at the first unidirectional stream the other
+// end opens, and on a client at the first bidirectional one, until ctx,
+// the connection's, ends.
+func refuseStrayStreams(c *pktConn, server bool, ctx context.Context, acceptUni, acceptBidi func(context.Context) error) {
+	refuse := func(accept func(context.Context) error) {
+		if accept(ctx) == nil {
+			c.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
+		}
+	}
+	if !server {
+		go refuse(acceptBidi)
+	}
+	refuse(acceptUni)
+}
+
 // quicStream is a QUIC stream as a binary stream.
 type quicStream struct{ *quic.Stream }
 

@@ -153,6 +153,12 @@ func (t *wtTransport) acceptStreams(p *Peer) {
 	}
 }
 
+func (t *wtTransport) refuseStrayStreams(c *pktConn, server bool) {
+	refuseStrayStreams(c, server, t.sess.Context(),
+		func(ctx context.Context) error { _, err := t.sess.AcceptUniStream(ctx); return err },
+		func(ctx context.Context) error { _, err := t.sess.AcceptStream(ctx); return err })
+}
+
 // wtStream is a WebTransport stream as a binary stream.
 type wtStream struct{ *webtransport.Stream }
 
