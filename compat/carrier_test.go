@@ -508,9 +508,33 @@ func TestStreamsWhenTheConnectionEnds(t *testing.T) {
 	}
 }
 
+// A stream packet's buffer grows with the bytes that arrive, not with the
+// length its prefix claims: a peer that opened streams each announcing a
+// packet of MaxMessageSize and sent nothing more made the server allocate
+// all of it, about 1 GiB per connection for 3 KB sent (an abuse audit).
+func TestStreamPacketAllocatesWhatArrives(t *testing.T) {
+	claim := appendPrefix(nil, 1<<20) // 1 MiB announced
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 100 {
+		r := io.MultiReader(bytes.NewReader(claim), bytes.NewReader(make([]byte, 10)))
+		if _, err := readStreamPacket(r, 1<<20); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("a packet cut short: %v, want io.ErrUnexpectedEOF", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if perPacket := (after.TotalAlloc - before.TotalAlloc) / 100; perPacket > 64<<10 {
+		t.Errorf("%d bytes allocated for a packet that announced 1 MiB and sent 10 bytes", perPacket)
+	}
+	whole := append(appendPrefix(nil, 5), "hello"...)
+	if pkt, err := readStreamPacket(bytes.NewReader(whole), 1<<20); err != nil || string(pkt) != "hello" {
+		t.Errorf("a whole packet: %q, %v", pkt, err)
+	}
+}
+
 // Binary streams under the limits and bad input of calls: a stream counts
-// against MaxInFlight while its handler runs (one more is refused with
-// ErrOverloaded, and accepted again once it ended); a handler that panics
+// against MaxInFlight from its opening until its handler returns (one more
+// is refused with ErrOverloaded, unread, and accepted again once it ended); a handler that panics
 // resets its stream with Internal and the connection lives on; a stream
 // whose first packet is not a Call closes the connection with 1008, as a
 // malformed packet on the control stream does.
@@ -552,17 +576,20 @@ func TestStreamLimitsAndFailures(t *testing.T) {
 				t.Fatalf("a call after the panic: %v", err)
 			}
 
-			failed, cc := callInFlight(t, c)
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
 			raw, err := cc.link.(*pktConn).t.(streamOpener).openStream(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			writeStreamPacket(raw, wire.AppendResult(nil, 1, nil)) // not a Call
 			select {
-			case err := <-failed:
+			case <-cc.ended:
 				var ce *CloseError
-				if !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation {
-					t.Errorf("a stream opened with a Result: the call in flight saw %v, want close 1008", err)
+				if err := c.endError(cc); !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation {
+					t.Errorf("a stream opened with a Result: the connection ended with %v, want close 1008", err)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("a stream opened with a Result did not close the connection")

@@ -98,6 +98,23 @@ func (s *Stream) streamError(err error) error {
 	return err
 }
 
+// openStreamError is OpenStream's error when writing its call or reading
+// the answer failed with err: ctx's, the server's reset (a handler that
+// failed at once, or a stream refused unread past MaxInFlight: Overloaded),
+// or the end of the connection.
+func (cc *clientConn) openStreamError(ctx context.Context, pc *pktConn, raw rawStream, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if code, ok := raw.resetCode(err); ok {
+		return &Error{Code: code, Message: "stream reset by the server"}
+	}
+	if streamConnectionEnded(err) {
+		return cc.clientStreamEnded(pc)(err)
+	}
+	return fmt.Errorf("hotpath: open stream: %w", err)
+}
+
 // clientStreamEnded is a client stream's error for the end of the
 // connection under it: the error the connection's calls failed with, once
 // the read loop has settled them (at once after Close, which waits for
@@ -194,8 +211,15 @@ func readStreamPacket(r io.Reader, max int64) ([]byte, error) {
 		if length > uint64(max) {
 			return nil, errMessageTooBig
 		}
-		pkt := make([]byte, length)
-		_, err = io.ReadFull(r, pkt)
+		// The buffer grows with the bytes that arrive, not with the
+		// length the prefix claims: a peer that opened many streams, each
+		// announcing a packet of MaxMessageSize and sending nothing more,
+		// made the server allocate all of it (a gigabyte per connection
+		// for 3 KB sent).
+		pkt, err := io.ReadAll(io.LimitReader(r, int64(length)))
+		if err == nil && uint64(len(pkt)) < length {
+			err = io.ErrUnexpectedEOF
+		}
 		return pkt, err
 	}
 }
@@ -207,6 +231,17 @@ func readStreamPacket(r io.Reader, max int64) ([]byte, error) {
 // not a Call closes the whole connection, as a malformed packet does.
 func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 	s := p.srv
+	// A stream counts against MaxInFlight from the moment it is accepted,
+	// before its first packet is read into memory: past the limit it is
+	// reset with Overloaded unread, so that one connection's streams hold
+	// at most MaxInFlight packets.
+	if int(p.inflight.Add(1)) > s.opts.Limits.MaxInFlight {
+		p.inflight.Add(-1)
+		s.metrics.overloaded.Add(1)
+		raw.Reset(uint32(ErrOverloaded.Code))
+		return
+	}
+	defer p.inflight.Add(-1)
 	raw.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	pkt, err := readStreamPacket(raw, s.opts.Limits.MaxMessageSize)
 	raw.SetReadDeadline(time.Time{})
@@ -240,15 +275,8 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		refuse(&Error{Code: wire.CodeNotFound, Message: "stream method not found: " + string(call.Name)})
 		return
 	}
-	if int(p.inflight.Add(1)) > s.opts.Limits.MaxInFlight {
-		p.inflight.Add(-1)
-		s.metrics.overloaded.Add(1)
-		refuse(ErrOverloaded)
-		return
-	}
 	s.asyncCalls.add()
 	defer s.asyncCalls.done()
-	defer p.inflight.Add(-1)
 	if err := writeStreamPacket(raw, wire.AppendResult(nil, call.ID, nil)); err != nil {
 		raw.Close()
 		return
@@ -333,25 +361,12 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	defer stop()
 	if err := writeStreamPacket(raw, pkt); err != nil {
 		raw.Close()
-		if streamConnectionEnded(err) {
-			return nil, cc.clientStreamEnded(pc)(err)
-		}
-		return nil, fmt.Errorf("hotpath: open stream: %w", err)
+		return nil, cc.openStreamError(ctx, pc, raw, err)
 	}
 	answer, err := readStreamPacket(raw, c.opts.Limits.MaxMessageSize)
 	if err != nil {
 		raw.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if code, ok := raw.resetCode(err); ok {
-			// The handler failed at once: its reset overtook the answer.
-			return nil, &Error{Code: code, Message: "stream reset by the server"}
-		}
-		if streamConnectionEnded(err) {
-			return nil, cc.clientStreamEnded(pc)(err)
-		}
-		return nil, fmt.Errorf("hotpath: open stream: %w", err)
+		return nil, cc.openStreamError(ctx, pc, raw, err)
 	}
 	a, err := wire.Decode(answer)
 	switch {
