@@ -95,7 +95,10 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Plain HTTP connections (the page, /metrics, signalling) are closed
+	// after 30 s without a request: left open, each idle keep-alive held a
+	// descriptor for good. Upgraded connections have timeouts of their own.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	mode := "demo"
 	if *echo {
 		mode = "echo"
