@@ -608,22 +608,26 @@ func TestClientEvents(t *testing.T) {
 
 // Options.PresenceInterval: members of a room that n connections join at
 // once get one presence event each, carrying the final count, instead of
-// one per join (n(n+1)/2 packets in all); a leave undone within the
-// interval sends none; a negative interval sends no presence at all.
+// one per join (n(n+1)/2 packets in all), by default too; a leave undone
+// within the interval sends none; NoPresence sends no presence at all.
 func TestPresenceInterval(t *testing.T) {
 	const n = 20
 	for _, tc := range []struct {
 		name     string
-		interval time.Duration
+		opts     Options
 		min, max uint64 // presence packets for the n joins
 	}{
-		{"per change", 0, n * (n + 1) / 2, n * (n + 1) / 2},
-		{"coalesced", 200 * time.Millisecond, n, 2 * n}, // 2n if the joins straddle a firing
-		{"off", -1, 0, 0},
+		{"per change", Options{PresenceInterval: -1}, n * (n + 1) / 2, n * (n + 1) / 2},
+		{"coalesced", Options{PresenceInterval: 200 * time.Millisecond}, n, 2 * n}, // 2n if the joins straddle a firing
+		{"default", Options{}, n, 2 * n},
+		{"off", Options{NoPresence: true}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			peers := make(chan *Peer, n)
-			s, addr := newTestServer(t, Options{PresenceInterval: tc.interval, OnConnect: func(p *Peer) { peers <- p }})
+			opts := tc.opts
+			opts.OnConnect = func(p *Peer) { peers <- p }
+			s, addr := newTestServer(t, opts)
+			interval := s.opts.PresenceInterval
 			last := make([]atomic.Int64, n)
 			var ps []*Peer
 			for i := range n {
@@ -646,7 +650,7 @@ func TestPresenceInterval(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if tc.interval < 0 {
+			if tc.opts.NoPresence {
 				if sent := out() - before; sent != 0 {
 					t.Fatalf("%d presence packets with presence off", sent)
 				}
@@ -663,13 +667,13 @@ func TestPresenceInterval(t *testing.T) {
 			if sent := out() - before; sent < tc.min || sent > tc.max {
 				t.Errorf("%d presence packets for %d joins, want %d to %d", sent, n, tc.min, tc.max)
 			}
-			if tc.interval == 0 {
+			if interval < 0 {
 				return
 			}
 			before = out()
 			s.Leave(ps[0], "r")
 			s.Join(ps[0], "r")
-			time.Sleep(3 * tc.interval)
+			time.Sleep(3 * interval)
 			if sent := out() - before; sent != 0 {
 				t.Errorf("a leave undone within the interval sent %d presence packets, want none", sent)
 			}
@@ -691,7 +695,7 @@ func TestServerRoomAPI(t *testing.T) {
 	Handle(r, "vip/exit", func(ctx context.Context, _ struct{}) (int, error) {
 		return s.Leave(PeerFrom(ctx), "vip"), nil
 	})
-	s, addr := newTestServer(t, Options{Router: r})
+	s, addr := newTestServer(t, Options{Router: r, PresenceInterval: -1}) // one presence event per change, checked in order below
 	changes := make(chan string, 16)
 	offJoin := s.OnJoin(func(e RoomEvent) { changes <- fmt.Sprintf("join %s %d", e.Room, e.Members) })
 	defer offJoin()

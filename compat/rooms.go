@@ -171,7 +171,7 @@ type presencePayload struct {
 // presence event.
 func (rs *rooms) presence(r *room, event string, members int) {
 	switch interval := rs.srv.opts.PresenceInterval; {
-	case interval < 0:
+	case rs.srv.opts.NoPresence:
 		return
 	case interval > 0:
 		r.mu.Lock()

@@ -40,7 +40,7 @@ func main() {
 	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
 	maxMessage := flag.Int64("max-message", 1<<20, "largest message accepted, in bytes, after inflating")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits")
-	presence := flag.Duration("presence-interval", 0, "send each room's member-count events at most once per interval (0: one per change; negative: none)")
+	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
 	quicAddr := flag.String("quic", "", "UDP address for QUIC and WebTransport (off when empty)")
 	sctpAddr := flag.String("sctp", "", "UDP address for SCTP (off when empty)")
 	webrtc := flag.Bool("webrtc", false, "serve WebRTC signalling at /rtc")
