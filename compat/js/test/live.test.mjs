@@ -103,12 +103,15 @@ test('rooms: presence, emits to all and to all but the sender, ticker', { skip }
     a.onRoom('lobby', 'message', (d) => atA.push(d.text));
     assert.deepEqual(await b.join('lobby'), { room: 'lobby', members: 1 });
     assert.deepEqual(await a.join('lobby'), { room: 'lobby', members: 2 });
+    // Presence is coalesced (100 ms by default): b learns the count 2,
+    // perhaps after a count 1 if the two joins fell into two intervals.
+    await until(() => atB.at(-1) === '$join 2', 'presence at b');
     a.emit('lobby', 'message', { name: 'a', text: 'to all', at: Date.now() });
     a.emit('lobby', 'message', { name: 'a', text: 'to others', at: Date.now() }, { exceptSelf: true });
     await until(() => atB.includes('to others'), 'the emits at b');
     assert.deepEqual(await a.leave('lobby'), { room: 'lobby', members: 1 });
-    await until(() => atB.includes('$leave 1'), 'presence at b');
-    assert.deepEqual(atB, ['$join 1', '$join 2', 'to all', 'to others', '$leave 1']);
+    await until(() => atB.at(-1) === '$leave 1', 'presence at b');
+    assert.deepEqual(atB.filter((x) => !x.startsWith('$')), ['to all', 'to others']);
     assert.deepEqual(atA, ['to all']);
     assert.throws(() => a.emit('lobby', 'message', {}), /not a member/);
 
@@ -167,7 +170,11 @@ test('reconnect after the server restarts: close code surfaced, rooms rejoined',
     const atWatcher = [];
     watcher.onRoom('lobby', 'message', (d) => atWatcher.push(d.text));
     // c emits at once: the emit waits for c's rejoin, which went first.
+    // The watcher's rejoin is done once a call sent after it is answered
+    // (the server serves a connection's packets in order); without that
+    // wait the emit could reach the room before the watcher was back in it.
     await until(() => c.rooms.includes('lobby'), 'room kept');
+    await watcher.call('time/now');
     await c.call('time/now');
     c.emit('lobby', 'message', { text: 'back' });
     await until(() => atWatcher.includes('back'), 'the emit after rejoin');
