@@ -345,6 +345,47 @@ func TestQUICBadInput(t *testing.T) {
 	}
 }
 
+// A violation found off the read loop (a call sent as a datagram, a
+// unidirectional stream) closes a QUIC connection at once, as one on the
+// control stream does (PROTOCOL.md §8.3): the carrier's close carries the
+// code. A peer that never answers close notices held the connection
+// closeTimeout (3 s) first. The bound below is half of closeTimeout.
+func TestQUICViolationsOffTheReadLoopCloseAtOnce(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	caps := framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")}))
+	for _, tc := range []struct {
+		name    string
+		violate func(qc *quic.Conn) error
+		code    wsframe.CloseCode
+		reason  string
+	}{
+		{"a call as a datagram", func(qc *quic.Conn) error {
+			return qc.SendDatagram(wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, nil))
+		}, wsframe.ClosePolicyViolation, "HP_ERR_DATAGRAM_KIND"},
+		{"a unidirectional stream", func(qc *quic.Conn) error {
+			s, err := qc.OpenUniStream()
+			if err == nil {
+				_, err = s.Write([]byte("x"))
+			}
+			return err
+		}, wsframe.CloseProtocolError, unexpectedStreamReason},
+	} {
+		qc, str := rawQUIC(t, e)
+		str.Write(caps) // and never answers a close notice
+		start := time.Now()
+		if err := tc.violate(qc); err != nil {
+			t.Fatal(err)
+		}
+		code, reason := quicCloseCode(t, qc, str)
+		if took := time.Since(start); took > closeTimeout/2 {
+			t.Errorf("%s: closed after %v, more than half the closing handshake's %v", tc.name, took, closeTimeout)
+		}
+		if code != tc.code || reason != tc.reason {
+			t.Errorf("%s: close %d %q, want %d %q", tc.name, code, reason, tc.code, tc.reason)
+		}
+	}
+}
+
 // TestQUICPartialPackets: a packet split at every byte is reassembled.
 func TestQUICPartialPackets(t *testing.T) {
 	e := newCarrierEnv(t, Options{})

@@ -396,7 +396,19 @@ func (c *pktConn) failAsync(err error) {
 	if !errors.As(err, &ce) {
 		ce = &CloseError{Code: wsframe.CloseInternalError, Reason: "HP_ERR_INTERNAL"}
 	}
-	c.sendClose(ce.Code, ce.Reason)
+	c.violate(ce.Code, ce.Reason)
+}
+
+// violate closes the connection for a protocol violation found off the
+// read loop, as end does for one the read loop finds (PROTOCOL.md §8.3):
+// the close notice and then, on a carrier whose close carries the code
+// (QUIC, WebTransport), the carrier at once. Waiting for the answer held a
+// peer that never gave one for closeTimeout.
+func (c *pktConn) violate(code wsframe.CloseCode, reason string) {
+	c.sendClose(code, reason)
+	if c.t.carriesCloseCode() {
+		c.t.closeTransport(code, reason)
+	}
 }
 
 func (c *pktConn) isClosing() bool {

@@ -266,7 +266,7 @@ func (t *quicTransport) refuseStrayStreams(c *pktConn, server bool) {
 func refuseStrayStreams(c *pktConn, server bool, ctx context.Context, acceptUni, acceptBidi func(context.Context) error) {
 	refuse := func(accept func(context.Context) error) {
 		if accept(ctx) == nil {
-			c.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
+			c.violate(wsframe.CloseProtocolError, unexpectedStreamReason)
 		}
 	}
 	if !server {

@@ -68,7 +68,12 @@ type wtTransport struct {
 	dialer *webtransport.Transport // the client's, closed with the session
 }
 
-func (t *wtTransport) carriesCloseCode() bool { return true }
+// carriesCloseCode: a server's session close carries the code. A
+// client's does not reliably: webtransport-go's client closes the QUIC
+// connection under the session at once (HTTP/3's 0x100), which can
+// overtake the session's close, so a client waits for the answer to its
+// close notice first, as on SCTP.
+func (t *wtTransport) carriesCloseCode() bool { return t.dialer == nil }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
