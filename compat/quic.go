@@ -255,7 +255,7 @@ func (t *quicTransport) acceptStreams(p *Peer) {
 }
 
 func (t *quicTransport) refuseStrayStreams(c *pktConn, server bool) {
-	refuseStrayStreams(c, server, t.conn.Context(),
+	refuseStrayStreams(t.conn.Context(), c, server,
 		func(ctx context.Context) error { _, err := t.conn.AcceptUniStream(ctx); return err },
 		func(ctx context.Context) error { _, err := t.conn.AcceptStream(ctx); return err })
 }
@@ -263,7 +263,7 @@ func (t *quicTransport) refuseStrayStreams(c *pktConn, server bool) {
 // refuseStrayStreams closes c at the first unidirectional stream the other
 // end opens, and on a client at the first bidirectional one, until ctx,
 // the connection's, ends.
-func refuseStrayStreams(c *pktConn, server bool, ctx context.Context, acceptUni, acceptBidi func(context.Context) error) {
+func refuseStrayStreams(ctx context.Context, c *pktConn, server bool, acceptUni, acceptBidi func(context.Context) error) {
 	refuse := func(accept func(context.Context) error) {
 		if accept(ctx) == nil {
 			c.violate(wsframe.CloseProtocolError, unexpectedStreamReason)

@@ -159,7 +159,7 @@ func (t *wtTransport) acceptStreams(p *Peer) {
 }
 
 func (t *wtTransport) refuseStrayStreams(c *pktConn, server bool) {
-	refuseStrayStreams(c, server, t.sess.Context(),
+	refuseStrayStreams(t.sess.Context(), c, server,
 		func(ctx context.Context) error { _, err := t.sess.AcceptUniStream(ctx); return err },
 		func(ctx context.Context) error { _, err := t.sess.AcceptStream(ctx); return err })
 }
