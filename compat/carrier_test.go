@@ -1236,7 +1236,9 @@ func TestClientRefusesOversizedPackets(t *testing.T) {
 // listener blocks the read loop) answers none and is closed for silence
 // with 1001, which its call in flight reports once it reads again.
 func TestCarrierKeepalive(t *testing.T) {
-	e := newCarrierEnv(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 400 * time.Millisecond})
+	// IdleTimeout leaves the live client's pong a wide margin: with 400 ms
+	// a loaded machine running -race dropped it (seen once).
+	e := newCarrierEnv(t, Options{KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: time.Second})
 	ctx := context.Background()
 	for _, carrier := range goCarriers {
 		t.Run(carrierName(carrier), func(t *testing.T) {
@@ -1260,9 +1262,9 @@ func TestCarrierKeepalive(t *testing.T) {
 			if _, err := e.srv.Emit(room, "block", nil); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second) // more than twice IdleTimeout
+			time.Sleep(2500 * time.Millisecond) // more than twice IdleTimeout
 			if err := live.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
-				t.Fatalf("a client that answers pings, after 1 s of silence: %v", err)
+				t.Fatalf("a client that answers pings, after 2.5 s of silence: %v", err)
 			}
 			unblock()
 			select {
