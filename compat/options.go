@@ -74,8 +74,8 @@ type Options struct {
 	// PresenceInterval coalesces a room's presence events ($join, $leave:
 	// PROTOCOL.md §4.5). Each one goes to every member: with one per
 	// change, N members joining a room cost N²/2 packets, and a client
-	// that joins and leaves in a loop made the 200 members of a room read
-	// 440 bytes for each byte it sent. A room sends at most one presence
+	// that joins and leaves in a loop makes every member of a large room
+	// read two packets per turn. A room sends at most one presence
 	// event per interval, with its member count then ($join when it grew
 	// since the last one, $leave when it fell, none when it is unchanged):
 	// 100 ms by default; a negative interval sends one per change, at once.
