@@ -705,8 +705,8 @@ export class DataChannelSocket extends CarrierSocket {
   get bufferedAmount() { return this.#dc.bufferedAmount; }
 
   /** The largest message the channel carries: the SCTP transport's
-   * max-message-size, which the server's data channels set to 256 KiB;
-   * the browser refuses to send a larger one. */
+   * max-message-size, at most 256 KiB (PROTOCOL.md §8.1); the browser
+   * refuses to send a larger one. */
   get maxMessageSize() {
     const n = this.#pc.sctp?.maxMessageSize;
     return n > 0 ? Math.min(n, MAX_CHANNEL_MESSAGE) : MAX_CHANNEL_MESSAGE;
