@@ -152,6 +152,12 @@ func benchTLS(b *testing.B, proto string) (server, client *tls.Config) {
 }
 
 func dialQUICEcho(b *testing.B) rawEcho {
+	return dialRawQUIC(b, func(str *quic.Stream) { io.Copy(str, str) })
+}
+
+// dialRawQUIC starts a raw QUIC server whose connections' first stream
+// serve answers, and returns a connection to it on one stream.
+func dialRawQUIC(b *testing.B, serve func(*quic.Stream)) *streamEcho {
 	stls, ctls := benchTLS(b, "raw-echo")
 	ln, err := quic.ListenAddr("127.0.0.1:0", stls, QUICConfig(0))
 	if err != nil {
@@ -167,7 +173,7 @@ func dialQUICEcho(b *testing.B) rawEcho {
 			go func() {
 				str, err := qc.AcceptStream(context.Background())
 				if err == nil {
-					io.Copy(str, str)
+					serve(str)
 				}
 			}()
 		}

@@ -2,7 +2,6 @@ package compat
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"io"
 	"sync"
@@ -45,54 +44,27 @@ func BenchmarkQUICRawFair(b *testing.B) {
 // dialQUICFramedEcho is dialQUICEcho with a server that reads messages
 // one by one and answers each, the answers of one read in one write.
 func dialQUICFramedEcho(b *testing.B) *streamEcho {
-	stls, ctls := benchTLS(b, "raw-echo")
-	ln, err := quic.ListenAddr("127.0.0.1:0", stls, QUICConfig(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
+	e := dialRawQUIC(b, func(str *quic.Stream) {
+		br := bufio.NewReaderSize(str, 64<<10)
+		var out, in []byte
 		for {
-			qc, err := ln.Accept(context.Background())
+			n, err := binary.ReadUvarint(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				str, err := qc.AcceptStream(context.Background())
-				if err != nil {
+			in = append(in[:0], make([]byte, n)...)
+			if _, err := io.ReadFull(br, in); err != nil {
+				return
+			}
+			out = append(binary.AppendUvarint(out, n), in...)
+			if br.Buffered() == 0 {
+				if _, err := str.Write(out); err != nil {
 					return
 				}
-				br := bufio.NewReaderSize(str, 64<<10)
-				var out, in []byte
-				for {
-					n, err := binary.ReadUvarint(br)
-					if err != nil {
-						return
-					}
-					in = append(in[:0], make([]byte, n)...)
-					if _, err := io.ReadFull(br, in); err != nil {
-						return
-					}
-					out = append(binary.AppendUvarint(out, n), in...)
-					if br.Buffered() == 0 {
-						if _, err := str.Write(out); err != nil {
-							return
-						}
-						out = out[:0]
-					}
-				}
-			}()
+				out = out[:0]
+			}
 		}
-	}()
-	qc, err := quic.DialAddr(context.Background(), ln.Addr().String(), ctls, QUICConfig(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	str, err := qc.OpenStreamSync(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	e := newStreamEcho(str, closerFunc(func() error { return qc.CloseWithError(0, "") }))
+	})
 	b.Cleanup(e.close)
 	return e
 }
