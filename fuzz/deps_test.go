@@ -11,7 +11,8 @@ import (
 	"testing"
 )
 
-// The dependency table of shared DESIGN.md, as code. A module may import the
+// The dependency table of the root README (each module and what it depends
+// on only), as code. A module may import the
 // standard library, itself, and what its row lists; nothing else.
 const prefix = "github.com/hotpath-go/hotpath/"
 

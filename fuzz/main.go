@@ -70,8 +70,9 @@ func main() {
 		return
 	}
 	if *list {
+		// In the form -only matches.
 		for _, t := range targets {
-			fmt.Printf("%s %s\n", t.pkg, t.name)
+			fmt.Printf("%s/%s\n", shortPkg(t.pkg), t.name)
 		}
 		return
 	}
