@@ -12,8 +12,8 @@ import (
 )
 
 // The dependency table of the root README (each module and what it depends
-// on only), as code. A module may import the
-// standard library, itself, and what its row lists; nothing else.
+// on only), as code. A module may import the standard library, itself, and
+// what its row lists; nothing else.
 const prefix = "github.com/hotpath-go/hotpath/"
 
 var allowed = map[string][]string{
