@@ -64,7 +64,7 @@ func init() {
 			"browsers' default servers do), levels 1 to 6 of klauspost/compress, with the sync-flush " +
 			"tail RFC 7692 removes; *context takeover* keeps one compressor per connection so a " +
 			"message refers back to the earlier ones (klauspost's, and deflatecache's, which keeps " +
-			"4 KiB of history); *hotpath dictionary* compresses each message alone against the " +
+			"1 KiB of history); *hotpath dictionary* compresses each message alone against the " +
 			"preset dictionary compat builds from the router that declares these message types " +
 			"(compat.RouterDictionary), in deflate or zstd. ratio is the corpus's bytes over its " +
 			"compressed bytes; MB/s is input compressed per second on one goroutine. Every row's " +
