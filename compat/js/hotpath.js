@@ -393,7 +393,13 @@ function checkTimeout(ms) {
  * for the WebTransport and signalling URLs. */
 function resolveURL(url, web) {
   const base = globalThis.location?.href;
-  const u = base === undefined ? new URL(url) : new URL(url, base);
+  let u;
+  try {
+    u = base === undefined ? new URL(url) : new URL(url, base);
+  } catch {
+    // Outside a page (Node) there is nothing to resolve a path against.
+    throw new TypeError(`hotpath: ${JSON.stringify(url)} is not a URL${base === undefined ? ' (outside a page, give a full ws:, wss:, http: or https: URL)' : ''}`);
+  }
   if (web === undefined) {
     if (u.protocol === 'http:') u.protocol = 'ws:';
     if (u.protocol === 'https:') u.protocol = 'wss:';

@@ -748,6 +748,13 @@ test('the queue is bounded while disconnected, and while the server\'s capabilit
   }
 });
 
+test('a client without a URL it can resolve says so', () => {
+  // Node has no page to resolve a path against.
+  for (const url of [undefined, '/ws']) {
+    assert.throws(() => new Client(url, { WebSocket: class {} }), (err) => err instanceof TypeError && /is not a URL \(outside a page/.test(err.message));
+  }
+});
+
 test('arguments that cannot be sent are refused at once', async () => {
   const { client } = connected();
   await assert.rejects(client.call(''), RangeError);
