@@ -166,24 +166,25 @@ type presencePayload struct {
 	Members int `json:"members"`
 }
 
-// presence tells the room's members its new size (PROTOCOL.md §4.5), at
-// once or, with Options.PresenceInterval, in the room's next coalesced
-// presence event.
+// presence tells the room's members its new size (PROTOCOL.md §4.5): in
+// the room's next coalesced presence event (Options.PresenceInterval, never
+// 0 after the defaults), or at once when the interval is negative.
 func (rs *rooms) presence(r *room, event string, members int) {
-	switch interval := rs.srv.opts.PresenceInterval; {
-	case rs.srv.opts.NoPresence:
-		return
-	case interval > 0:
-		r.mu.Lock()
-		due := r.presenceDue
-		r.presenceDue = true
-		r.mu.Unlock()
-		if !due {
-			rs.srv.timeouts.ArmAfter(interval, &presenceDue{rs: rs, r: r})
-		}
+	if rs.srv.opts.NoPresence {
 		return
 	}
-	rs.sendPresence(r, event, members)
+	interval := rs.srv.opts.PresenceInterval
+	if interval < 0 {
+		rs.sendPresence(r, event, members)
+		return
+	}
+	r.mu.Lock()
+	due := r.presenceDue
+	r.presenceDue = true
+	r.mu.Unlock()
+	if !due {
+		rs.srv.timeouts.ArmAfter(interval, &presenceDue{rs: rs, r: r})
+	}
 }
 
 // presenceDue is a room's coalesced presence event, fired by the server's
