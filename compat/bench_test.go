@@ -63,6 +63,7 @@ func benchCall(b *testing.B, ctx context.Context, req []byte) {
 	var resp []byte
 	b.SetBytes(int64(len(req)))
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	for b.Loop() {
 		if err := c.Call(ctx, "echo/raw", req, &resp); err != nil {
 			b.Fatal(err)
@@ -72,6 +73,7 @@ func benchCall(b *testing.B, ctx context.Context, req []byte) {
 		}
 	}
 }
+
 
 // BenchmarkCall64 keeps 64 calls in flight from 64 goroutines; concurrent
 // calls leave in batches and their answers in one writev per read.
@@ -175,6 +177,7 @@ func BenchmarkCallMinimalClient(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	for b.Loop() {
 		if _, err := nc.Write(frame); err != nil {
 			b.Fatal(err)

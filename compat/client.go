@@ -1184,16 +1184,16 @@ func (cc *clientConn) enqueue(b []byte) error {
 	// A caller with no other call in flight has nobody to wait for, and
 	// since callers read their own answers (sharedread.go) a yield would
 	// only delay its packet and the read that follows it.
+	alone := true // nobody queued: flushing was not set
 	if cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
+		cc.qmu.Lock()
+		if alone = cc.queued == 0; !alone {
+			cc.queue = wire.AppendItem(cc.queue, pkt)
+			cc.queued++
+		}
+		cc.qmu.Unlock()
 	}
-	cc.qmu.Lock()
-	alone := cc.queued == 0
-	if !alone {
-		cc.queue = wire.AppendItem(cc.queue, pkt)
-		cc.queued++
-	}
-	cc.qmu.Unlock()
 	if alone {
 		err := cc.sendError(cc.sendPacket(b))
 		cc.flushQueue(false)

@@ -175,6 +175,18 @@ func (b *batch) advance(n int) {
 	}
 }
 
+// copied returns a batch holding copies of b's unsent segments, and
+// releases b: for a batch that references a buffer its owner is about to
+// reuse.
+func (b *batch) copied() *batch {
+	nb := getBatch()
+	for _, s := range b.segs[b.head:] {
+		nb.appendCopy(s)
+	}
+	b.release()
+	return nb
+}
+
 // moveFrom appends every unsent segment of src to b, taking over its chunks,
 // and releases src. The tail chunk of src is closed: later copies into b
 // start a new segment.

@@ -148,6 +148,9 @@ func newOutbox(out sender, opts *OutboxOptions) *Outbox {
 }
 
 // Send queues a copy of p. The caller may reuse p when Send returns.
+// Into an idle outbox, p is written from the caller's buffer at once and
+// only what the socket did not take is copied (OutboxStats.Copied): a
+// client's lone request costs no copy.
 func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false, true, false) }
 
 // SendLast queues p by reference, as SendShared does, as the last frame the
@@ -198,6 +201,21 @@ func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
 		o.notify(first, ErrBackpressure)
 		return Closed
 	}
+	if o.q == nil && !o.flushing && o.corks == 0 && o.inline && inline && o.w.b == nil {
+		// Idle: p is written from the caller's buffer, not copied; only
+		// what the socket does not take is (see flushInline).
+		o.flushing = true
+		o.queued += len(p)
+		o.stats.Accepted++
+		if shared {
+			o.stats.Referenced += uint64(len(p))
+		}
+		o.w.b = getBatch()
+		o.w.b.appendRef(p)
+		o.mu.Unlock()
+		st, _ := o.flushInline(false, !shared)
+		return st
+	}
 	if o.q == nil {
 		o.q = getBatch()
 	}
@@ -227,7 +245,7 @@ func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
 	}
 	o.takeLocked()
 	o.mu.Unlock()
-	st, _ := o.flushInline(false)
+	st, _ := o.flushInline(false, false)
 	return st
 }
 
@@ -257,7 +275,11 @@ const inlineRounds = 4
 // left) or hands it to a drain goroutine (the socket is full, or the budget
 // is spent). It reports Sent when its first write, which held the caller's
 // own frame, left completely.
-func (o *Outbox) flushInline(wait bool) (Status, error) {
+//
+// With borrowed, the first write holds only the caller's frame, by
+// reference to a buffer the caller reuses once Send returns: what that
+// write leaves is copied before anything else can write it later.
+func (o *Outbox) flushInline(wait, borrowed bool) (Status, error) {
 	st := Queued
 	for round := 1; ; round++ {
 		if err := o.write(wait); err != nil {
@@ -266,6 +288,10 @@ func (o *Outbox) flushInline(wait bool) (Status, error) {
 		left := o.w.Buffered() > 0
 		if round == 1 && !left {
 			st = Sent
+		}
+		if round == 1 && borrowed && left {
+			o.stats.Copied += uint64(o.w.b.n)
+			o.w.b = o.w.b.copied()
 		}
 		if !left && (o.q == nil || o.corks > 0) {
 			o.flushing = false
@@ -419,7 +445,7 @@ func (o *Outbox) Uncork() error {
 	o.flushing = true
 	o.takeLocked()
 	o.mu.Unlock()
-	_, err := o.flushInline(true)
+	_, err := o.flushInline(true, false)
 	return err
 }
 

@@ -185,8 +185,8 @@ func TestOutboxSentWhenIdle(t *testing.T) {
 			t.Fatalf("frame %d: %v, want sent", seq, st)
 		}
 	}
-	if st := o.Stats(); st.Syscalls != 10 || st.Handoffs != 0 || st.Written != 10*107 {
-		t.Fatalf("stats %+v", st)
+	if st := o.Stats(); st.Syscalls != 10 || st.Handoffs != 0 || st.Written != 10*107 || st.Copied != 0 {
+		t.Fatalf("stats %+v: want 10 writes straight from the callers' buffers", st)
 	}
 	if o.q != nil || o.w.b != nil {
 		t.Fatal("an idle outbox holds a batch")
@@ -194,6 +194,44 @@ func TestOutboxSentWhenIdle(t *testing.T) {
 	c.Close()
 	if n := len((<-got)[1]); n != 10 {
 		t.Fatalf("%d frames arrived", n)
+	}
+}
+
+// TestOutboxIdleSendCopiesWhatIsLeft: a frame into an idle outbox is
+// written from the caller's buffer, which the caller may reuse once Send
+// returns: when the socket takes only part of it (a peer that does not
+// read), the rest is copied before Send returns, and the peer later reads
+// the bytes as they were sent, not what the caller wrote into its buffer
+// afterwards.
+func TestOutboxIdleSendCopiesWhatIsLeft(t *testing.T) {
+	if !isLinux {
+		t.Skip("the inline write needs the raw writev path")
+	}
+	c, peer := tcpPair(t)
+	c.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	peer.(*net.TCPConn).SetReadBuffer(16 << 10)
+	o := NewOutbox(c, &OutboxOptions{MaxQueued: 64 << 20})
+	const size = 8 << 20 // far more than the socket buffers hold
+	frame := make([]byte, size)
+	for i := range frame {
+		frame[i] = byte(i % 251)
+	}
+	if st := o.Send(frame); st != Queued {
+		t.Fatalf("status %v, want queued: the socket took all of %d bytes", st, size)
+	}
+	left := o.Queued()
+	if st := o.Stats(); left == 0 || st.Copied != uint64(left) {
+		t.Fatalf("%d bytes queued, stats %+v: want exactly what was left copied", left, st)
+	}
+	clear(frame) // the caller reuses its buffer
+	got := make([]byte, size)
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range got {
+		if b != byte(i%251) {
+			t.Fatalf("byte %d is %d, want %d: the peer read the reused buffer", i, b, byte(i%251))
+		}
 	}
 }
 
