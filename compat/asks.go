@@ -27,7 +27,7 @@ type askResult struct {
 }
 
 // Ask calls method on the client and decodes its answer into resp, a
-// pointer (PROTOCOL.md §4.4). It fails with ErrTimeout when ctx's deadline,
+// pointer, or discards it when resp is nil (PROTOCOL.md §4.4). It fails with ErrTimeout when ctx's deadline,
 // or Options.AskTimeout when ctx has none, passes first; with ErrCanceled
 // when ctx is canceled or the connection ends; with the client's *Error
 // when it answers one (ErrOverloaded when the client runs as many ask
@@ -35,8 +35,15 @@ type askResult struct {
 // method name the protocol cannot carry.
 //
 // A handler that asks must be registered with Async: the answer is read by
-// the connection's read loop.
+// the connection's read loop, which runs the other handlers and event
+// handlers. Ask with the context of one of those, while it runs, fails at
+// once with ErrAskOnReadLoop, sends nothing, and the connection lives on;
+// a goroutine that keeps such a context after its handler returned may
+// meet the same refusal while another of those handlers runs.
 func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
+	if p.onReadLoop(ctx) {
+		return ErrAskOnReadLoop
+	}
 	if err := checkName("method", method); err != nil {
 		return err
 	}
@@ -101,8 +108,8 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 		p.settleAsk(a.id, askResult{err: err})
 		r = <-a.result
 	}
-	if r.err != nil {
-		return r.err
+	if r.err != nil || resp == nil {
+		return r.err // a nil resp discards the answer, as Call's does
 	}
 	return unmarshal(p.codec, r.payload, resp)
 }

@@ -74,7 +74,6 @@ func benchCall(b *testing.B, ctx context.Context, req []byte) {
 	}
 }
 
-
 // BenchmarkCall64 keeps 64 calls in flight from 64 goroutines; concurrent
 // calls leave in batches and their answers in one writev per read.
 func BenchmarkCall64(b *testing.B) {

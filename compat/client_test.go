@@ -1740,3 +1740,70 @@ func TestListenerNamesMustTravel(t *testing.T) {
 		t.Errorf("valid listener names panicked: %v", p)
 	}
 }
+
+// An Ask made with the context of a handler that runs on the read loop (a
+// method not registered Async, an event handler) fails at once with
+// ErrAskOnReadLoop, instead of holding the loop, and every packet of the
+// connection, until AskTimeout; the connection lives on. An Async method
+// asks as before, and so does another goroutine while the loop is in a
+// synchronous handler.
+func TestAskOnReadLoop(t *testing.T) {
+	r := testRouter()
+	ask := func(ctx context.Context) error {
+		return PeerFrom(ctx).Ask(ctx, "ui/confirm", "q", nil)
+	}
+	// answer sends a handler's ask error to the caller in full.
+	answer := func(err error) (int, error) {
+		if err != nil {
+			return 0, &Error{Code: wire.CodeInternal, Message: err.Error()}
+		}
+		return 0, nil
+	}
+	Handle(r, "test/syncask", func(ctx context.Context, _ int) (int, error) { return answer(ask(ctx)) })
+	Handle(r, "test/asyncask", func(ctx context.Context, _ int) (int, error) { return answer(ask(ctx)) }, Async())
+	eventAsk := make(chan error, 1)
+	HandleEvent(r, "test/evask", func(ctx context.Context, _ int) { eventAsk <- ask(ctx) })
+	// A synchronous handler holds the loop while another goroutine asks
+	// with a context of its own: that ask waits for the loop, and is
+	// answered once the handler returns.
+	otherAsk := make(chan error, 1)
+	Handle(r, "test/holdask", func(ctx context.Context, _ int) (int, error) {
+		p := PeerFrom(ctx)
+		go func() { otherAsk <- p.Ask(context.Background(), "ui/confirm", "q", nil) }()
+		time.Sleep(50 * time.Millisecond)
+		return 0, nil
+	})
+	_, addr := newTestServer(t, Options{Router: r, AskTimeout: 5 * time.Second})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { return "yes", nil })
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers})
+	ctx := context.Background()
+
+	start := time.Now()
+	var e *Error
+	if err := c.Call(ctx, "test/syncask", 0, nil); !errors.As(err, &e) || e.Message != ErrAskOnReadLoop.Error() {
+		t.Fatalf("synchronous handler asking: %v, want ErrAskOnReadLoop", err)
+	}
+	if waited := time.Since(start); waited > 2500*time.Millisecond {
+		t.Fatalf("the refused ask took %v, over half the ask timeout: it waited", waited)
+	}
+	if err := c.Event("test/evask", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-eventAsk; !errors.Is(err, ErrAskOnReadLoop) {
+		t.Fatalf("event handler asking: %v, want ErrAskOnReadLoop", err)
+	}
+	if err := c.Call(ctx, "test/asyncask", 0, nil); err != nil {
+		t.Fatalf("Async handler asking: %v", err)
+	}
+	if err := c.Call(ctx, "test/holdask", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-otherAsk; err != nil {
+		t.Fatalf("an ask from another goroutine, with its own context, while the loop was held: %v", err)
+	}
+	var out []byte
+	if err := c.Call(ctx, "echo/raw", []byte("still up"), &out); err != nil || string(out) != "still up" {
+		t.Fatalf("the connection after the refusals: %q, %v", out, err)
+	}
+}

@@ -44,6 +44,11 @@ type Peer struct {
 	droppedSlow      atomic.Bool   // counted as a slow consumer (dropSlow)
 	keepaliveHandle  atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
 	inflight         atomic.Int32  // Async calls running
+	// loopCtx is the context of the handlers that run on the read loop
+	// (synchronous methods, events), marked so that Ask can tell them;
+	// inLoopHandler is set while one runs. Both are the read loop's.
+	loopCtx       context.Context
+	inLoopHandler atomic.Bool
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room
@@ -286,9 +291,14 @@ func (p *Peer) onCall(body []byte) error {
 // where the answer may join a batch and leaves with the turn's writev.
 func (p *Peer) runCall(m *method, id, timeoutMS uint32, payload []byte, inTurn bool) {
 	ctx := p.ctx
+	if inTurn {
+		ctx = p.loopContext()
+		p.inLoopHandler.Store(true)
+		defer p.inLoopHandler.Store(false)
+	}
 	var cs *callState
 	if timeoutMS > 0 {
-		cs = p.newCallState(id, timeoutMS)
+		cs = p.newCallState(ctx, id, timeoutMS)
 		ctx = cs.ctx
 		defer cs.finish()
 	}
@@ -483,7 +493,31 @@ func (p *Peer) invokeEvent(e *eventHandler, payload []byte) (err error) {
 			err = ErrInternal
 		}
 	}()
-	return e.call(p.ctx, p.codec, payload)
+	p.inLoopHandler.Store(true)
+	defer p.inLoopHandler.Store(false)
+	return e.call(p.loopContext(), p.codec, payload)
+}
+
+// loopKey marks the contexts of handlers that run on a connection's read
+// loop: its value is the *Peer.
+type loopKey struct{}
+
+// loopContext returns the context of the handlers that run on the read
+// loop, made at the first one: connections that only call Async methods,
+// or none, never pay for it.
+func (p *Peer) loopContext() context.Context {
+	if p.loopCtx == nil {
+		p.loopCtx = context.WithValue(p.ctx, loopKey{}, p)
+	}
+	return p.loopCtx
+}
+
+// onReadLoop reports whether ctx is that of a handler running on p's read
+// loop now: an Ask made with it would wait for an answer that only the
+// loop it holds can read.
+func (p *Peer) onReadLoop(ctx context.Context) bool {
+	q, _ := ctx.Value(loopKey{}).(*Peer)
+	return q == p && p.inLoopHandler.Load()
 }
 
 func (p *Peer) onPing(body []byte) error {
@@ -551,9 +585,9 @@ func fireTimeouts(batch []timeoutTarget) {
 	}
 }
 
-func (p *Peer) newCallState(id, timeoutMS uint32) *callState {
+func (p *Peer) newCallState(parent context.Context, id, timeoutMS uint32) *callState {
 	deadline := time.Now().Add(time.Duration(timeoutMS) * time.Millisecond)
-	ctx, cancel := context.WithCancelCause(p.ctx)
+	ctx, cancel := context.WithCancelCause(parent)
 	cs := &callState{peer: p, id: id, ctx: deadlineContext{ctx, deadline}, cancel: cancel}
 	cs.handle = p.srv.timeouts.Arm(deadline, cs)
 	return cs
