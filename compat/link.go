@@ -96,16 +96,28 @@ func (c Carrier) String() string {
 
 // liveness is what the keepalive scheduler reads of a link.
 type liveness struct {
-	lastRead atomic.Int64 // unix nanoseconds of the last read
+	lastRead atomic.Int64 // monoNow of the last read
 	// pongPending is set when a keepalive ping went out and cleared by any
 	// read: a peer that reads nothing back within the next interval is gone.
 	pongPending atomic.Bool
 }
 
 func (l *liveness) touch() {
-	l.lastRead.Store(time.Now().UnixNano())
+	l.lastRead.Store(monoNow())
 	l.pongPending.Store(false)
 }
+
+// clockBase is the origin of monoNow.
+var clockBase = time.Now()
+
+// monoNow is the monotonic clock in nanoseconds since clockBase. Every
+// read of every connection records it (touch): it reads one clock where
+// time.Now reads two, which was about 80 ns of each call's round trip in
+// BenchmarkCall.
+func monoNow() int64 { return int64(time.Since(clockBase)) }
+
+// monoTime is the time of a monoNow reading.
+func monoTime(ns int64) time.Time { return clockBase.Add(time.Duration(ns)) }
 
 // keepaliveAction is what a keepalive check does with a link.
 type keepaliveAction uint8
@@ -120,7 +132,7 @@ const (
 // idle is given up; one silent for interval is pinged, once; next is when
 // its silence would next matter.
 func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
-	last := time.Unix(0, l.lastRead.Load())
+	last := monoTime(l.lastRead.Load())
 	silent := now.Sub(last)
 	switch {
 	case silent >= idle:

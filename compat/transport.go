@@ -62,7 +62,7 @@ type wsConn struct {
 	// answers themselves (sharedread.go).
 	shared *sharedReads
 
-	// idleDeadline is the read deadline of the idle handoff, in unix
+	// idleDeadline is the read deadline of the idle handoff, in monoNow
 	// nanoseconds; 0 when none is set (see readLoop).
 	idleDeadline int64
 
@@ -183,7 +183,7 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 				continue
 			}
 			if handoff && c.idleDeadline != 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.isClosing() {
-				if time.Now().UnixNano()-c.live.lastRead.Load() >= int64(idleHandoff/2) {
+				if monoNow()-c.live.lastRead.Load() >= int64(idleHandoff/2) {
 					return errIdle
 				}
 				c.moveIdleDeadline()
@@ -220,7 +220,7 @@ const idleHandoff = 100 * time.Millisecond
 func (c *wsConn) moveIdleDeadline() {
 	last := c.live.lastRead.Load()
 	if c.idleDeadline-last < int64(idleHandoff/2) {
-		c.setIdleDeadline(time.Unix(0, last+int64(idleHandoff)))
+		c.setIdleDeadline(monoTime(last + int64(idleHandoff)))
 	}
 }
 
@@ -234,7 +234,7 @@ func (c *wsConn) setIdleDeadline(t time.Time) {
 	c.nc.SetReadDeadline(t)
 	c.idleDeadline = 0
 	if !t.IsZero() {
-		c.idleDeadline = t.UnixNano()
+		c.idleDeadline = int64(t.Sub(clockBase))
 	}
 	if c.closeRequest.Load() != nil {
 		c.nc.SetReadDeadline(time.Now())

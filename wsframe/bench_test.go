@@ -1,6 +1,7 @@
 package wsframe
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -413,4 +414,20 @@ func BenchmarkPreparedVariantParallel(b *testing.B) {
 	if total.Load() == 0 && b.N > 0 {
 		b.Fatal("no variant read")
 	}
+}
+
+// BenchmarkNewMaskKey is the cost of a client frame's masking key, next to
+// drawing the 4 bytes from crypto/rand directly, as NewMaskKey did before.
+func BenchmarkNewMaskKey(b *testing.B) {
+	b.Run("NewMaskKey", func(b *testing.B) {
+		for b.Loop() {
+			_ = NewMaskKey()
+		}
+	})
+	b.Run("crypto-rand", func(b *testing.B) {
+		var k [4]byte
+		for b.Loop() {
+			rand.Read(k[:])
+		}
+	})
 }

@@ -3,6 +3,8 @@ package wsframe
 import (
 	"crypto/rand"
 	"encoding/binary"
+	mrand "math/rand/v2"
+	"sync"
 )
 
 // Mask XORs b in place with the masking key, as RFC 6455 §5.3 defines:
@@ -93,12 +95,29 @@ func maskASCII(b []byte, key [4]byte, offset int) bool {
 	return acc&ascii == 0
 }
 
-// NewMaskKey returns a fresh masking key from crypto/rand. RFC 6455 §5.3:
-// "the masking key MUST be derived from a strong source of entropy, and the
-// masking key for a given frame MUST NOT make it simple for a server/proxy
-// to predict the masking key for a subsequent frame."
+// NewMaskKey returns a fresh masking key. RFC 6455 §5.3: "the masking key
+// MUST be derived from a strong source of entropy, and the masking key for
+// a given frame MUST NOT make it simple for a server/proxy to predict the
+// masking key for a subsequent frame."
+//
+// The keys come from ChaCha8 generators (math/rand/v2's cryptographically
+// strong generator) seeded from crypto/rand, kept in a pool so that
+// concurrent writers do not share one: a key costs about half of what
+// drawing it from crypto/rand does (26 against 55 ns, BenchmarkNewMaskKey),
+// once per frame a client sends.
 func NewMaskKey() [4]byte {
+	g := maskKeys.Get().(*mrand.ChaCha8)
+	v := g.Uint64()
+	maskKeys.Put(g)
 	var k [4]byte
-	rand.Read(k[:]) // crypto/rand.Read never returns an error since Go 1.24
+	binary.LittleEndian.PutUint32(k[:], uint32(v))
 	return k
 }
+
+// maskKeys holds ChaCha8 generators, each seeded from crypto/rand when the
+// pool makes it.
+var maskKeys = sync.Pool{New: func() any {
+	var seed [32]byte
+	rand.Read(seed[:]) // crypto/rand.Read never returns an error since Go 1.24
+	return mrand.NewChaCha8(seed)
+}}

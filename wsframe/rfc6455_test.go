@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -159,7 +160,7 @@ func TestRFC6455_5_3_MaskingTransform(t *testing.T) {
 
 // §5.3: "When preparing a masked frame, the client MUST pick a fresh
 // masking key from the set of allowed 32-bit values." NewMaskKey draws from
-// crypto/rand: 1000 keys from a 2^32 space collide with probability ~1e-4,
+// ChaCha8 seeded from crypto/rand: 1000 keys from a 2^32 space collide with probability ~1e-4,
 // so more than two repeats means the keys are not fresh.
 func TestRFC6455_5_3_FreshMaskKeys(t *testing.T) {
 	seen := make(map[[4]byte]bool)
@@ -551,4 +552,35 @@ func TestRFC6455_10_4_Limits(t *testing.T) {
 	huge := AppendHeader(nil, Header{Flags: Fin, Opcode: OpBinary, Masked: true, Length: 1 << 60})
 	_, _, err := NewDecoder(Config{}).DecodeFrame(huge)
 	wantCode(t, err, ErrFrameTooBig)
+}
+
+// §5.3 again, for keys drawn by many goroutines at once: each pooled
+// generator has a seed of its own, so concurrent writers never repeat one
+// another's keys (4 × 2000 keys collide by chance with probability ~4e-3).
+func TestRFC6455_5_3_FreshMaskKeysConcurrently(t *testing.T) {
+	const writers, each = 4, 2000
+	keys := make(chan [4]byte, writers*each)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				keys <- NewMaskKey()
+			}
+		}()
+	}
+	wg.Wait()
+	close(keys)
+	seen := make(map[[4]byte]bool)
+	repeats := 0
+	for k := range keys {
+		if seen[k] {
+			repeats++
+		}
+		seen[k] = true
+	}
+	if repeats > 2 {
+		t.Fatalf("%d repeated keys in %d", repeats, writers*each)
+	}
 }
