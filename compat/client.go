@@ -845,8 +845,10 @@ func (c *Client) wait(ctx context.Context, cc *clientConn, pc *pendingCall) erro
 	if ws, ok := cc.link.(*wsConn); ok && cc.shared != nil && !pc.settled.Load() && ws.takeReads(&pc.waitingOn, c.pending.size.Load() == 1) {
 		c.readOwnAnswer(ctx, cc, ws, pc)
 	}
-	if done := ctx.Done(); done == nil {
-		<-pc.done // a ctx that never ends: no select to pay for
+	if done := ctx.Done(); done == nil || pc.settled.Load() {
+		// A ctx that never ends, or a call settled already (its caller
+		// read the answer): no select to pay for.
+		<-pc.done
 	} else {
 		select {
 		case <-pc.done:

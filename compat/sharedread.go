@@ -63,7 +63,7 @@ type sharedReads struct {
 	// for a later release, the loop arms it again for the rest.
 	linger      *time.Timer
 	lingerArmed atomic.Bool  // linger is pending; set by whoever arms it
-	releasedAt  atomic.Int64 // when the token was last let go of, in nanoseconds since the Unix epoch
+	releasedAt  atomic.Int64 // when the token was last let go of, in monoNow nanoseconds
 	wake        atomic.Bool  // the read deadline was set to wake a reading caller
 	failure     error        // why a caller's read ended the connection; owned by the token
 
@@ -89,7 +89,7 @@ func (s *sharedReads) wakeLoop() {
 // the read loop after readLinger, at once if a caller waits on a channel.
 // It reports whether one does.
 func (s *sharedReads) release() (waiters bool) {
-	s.releasedAt.Store(time.Now().UnixNano())
+	s.releasedAt.Store(monoNow())
 	if !s.lingerArmed.Swap(true) {
 		s.linger.Reset(readLinger)
 	}
@@ -103,7 +103,7 @@ func (s *sharedReads) release() (waiters bool) {
 // lingerLeft is how long the reads stay with the callers after the last
 // release, or 0 when that time is up.
 func (s *sharedReads) lingerLeft() time.Duration {
-	return max(0, readLinger-time.Duration(time.Now().UnixNano()-s.releasedAt.Load()))
+	return max(0, readLinger-time.Duration(monoNow()-s.releasedAt.Load()))
 }
 
 // runShared is the read loop of a connection whose reads are shared: it
