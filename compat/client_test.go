@@ -306,6 +306,8 @@ func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
 		return 0, &Error{Code: 1002, Message: "big", Data: make([]byte, 100<<10)}
 	})
 	Handle(r, "err/nocode", func(context.Context, int) (int, error) { return 0, &Error{Message: "no code"} })
+	Handle(r, "err/reserved", func(context.Context, int) (int, error) { return 0, &Error{Code: 42, Message: "reserved code"} })
+	Handle(r, "err/protocol", func(context.Context, int) (int, error) { return 0, &Error{Code: 9, Message: "going away"} })
 	_, addr := newTestServer(t, Options{Router: r})
 	handlers := NewRouter()
 	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { return "", &Error{Code: 1003, Message: long} })
@@ -327,6 +329,8 @@ func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
 	check("err/utf8", 1001, func(m string) bool { return m == "bad \uFFFD byte" })
 	check("err/data", wire.CodeInternal, func(m string) bool { return strings.Contains(m, "over the client's message limit") })
 	check("err/nocode", wire.CodeInternal, func(m string) bool { return m == "no code" }) // code 0 is no code of §4.2
+	check("err/reserved", wire.CodeInternal, func(m string) bool { return m == "reserved code" }) // §4.2 keeps 10-999
+	check("err/protocol", wire.CodeUnavailable, func(m string) bool { return m == "going away" })
 	c := dialClient(t, addr, opts)
 	var out string
 	err := c.Call(ctx, "test/ask", "q", &out) // the server's Ask gets the client's error, and passes it on

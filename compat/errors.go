@@ -14,8 +14,11 @@ import (
 // Error is a call's error as it travels: a code (PROTOCOL.md §4.2), a
 // message for people and optional data. A handler returns an *Error to
 // choose what the caller sees; any other error becomes an Internal error
-// whose text is logged, not sent. A client's Call returns the *Error the
-// server answered.
+// whose text is logged, not sent. Its Code is one of the protocol's (the
+// Err values below) or an application's, from 1000 up: code 0 and the
+// codes the protocol keeps for later versions (10-999) are sent as
+// Internal, with the message and data. A client's Call returns the *Error
+// the server answered.
 type Error struct {
 	Code    uint32
 	Message string
@@ -102,11 +105,12 @@ func checkResp(resp any) error {
 }
 
 // withCode is e as an answer carries it: an *Error without a code (the
-// zero Code, which PROTOCOL.md §4.2 does not define) goes out as
+// zero Code, which PROTOCOL.md §4.2 does not define) or with one the
+// protocol keeps for itself (10-999, none defined yet) goes out as
 // Internal, its message and data kept, instead of a code no caller can
-// match.
+// match, or that a later version of the protocol would give a meaning.
 func withCode(e *Error) *Error {
-	if e.Code != 0 {
+	if e.Code != 0 && (e.Code <= wire.CodeUnavailable || e.Code >= wire.CodeApplication) {
 		return e
 	}
 	return &Error{Code: wire.CodeInternal, Message: e.Message, Data: e.Data}

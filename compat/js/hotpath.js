@@ -1301,7 +1301,10 @@ export class Client {
     if (err instanceof RPCError && Number.isInteger(err.code) && err.code > 0 && err.code <= MAX_U32) {
       try {
         const message = truncateUTF8(String(err.message), MAX_VALUE);
-        return encodePacket({ kind: 'answer', id, status: 1, code: err.code, message, data: encodeJSON(err.data) });
+        // Codes 10-999 are kept for later versions of the protocol
+        // (PROTOCOL.md §4.2): sent as Internal, message and data kept.
+        const code = err.code > Code.Unavailable && err.code < Code.Application ? Code.Internal : err.code;
+        return encodePacket({ kind: 'answer', id, status: 1, code, message, data: encodeJSON(err.data) });
       } catch (encodeErr) {
         err = encodeErr;
       }

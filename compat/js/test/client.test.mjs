@@ -603,7 +603,7 @@ test('a listener that throws is reported and does not stop the others', () => {
   client.close();
 });
 
-test('asks are answered: result, RPCError, unexpected error, unknown method (§4.4)', async () => {
+test('asks are answered: result, RPCError, unexpected error, unknown method, reserved code (§4.4, §4.2)', async () => {
   const { client, net } = connected();
   const ws = net.last;
   const reported = [];
@@ -615,6 +615,8 @@ test('asks are answered: result, RPCError, unexpected error, unknown method (§4
   });
   client.handle('ui/deny', () => { throw new RPCError(1000, 'denied', { why: 'no' }); });
   client.handle('ui/bug', () => { throw new Error('secret detail'); });
+  client.handle('ui/reserved', () => { throw new RPCError(42, 'reserved code'); });
+  ws.receive({ kind: 'ask', id: 5, method: 'ui/reserved', timeout: 0, payload: '' });
   ws.receive({ kind: 'ask', id: 1, method: 'ui/confirm', timeout: 0, payload: json({ q: 'ok?' }) });
   ws.receive({ kind: 'ask', id: 2, method: 'ui/deny', timeout: 0, payload: '' });
   ws.receive({ kind: 'ask', id: 3, method: 'ui/bug', timeout: 0, payload: '' });
@@ -626,6 +628,7 @@ test('asks are answered: result, RPCError, unexpected error, unknown method (§4
   assert.deepEqual([byId[2].status, byId[2].code, byId[2].message, text(byId[2].data)], [1, 1000, 'denied', '{"why":"no"}']);
   assert.deepEqual([byId[3].status, byId[3].code, byId[3].message], [1, Code.Internal, 'internal error']);
   assert.deepEqual([byId[4].status, byId[4].code], [1, Code.NotFound]);
+  assert.deepEqual([byId[5].status, byId[5].code, byId[5].message], [1, Code.Internal, 'reserved code']); // §4.2 keeps 10-999
   assert.deepEqual(reported, ['secret detail']);
   client.close();
 });
