@@ -328,7 +328,7 @@ func TestHandlerErrorsTheWireCannotCarry(t *testing.T) {
 	check("err/long", 1000, func(m string) bool { return strings.HasPrefix(long, m) && len(m) >= wire.MaxValueLen-1 })
 	check("err/utf8", 1001, func(m string) bool { return m == "bad \uFFFD byte" })
 	check("err/data", wire.CodeInternal, func(m string) bool { return strings.Contains(m, "over the client's message limit") })
-	check("err/nocode", wire.CodeInternal, func(m string) bool { return m == "no code" }) // code 0 is no code of §4.2
+	check("err/nocode", wire.CodeInternal, func(m string) bool { return m == "no code" })         // code 0 is no code of §4.2
 	check("err/reserved", wire.CodeInternal, func(m string) bool { return m == "reserved code" }) // §4.2 keeps 10-999
 	check("err/protocol", wire.CodeUnavailable, func(m string) bool { return m == "going away" })
 	c := dialClient(t, addr, opts)
