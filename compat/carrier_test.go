@@ -1943,3 +1943,48 @@ func TestQUICDialErrorCarriesCloseCode(t *testing.T) {
 		t.Errorf("a close of this end's own: %v, want it unchanged", err)
 	}
 }
+
+// An event that arrives as a datagram runs its handler on the carrier's
+// datagram goroutine, not on the read loop: an Ask with its context is
+// answered (the read loop reads the answer), not refused with
+// ErrAskOnReadLoop as from an event handler on the read loop.
+func TestDatagramEventHandlerMayAsk(t *testing.T) {
+	t.Parallel()
+	r := testRouter()
+	asked := make(chan error, 8)
+	HandleEvent(r, "test/dgask", func(ctx context.Context, _ int) {
+		asked <- PeerFrom(ctx).Ask(ctx, "ui/confirm", "q", nil)
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(context.Context, string) (string, error) { return "yes", nil })
+	for _, carrier := range []Carrier{CarrierQUIC, CarrierWebTransport} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Handlers: handlers, Reconnect: Reconnect{Disabled: true}})
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("test/dgask"), Payload: []byte("1")})
+			// A datagram may be lost: it is sent again until an ask ran.
+			resend := time.NewTicker(200 * time.Millisecond)
+			defer resend.Stop()
+			timeout := time.After(10 * time.Second)
+			for {
+				if _, ok := cc.link.sendDatagram(pkt); !ok {
+					t.Fatalf("%s sent no datagram", carrierName(carrier))
+				}
+				select {
+				case err := <-asked:
+					if err != nil {
+						t.Fatalf("Ask from an event handler run for a datagram: %v, want answered", err)
+					}
+					return
+				case <-resend.C:
+				case <-timeout:
+					t.Fatal("no event handler ran")
+				}
+			}
+		})
+	}
+}

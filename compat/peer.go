@@ -210,7 +210,7 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 	case dispatch.KindEmit:
 		err = p.relayEmit(body, true)
 	case dispatch.KindEvent:
-		err = p.onEvent(body)
+		err = p.handleEvent(body, false)
 	default:
 		p.srv.metrics.malformed.Add(1)
 		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_DATAGRAM_KIND"}
@@ -466,7 +466,12 @@ func (p *Peer) onBatch(body []byte) error {
 	return nil
 }
 
-func (p *Peer) onEvent(body []byte) error {
+// onEvent handles an event packet on the read loop.
+func (p *Peer) onEvent(body []byte) error { return p.handleEvent(body, true) }
+
+// handleEvent runs the handler of an event packet: on the read loop, or
+// (onLoop false) on the goroutine of a carrier's datagrams.
+func (p *Peer) handleEvent(body []byte, onLoop bool) error {
 	pk, err := decode(dispatch.KindEvent, body)
 	if err != nil {
 		return err
@@ -476,7 +481,7 @@ func (p *Peer) onEvent(body []byte) error {
 		p.srv.metrics.droppedEvents.Add(1)
 		return nil
 	}
-	if err := p.invokeEvent(p.srv.router.eventTable.Route(i).Handler, pk.Payload); err != nil {
+	if err := p.invokeEvent(p.srv.router.eventTable.Route(i).Handler, pk.Payload, onLoop); err != nil {
 		p.srv.metrics.droppedEvents.Add(1)
 	}
 	return nil
@@ -485,7 +490,7 @@ func (p *Peer) onEvent(body []byte) error {
 // invokeEvent calls an event handler and turns a panic into a log line
 // and a dropped event, as invoke does for methods: a client whose event
 // makes a handler panic must not bring the server down.
-func (p *Peer) invokeEvent(e *eventHandler, payload []byte) (err error) {
+func (p *Peer) invokeEvent(e *eventHandler, payload []byte, onLoop bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.srv.metrics.panics.Add(1)
@@ -493,6 +498,9 @@ func (p *Peer) invokeEvent(e *eventHandler, payload []byte) (err error) {
 			err = ErrInternal
 		}
 	}()
+	if !onLoop {
+		return e.call(p.ctx, p.codec, payload)
+	}
 	p.inLoopHandler.Store(true)
 	defer p.inLoopHandler.Store(false)
 	return e.call(p.loopContext(), p.codec, payload)
@@ -504,7 +512,7 @@ type loopKey struct{}
 
 // loopContext returns the context of the handlers that run on the read
 // loop, made at the first one: connections that only call Async methods,
-// or none, never pay for it.
+// or none, never pay for it. Only the read loop calls it.
 func (p *Peer) loopContext() context.Context {
 	if p.loopCtx == nil {
 		p.loopCtx = context.WithValue(p.ctx, loopKey{}, p)
