@@ -35,11 +35,13 @@ type askResult struct {
 // method name the protocol cannot carry.
 //
 // A handler that asks must be registered with Async: the answer is read by
-// the connection's read loop, which runs the other handlers and event
-// handlers. Ask with the context of one of those, while it runs, fails at
-// once with ErrAskOnReadLoop, sends nothing, and the connection lives on;
-// a goroutine that keeps such a context after its handler returned may
-// meet the same refusal while another of those handlers runs.
+// the connection's read loop, which runs the other handlers and the event
+// handlers (but for events that came as datagrams, which run on a
+// goroutine of the carrier's). Ask with the context of one of those,
+// while it runs, fails at once with ErrAskOnReadLoop, sends nothing, and
+// the connection lives on; a goroutine that keeps such a context after
+// its handler returned may meet the same refusal while another of those
+// handlers runs.
 func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	if p.onReadLoop(ctx) {
 		return ErrAskOnReadLoop
