@@ -41,7 +41,8 @@ func (e *Emitter[T]) Once(fn func(T)) (off func()) {
 //
 // Emit allocates nothing and takes no lock: with no listener it costs one
 // atomic load, with one listener a load and a call. The one exception is a
-// Once listener, whose removal when it fires copies the list.
+// list with Once listeners: when the emit ends, those it called are taken
+// out of the list in one copy of it, whatever their number.
 //
 // A listener that panics stops the emit and the panic propagates to the
 // caller of Emit; the emitter stays usable.
@@ -60,8 +61,15 @@ func (e *Emitter[T]) Emit(v T) {
 		}
 		return
 	}
+	fired := false
+	defer func() {
+		if fired { // also when a listener panicked
+			e.l.removeFired()
+		}
+	}()
 	for i := range s.entries {
 		if en := &s.entries[i]; e.l.claim(en) {
+			fired = fired || en.once
 			en.fn(v)
 		}
 	}
@@ -121,8 +129,15 @@ func (e *ErrorEmitter[T]) Emit(v T) error {
 		}
 		return nil
 	}
+	fired := false
+	defer func() {
+		if fired { // also when a listener panicked
+			e.l.removeFired()
+		}
+	}()
 	for i := range s.entries {
 		if en := &s.entries[i]; e.l.claim(en) {
+			fired = fired || en.once
 			if err := en.fn(v); err != nil {
 				return err
 			}

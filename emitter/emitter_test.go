@@ -3,6 +3,7 @@ package emitter
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -361,5 +362,37 @@ func TestConcurrentEmitOnOff(t *testing.T) {
 	e.Emit(0)
 	if e.Len() != 1 {
 		t.Fatalf("%d listeners left, want 1", e.Len())
+	}
+}
+
+// An emit that fires n Once listeners takes them out of the list in one
+// copy: the bytes it allocates grow with n, not n². Removing them one by
+// one copied the list each time: 10,000 of them allocated 1.2 GB. Four
+// times the listeners must cost at most 8 times the bytes (linear is 4,
+// quadratic 16), the 2× margin of a shape test.
+func TestOnceListenersRemovedInOneCopy(t *testing.T) {
+	allocated := func(n int) uint64 {
+		var e Emitter[int]
+		calls := 0
+		for range n {
+			e.Once(func(int) { calls++ })
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		e.Emit(1)
+		runtime.ReadMemStats(&after)
+		if calls != n || e.Len() != 0 {
+			t.Fatalf("%d Once listeners: %d called, %d left", n, calls, e.Len())
+		}
+		e.Emit(2)
+		if calls != n {
+			t.Fatalf("a second emit called %d Once listeners again", calls-n)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	small, large := allocated(1000), allocated(4000)
+	if large > 8*max(small, 1) {
+		t.Fatalf("one emit of 1000 Once listeners allocated %d bytes, of 4000: %d (%.1f×): want linear", small, large, float64(large)/float64(max(small, 1)))
 	}
 }

@@ -84,17 +84,44 @@ func (l *list[F]) remove(reg *registration) {
 }
 
 // claim reports whether the emit about to call e may call it: always for a
-// plain listener; for a Once listener, only the first emit to get here, which
-// also takes it out of the list.
+// plain listener; for a Once listener, only the first emit to get here. The
+// emit takes the Once listeners it called out of the list when it ends
+// (removeFired): removed one by one, each copying the list, an emit that
+// fires n of them cost O(n²) (10,000 took seconds and a gigabyte).
 func (l *list[F]) claim(e *entry[F]) bool {
-	if !e.once {
-		return true
+	return !e.once || e.reg.fired.CompareAndSwap(false, true)
+}
+
+// removeFired takes every Once listener that an emit called out of the
+// list, in one copy.
+func (l *list[F]) removeFired() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.current.Load()
+	if old == nil {
+		return
 	}
-	if !e.reg.fired.CompareAndSwap(false, true) {
-		return false
+	keep := 0
+	for _, e := range old.entries {
+		if !e.once || !e.reg.fired.Load() {
+			keep++
+		}
 	}
-	l.remove(e.reg)
-	return true
+	if keep == len(old.entries) {
+		return // a concurrent emit removed them already
+	}
+	if keep == 0 {
+		l.current.Store(nil)
+		return
+	}
+	s := &snapshot[F]{entries: make([]entry[F], 0, keep)}
+	for _, e := range old.entries {
+		if !e.once || !e.reg.fired.Load() {
+			s.entries = append(s.entries, e)
+			s.hasOnce = s.hasOnce || e.once
+		}
+	}
+	l.current.Store(s)
 }
 
 func (l *list[F]) len() int {
