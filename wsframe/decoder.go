@@ -354,7 +354,10 @@ func (d *Decoder) finish(h Header, p []byte) error {
 // passes what follows on the next call. When b ends inside the frame it
 // returns ErrNeedMore with n = 0: call again with the same bytes and more
 // appended (unconsumed bytes may move, as in a compacted buffer, but must
-// not change). The payload aliases b.
+// not change). The same bytes means as this call left them: the part of a
+// text frame's payload that has arrived is unmasked and checked for UTF-8
+// in place already, so passing a fresh copy of the bytes as they came off
+// the wire would unmask that part twice. The payload aliases b.
 func (d *Decoder) DecodeFrame(b []byte) (f Frame, n int, err error) {
 	if d.err != nil || d.closed {
 		return Frame{}, 0, d.stopped()
@@ -508,7 +511,8 @@ func (d *Decoder) collect(f Frame, buf *[]byte) (m Message, ok bool) {
 // 6455 §5.4: "An endpoint MUST be capable of handling control frames in the
 // middle of a fragmented message"). n is the number of bytes consumed,
 // whatever err is: the caller always drops them, also on ErrNeedMore (the
-// fragments consumed so far are kept in the assembly buffer).
+// fragments consumed so far are kept in the assembly buffer), and passes
+// the rest again as this call left it, as DecodeFrame says.
 //
 // A message of one frame is returned in place, aliasing b. The fragments of
 // a fragmented message are copied into (*buf)[:0], grown as needed and

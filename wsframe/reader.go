@@ -14,8 +14,9 @@ const DefaultReaderSize = 4096
 // directly instead.
 //
 // Reader keeps one read buffer of the size given to NewReader. A frame that
-// does not fit grows it to the frame's size (which the Decoder bounds by
-// MaxFrameSize before the payload is read); the grown buffer, and an
+// does not fit grows it as the frame's bytes arrive, doubling, up to the
+// frame's size (which the Decoder bounds by MaxFrameSize before the
+// payload is read); the grown buffer, and an
 // assembly buffer grown past the read buffer size, are dropped once the
 // message is consumed, so a large message does not pin memory on an idle
 // connection.
@@ -62,7 +63,13 @@ func (r *Reader) ReadMessage() (Message, error) {
 	}
 }
 
-// fill reads at least one more byte, first making room for need more.
+// fill reads at least one more byte, with room for up to need more (the
+// rest of the frame being decoded). When the buffer is full it grows,
+// doubling, towards what the frame needs: it grows with what arrives
+// instead of to the size a frame's header announces before any of its
+// payload has come. A peer that sent headers of large frames and stopped
+// made a server allocate each frame's size for 14 bytes
+// (TestReaderGrowsWithWhatArrives).
 func (r *Reader) fill(need int) error {
 	if r.err != nil {
 		return r.eof(r.err)
@@ -74,18 +81,19 @@ func (r *Reader) fill(need int) error {
 		}
 	}
 	if r.buf == nil {
-		r.buf = make([]byte, max(r.size, need))
+		r.buf = make([]byte, r.size)
 	}
 	if len(r.buf)-r.w < need {
 		pending := r.w - r.r
-		if pending+need > len(r.buf) {
-			grown := make([]byte, pending+need)
-			copy(grown, r.buf[r.r:r.w])
-			r.buf = grown
-		} else {
+		if r.r > 0 {
 			copy(r.buf, r.buf[r.r:r.w])
+			r.r, r.w = 0, pending
 		}
-		r.r, r.w = 0, pending
+		if r.w == len(r.buf) {
+			grown := make([]byte, min(pending+need, 2*len(r.buf)))
+			copy(grown, r.buf[:r.w])
+			r.buf = grown
+		}
 	}
 	n, err := r.src.Read(r.buf[r.w:])
 	r.w += n

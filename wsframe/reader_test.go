@@ -108,3 +108,34 @@ func TestReaderBufferGrowsAndShrinks(t *testing.T) {
 		t.Errorf("buffer grew to %d for a frame over the limit", cap(r.buf))
 	}
 }
+
+// A header announcing a large frame does not make the Reader allocate the
+// frame's size: its buffer grows with the bytes that arrive. A peer that
+// sent 14-byte headers of 1 MiB frames and stopped made a server hold
+// 1 MiB per connection. The whole frame, when it comes, is read as
+// before.
+func TestReaderGrowsWithWhatArrives(t *testing.T) {
+	const size = 1 << 20
+	payload := strings.Repeat("x", size)
+	frame := clientFrame(OpBinary, payload, Fin)
+	dec := NewDecoder(Config{MaxMessageSize: 2 * size})
+	sent := frame[:14+1000] // the header and the first 1000 bytes, then the peer stops
+	r := NewReader(bytes.NewReader(sent), dec, 0)
+	if _, err := r.ReadMessage(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("a frame cut short: %v", err)
+	}
+	if held := cap(r.buf); held > 2*DefaultReaderSize {
+		t.Fatalf("the reader holds a buffer of %d bytes for %d received", held, len(sent))
+	}
+	for name, src := range map[string]io.Reader{
+		"whole":    bytes.NewReader(frame),
+		"one byte": iotest.OneByteReader(bytes.NewReader(frame)),
+		"half":     iotest.HalfReader(bytes.NewReader(frame)),
+	} {
+		r := NewReader(src, NewDecoder(Config{MaxMessageSize: 2 * size}), 0)
+		m, err := r.ReadMessage()
+		if err != nil || string(m.Payload) != payload {
+			t.Fatalf("%s: %d bytes, %v", name, len(m.Payload), err)
+		}
+	}
+}
