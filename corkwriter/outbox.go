@@ -93,6 +93,9 @@ type OutboxStats struct {
 	Handoffs   uint64 // times a flusher goroutine was started
 }
 
+// An Outbox is made by NewOutbox; the zero value is not usable, and its
+// methods panic.
+//
 // An Outbox is the send queue of one connection: any goroutine may queue
 // frames (answers, broadcasts, pings), and everything queued while a write
 // is in progress leaves in the next writev, so frames coalesce under load.
@@ -128,8 +131,9 @@ type Outbox struct {
 }
 
 // NewOutbox returns an Outbox that writes to w, with the raw writev path
-// when w exposes a file descriptor, as NewWriter.
+// when w exposes a file descriptor, as NewWriter. It panics when w is nil.
 func NewOutbox(w io.Writer, opts *OutboxOptions) *Outbox {
+	mustWriter("NewOutbox", w)
 	return newOutbox(newSender(w), opts)
 }
 
@@ -180,6 +184,9 @@ func (o *Outbox) QueueShared(p []byte) Status { return o.enqueue(p, true, false,
 // goroutine. With last, p is the last frame the outbox accepts, whatever
 // becomes of it.
 func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
+	if o.w.out == nil {
+		panic("corkwriter: an Outbox not made by NewOutbox") // its flusher would panic where nobody can recover
+	}
 	o.mu.Lock()
 	if o.err != nil || o.last {
 		o.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -529,4 +530,27 @@ func TestOutboxSendLast(t *testing.T) {
 			t.Fatalf("producer %d: %d frames accepted, %d arrived before the last", id, accepted[id].Load(), arrived[id])
 		}
 	}
+}
+
+// A nil writer, or an Outbox not made by NewOutbox, panics on the caller's
+// goroutine, where it can be seen and recovered, instead of in the flusher
+// goroutine at the first write, which ended the process.
+func TestNilWriterPanicsAtTheCaller(t *testing.T) {
+	panics := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r == nil {
+				t.Errorf("%s did not panic", name)
+			} else if !strings.HasPrefix(fmt.Sprint(r), "corkwriter: ") {
+				t.Errorf("%s panicked with %v", name, r)
+			}
+		}()
+		f()
+	}
+	panics("NewOutbox(nil)", func() { NewOutbox(nil, nil) })
+	panics("NewWriter(nil)", func() { NewWriter(nil, nil) })
+	panics("a zero Outbox's Send", func() {
+		var o Outbox
+		o.Send([]byte("x"))
+	})
 }

@@ -68,8 +68,19 @@ type sender interface {
 // written with writev on the raw descriptor, waiting on Go's poller like a
 // normal Write; otherwise (TLS, net.Pipe, QUIC streams) the pending buffers
 // are handed to w in order with the same results and more Write calls.
+// NewWriter panics when w is nil.
 func NewWriter(w io.Writer, opts *Options) *Writer {
+	mustWriter("NewWriter", w)
 	return newWriter(newSender(w), opts)
+}
+
+// mustWriter panics on a nil w here, where the caller can see and recover
+// it, rather than in a flusher goroutine at the first write, where nobody
+// can and the process ends.
+func mustWriter(fn string, w io.Writer) {
+	if w == nil {
+		panic("corkwriter: " + fn + " with a nil io.Writer")
+	}
 }
 
 func newWriter(out sender, opts *Options) *Writer {
