@@ -3,6 +3,7 @@ package wsframe
 import (
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -98,7 +99,8 @@ func (c CloseCode) String() string {
 //
 // A code ValidCloseCode rejects (CloseNoStatus among them) yields an empty
 // body, the wire form of "no status", since such codes must not be sent.
-// A reason longer than MaxCloseReason is cut at the last whole UTF-8
+// A reason that is not valid UTF-8 has its invalid bytes replaced by
+// U+FFFD; one longer than MaxCloseReason is cut at the last whole UTF-8
 // character that fits.
 func AppendClosePayload(dst []byte, code CloseCode, reason string) []byte {
 	if !ValidCloseCode(code) {
@@ -120,7 +122,14 @@ func AppendCloseFrame(dst []byte, code CloseCode, reason string) []byte {
 	return append(dst, reason...)
 }
 
+// truncateReason makes reason what a close body can carry: valid UTF-8
+// (invalid bytes become U+FFFD; a peer fails the connection with 1007 on
+// an invalid reason, RFC 6455 §8.1) of at most MaxCloseReason bytes, cut
+// at a whole character.
 func truncateReason(reason string) string {
+	if !utf8.ValidString(reason) {
+		reason = strings.ToValidUTF8(reason, "\uFFFD")
+	}
 	if len(reason) <= MaxCloseReason {
 		return reason
 	}

@@ -17,11 +17,15 @@ import "encoding/binary"
 // frames MUST have a payload length of 125 bytes or less and MUST NOT be
 // fragmented", and the peer fails the connection on one that breaks it,
 // so building one is a bug in the caller. Check the length first when the
-// payload comes from elsewhere. AppendHeader encodes any header, those
-// §5.5 forbids included, for tests that send them on purpose.
+// payload comes from elsewhere. A reserved opcode panics too (§5.2: the
+// peer fails the connection), and flags bits other than Fin and the RSV
+// bits are ignored. AppendHeader encodes any header, those §5.5 forbids
+// included, for tests that send them on purpose.
 func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
 	n := len(payload)
-	if op.IsControl() {
+	if op.IsReserved() {
+		panicReserved(op)
+	} else if op.IsControl() {
 		checkControl(op, flags, int64(n))
 	}
 	b0 := byte(flags&(Fin|rsvBits)) | byte(op&0xF)
@@ -44,7 +48,9 @@ func AppendFrame(dst []byte, op Opcode, payload []byte, flags Flags) []byte {
 // frame, the client MUST pick a fresh masking key". It panics on a control
 // frame §5.5 forbids, as AppendFrame does.
 func AppendMaskedFrame(dst []byte, op Opcode, payload []byte, flags Flags, key [4]byte) []byte {
-	if op.IsControl() {
+	if op.IsReserved() {
+		panicReserved(op)
+	} else if op.IsControl() {
 		checkControl(op, flags, int64(len(payload)))
 	}
 	dst = AppendHeader(dst, Header{

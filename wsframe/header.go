@@ -105,8 +105,13 @@ func HeaderSize(length int64, masked bool) int {
 // AppendHeader appends the wire form of h to dst and returns the extended
 // slice. It always uses the minimal length encoding, as RFC 6455 §5.2
 // requires: "in all cases, the minimal number of bytes MUST be used to
-// encode the length". h.Length must not be negative.
+// encode the length". It panics on a negative h.Length, which has no wire
+// form (as a 64-bit length it would set the most significant bit, which
+// §5.2 forbids); other forbidden headers are encoded as given.
 func AppendHeader(dst []byte, h Header) []byte {
+	if h.Length < 0 {
+		panic(fmt.Sprintf("wsframe: AppendHeader with length %d", h.Length))
+	}
 	b0 := byte(h.Flags&(Fin|rsvBits)) | byte(h.Opcode&0xF)
 	var m byte
 	if h.Masked {
@@ -126,6 +131,13 @@ func AppendHeader(dst []byte, h Header) []byte {
 		dst = append(dst, h.Key[:]...)
 	}
 	return dst
+}
+
+// panicReserved panics on a data frame with a reserved opcode (or one
+// past 4 bits): RFC 6455 §5.2 "If an unknown opcode is received, the
+// receiving endpoint MUST _Fail the WebSocket Connection_".
+func panicReserved(op Opcode) {
+	panic(fmt.Sprintf("wsframe: frame with the reserved opcode %v", op))
 }
 
 // checkControl panics if the control frame op would break RFC 6455 §5.5

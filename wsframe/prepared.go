@@ -2,6 +2,7 @@ package wsframe
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -64,6 +65,14 @@ type variantSlot struct {
 func NewPrepared(op Opcode, payload []byte) (*Prepared, error) {
 	if op == OpContinuation || op.IsReserved() || (op.IsControl() && len(payload) > MaxControlPayload) {
 		return nil, ErrPreparedOpcode
+	}
+	if op == OpClose {
+		// A close body the peer would fail the connection on (one byte, a
+		// code it must not receive, an invalid reason: RFC 6455 §5.5.1,
+		// §7.4.1) cannot stand alone either.
+		if _, _, err := ParseClosePayload(payload); err != nil {
+			return nil, fmt.Errorf("%w: close body: %w", ErrPreparedOpcode, err)
+		}
 	}
 	p := &Prepared{op: op, payload: payload}
 	h := AppendHeader(p.hdr[:0], Header{Flags: Fin, Opcode: op, Length: int64(len(payload))})

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // One test per MUST of RFC 6455 (and RFC 7692 §6.1 for RSV1) that this
@@ -582,5 +583,55 @@ func TestRFC6455_5_3_FreshMaskKeysConcurrently(t *testing.T) {
 	}
 	if repeats > 2 {
 		t.Fatalf("%d repeated keys in %d", repeats, writers*each)
+	}
+}
+
+// §5.2: "If an unknown opcode is received, the receiving endpoint MUST
+// _Fail the WebSocket Connection_", and a 64-bit length's "most
+// significant bit MUST be 0". The encoders refuse to build either (a bug
+// in the caller): a reserved opcode, one past 4 bits (which was cut to
+// its low bits, 0x12 becoming a binary frame), a negative length.
+func TestRFC6455_5_2_EncodersBuildNoReservedOpcodeOrNegativeLength(t *testing.T) {
+	panics := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	for _, op := range []Opcode{0x3, 0x7, 0xB, 0xF, 0x12} {
+		if p := panics(func() { AppendFrame(nil, op, nil, Fin) }); p == nil {
+			t.Errorf("AppendFrame built a frame with opcode %#x", byte(op))
+		}
+		if p := panics(func() { AppendMaskedFrame(nil, op, nil, Fin, testKey) }); p == nil {
+			t.Errorf("AppendMaskedFrame built a frame with opcode %#x", byte(op))
+		}
+	}
+	if p := panics(func() { AppendHeader(nil, Header{Flags: Fin, Opcode: OpBinary, Length: -1}) }); p == nil {
+		t.Error("AppendHeader encoded a negative length")
+	}
+}
+
+// §8.1 and §7.1.6: a close reason is UTF-8, which a peer checks (failing
+// the connection with 1007 otherwise). The close builders replace invalid
+// bytes, and a prepared close must be a body a peer accepts (§5.5.1: none,
+// or a 2-byte code and a reason).
+func TestRFC6455_8_1_CloseBuildersSendValidUTF8(t *testing.T) {
+	frame := AppendCloseFrame(nil, CloseNormal, "bad \xff\xfe reason")
+	if !utf8.Valid(frame[4:]) {
+		t.Fatalf("close frame reason %q is not UTF-8", frame[4:])
+	}
+	if _, reason, err := ParseClosePayload(AppendClosePayload(nil, CloseNormal, "x\xff")); err != nil || string(reason) != "x\uFFFD" {
+		t.Fatalf("close payload reason %q, %v", reason, err)
+	}
+	long := strings.Repeat("\xff", 200) // each byte grows to three
+	if frame := AppendCloseFrame(nil, CloseNormal, long); len(frame) > 2+MaxControlPayload || !utf8.Valid(frame[4:]) {
+		t.Fatalf("close frame of %d bytes for an invalid reason of 200", len(frame))
+	}
+	for _, body := range [][]byte{{1}, {0x03, 0xed}, append([]byte{0x03, 0xe8}, 0xff)} {
+		if _, err := NewPrepared(OpClose, body); !errors.Is(err, ErrPreparedOpcode) {
+			t.Errorf("NewPrepared(OpClose, %x): %v, want ErrPreparedOpcode", body, err)
+		}
+	}
+	if _, err := NewPrepared(OpClose, AppendClosePayload(nil, CloseGoingAway, "bye")); err != nil {
+		t.Errorf("NewPrepared of a valid close: %v", err)
 	}
 }
