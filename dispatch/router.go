@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Route registers one method: its name as it appears on the wire and the
@@ -42,8 +43,23 @@ func (e *DuplicateMethodError) Error() string {
 // keeps, so a flood of long bogus names neither copies nor logs them whole.
 const maxErrorMethod = 128
 
+// errorMethod is what an UnknownMethodError keeps of name: at most
+// maxErrorMethod bytes, backing off to the start of a UTF-8 character so
+// that a cut name does not end in half of one.
+func errorMethod(name []byte) string {
+	if len(name) <= maxErrorMethod {
+		return string(name)
+	}
+	cut := maxErrorMethod
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(name[cut]); i++ {
+		cut--
+	}
+	return string(name[:cut])
+}
+
 // UnknownMethodError reports a lookup of a name no route has. Method holds
-// at most the first 128 bytes of that name.
+// at most the first 128 bytes of that name, cut at a character boundary
+// when the name is UTF-8.
 type UnknownMethodError struct {
 	Method string
 }
@@ -91,7 +107,7 @@ func NewRouter[H any](routes []Route[H]) (*Router[H], error) {
 	seen := make(map[string]int, len(routes))
 	for i, r := range routes {
 		if r.Name == "" {
-			return nil, fmt.Errorf("dispatch: route %d: %w", i, ErrEmptyMethod)
+			return nil, fmt.Errorf("%w (route %d)", ErrEmptyMethod, i)
 		}
 		if first, dup := seen[r.Name]; dup {
 			return nil, &DuplicateMethodError{Method: r.Name, First: first, Second: i}
@@ -124,7 +140,7 @@ func (r *Router[H]) Lookup(name []byte) (H, error) {
 		return r.routes[i].Handler, nil
 	}
 	var zero H
-	return zero, &UnknownMethodError{Method: string(name[:min(len(name), maxErrorMethod)])}
+	return zero, &UnknownMethodError{Method: errorMethod(name)}
 }
 
 // Len returns the number of routes.

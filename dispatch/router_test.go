@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func routesOf(names []string) []Route[int] {
@@ -140,7 +141,7 @@ func TestNewRouterErrors(t *testing.T) {
 		t.Fatalf("duplicate: got %v", err)
 	}
 	_, err = NewRouter([]Route[int]{{Name: "a"}, {Name: ""}})
-	if !errors.Is(err, ErrEmptyMethod) {
+	if !errors.Is(err, ErrEmptyMethod) || err.Error() != "dispatch: empty method name (route 1)" {
 		t.Fatalf("empty name: got %v", err)
 	}
 	_, err = NewRouter(make([]Route[int], MaxRoutes+1))
@@ -155,13 +156,17 @@ func TestRouterUnknownMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("z", 1000)
-	for _, name := range []string{"chat/nope", "", long} {
+	for _, name := range []string{"chat/nope", "", long, strings.Repeat("z", 127) + "é"} {
 		_, err := r.Lookup([]byte(name))
 		var unknown *UnknownMethodError
 		if !errors.As(err, &unknown) {
 			t.Fatalf("Lookup(%.20q): got %v, want *UnknownMethodError", name, err)
 		}
-		if want := name[:min(len(name), maxErrorMethod)]; unknown.Method != want {
+		want := name[:min(len(name), maxErrorMethod)]
+		if !utf8.ValidString(want) {
+			want = want[:len(want)-1] // cut before the character the limit splits
+		}
+		if unknown.Method != want {
 			t.Fatalf("Lookup(%.20q): error keeps %.20q", name, unknown.Method)
 		}
 	}
