@@ -52,7 +52,8 @@ type Options struct {
 	TakeoverHistory int
 }
 
-// Conn is the permessage-deflate state of one connection, for one role.
+// Conn is the permessage-deflate state of one connection, for one role,
+// made by NewConn: the zero value is not usable.
 //
 // Without context takeover in a direction it holds nothing for that
 // direction between messages: compressors and inflaters come from pools

@@ -50,7 +50,8 @@ type Params struct {
 // ServerPolicy is what a server is willing to agree to. The zero value is
 // the memory-frugal default a broadcasting server wants: no context
 // takeover in either direction, every window from 8 to 15 accepted, and
-// the server's own window at most 15.
+// the server's own window at most 15. Window sizes outside 8 to 15 (3, 20)
+// are taken as the nearest valid one, not refused.
 type ServerPolicy struct {
 	// ServerContextTakeover lets the server keep its compression history
 	// between the messages it sends, when the client allows it. It costs
