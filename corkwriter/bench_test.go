@@ -413,3 +413,39 @@ func runProducers(b *testing.B, s frameSender, gap int) {
 	b.ReportMetric(float64(sent)/float64(max(calls, 1)), "frames/writev")
 	b.ReportMetric(100*float64(dropped.Load())/float64(b.N), "dropped-%")
 }
+
+// BenchmarkOutboxIdleSend is one Send at a time into an idle outbox, as a
+// client's lone request is, next to a direct conn.Write of the same bytes
+// (the floor). copiedB/op is what the outbox copied: nothing when the
+// socket takes the whole frame, which it is written from the caller's
+// buffer.
+func BenchmarkOutboxIdleSend(b *testing.B) {
+	for _, size := range []int{32, 10 << 10} {
+		frame := make([]byte, size)
+		b.Run(fmt.Sprintf("size=%d/impl=outbox", size), func(b *testing.B) {
+			o := NewOutbox(benchConn(b), nil)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				switch st := o.Send(frame); st {
+				case Sent:
+				case Queued: // the socket was full: the next Send waits until the outbox is idle again
+					<-o.Drained()
+				default:
+					b.Fatal(st)
+				}
+			}
+			b.ReportMetric(float64(o.Stats().Copied)/float64(b.N), "copiedB/op")
+		})
+		b.Run(fmt.Sprintf("size=%d/impl=conn.Write", size), func(b *testing.B) {
+			c := benchConn(b)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
