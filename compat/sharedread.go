@@ -89,12 +89,26 @@ func (s *sharedReads) wakeLoop() {
 // the read loop after readLinger, at once if a caller waits on a channel.
 // It reports whether one does.
 func (s *sharedReads) release() (waiters bool) {
+	hook := testHookReleased.Load()
+	var who int32
+	if hook != nil {
+		who = s.owner.Load()
+	}
+	s.handing.Store(false)
+	s.owner.Store(readerNone)
+	// The timer is armed once the token is free. Armed before, a timer
+	// that fired while this goroutine was descheduled for readLinger
+	// found the token still taken; the loop then waited with no timer
+	// armed, and once the token was freed nobody read the connection
+	// (its pings, events and end) until a next call or the idle timeout
+	// (TestReleaseRaceLeavesTheLoopATimer).
 	s.releasedAt.Store(monoNow())
 	if !s.lingerArmed.Swap(true) {
 		s.linger.Reset(readLinger)
 	}
-	s.handing.Store(false)
-	s.owner.Store(readerNone)
+	if hook != nil {
+		(*hook)(who)
+	}
 	// Read once the token is free: a caller that found it taken counted
 	// itself before it looked at the token a last time (takeReads).
 	return s.waiting.Load() > 0
@@ -105,6 +119,11 @@ func (s *sharedReads) release() (waiters bool) {
 func (s *sharedReads) lingerLeft() time.Duration {
 	return max(0, readLinger-time.Duration(monoNow()-s.releasedAt.Load()))
 }
+
+// testHookReleased, when set, runs in release once the linger timer is
+// armed, with who let go of the token (readerLoop, readerCaller): a test
+// stalls a releasing caller there.
+var testHookReleased atomic.Pointer[func(who int32)]
 
 // runShared is the read loop of a connection whose reads are shared: it
 // reads while it holds the token, and returns why the connection ended.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -185,6 +186,54 @@ func TestEventArrivesAfterCalls(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the event sent after the last call never arrived")
+	}
+}
+
+// A caller that lets go of the read token and is descheduled past
+// readLinger right after arming the linger timer must not leave the read
+// loop waiting with no timer while the token is free: nobody would read
+// the connection, and an event (or the server's close, or a ping) would
+// wait for the next call or the idle timeout. The hook stalls callers'
+// releases for 5 ms, which on a loaded machine a scheduler does by itself
+// (a churn audit saw a call wait 55 s for it).
+func TestReleaseRaceLeavesTheLoopATimer(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	got := make(chan string, 1)
+	c.On("news", func(m Message) {
+		var v string
+		m.Decode(&v)
+		got <- v
+	})
+	var stalled atomic.Int32
+	stall := func(who int32) {
+		if who == readerCaller {
+			stalled.Add(1)
+			time.Sleep(5 * readLinger)
+		}
+	}
+	testHookReleased.Store(&stall)
+	var out []byte
+	for i := 0; stalled.Load() < 3; i++ {
+		if err := c.Call(context.Background(), "echo/raw", []byte("x"), &out); err != nil || i == 1000 {
+			testHookReleased.Store(nil)
+			t.Fatalf("%d calls, %d read by their callers: %v", i, stalled.Load(), err)
+		}
+	}
+	time.Sleep(10 * readLinger) // the last release and the loop's timer are done
+	testHookReleased.Store(nil)
+	for _, p := range s.snapshotPeers() {
+		if err := p.Event("news", "fresh"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case v := <-got:
+		if v != "fresh" {
+			t.Fatalf("event = %q", v)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the event sent after the calls was not read: nobody reads the connection")
 	}
 }
 
