@@ -809,10 +809,16 @@ func (c *Client) awaitReady(ctx context.Context, cc *clientConn, deadline time.T
 
 // settleRefused settles a call that cc refused because it was ending
 // (ErrDisconnected) with why it ended, once it has. The end fails the
-// calls pending then; this one may have joined the table after that.
+// calls pending then; this one may have joined the table after that. The
+// caller waits for the settlement as for an answer (wait), within its ctx
+// and deadline: an end that takes long (a read loop that has not noticed
+// yet) does not hold the call past them.
 func (c *Client) settleRefused(cc *clientConn, pc *pendingCall) {
-	<-cc.ended
-	c.cancelCall(pc, c.endError(cc))
+	ref := callRef{pc, pc.id} // pc may be settled and reused by then
+	go func() {
+		<-cc.ended
+		c.cancelRef(ref, c.endError(cc))
+	}()
 }
 
 // endError is why cc ended, once cc.ended is closed: the error its calls

@@ -1811,3 +1811,39 @@ func TestAskOnReadLoop(t *testing.T) {
 		t.Fatalf("the connection after the refusals: %q, %v", out, err)
 	}
 }
+
+// A call that the connection refuses because it is ending (its outbox is
+// closed, ErrDisconnected) is settled with why the connection ended, once
+// it has; until then it waits within its deadline and context, not for the
+// end alone, which a read loop that has not noticed yet may delay (a churn
+// audit saw a call with a 2 s deadline return after 55 s).
+func TestRefusedCallKeepsItsDeadline(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.link.(*wsConn).out.Close() // sends refused; the read side lives on
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = callWithin(t, c, ctx, "echo/raw", []byte("x"), nil)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("refused call past its deadline: %v, want ErrTimeout", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	joined := make(chan error, 1)
+	go func() {
+		_, err := c.Join(ctx, "room")
+		joined <- err
+	}()
+	select {
+	case err := <-joined:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("refused join whose context was canceled: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a refused join whose context was canceled did not return")
+	}
+}
