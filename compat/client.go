@@ -494,6 +494,7 @@ func (c *Client) run(cc *clientConn) {
 		if cc == nil {
 			c.setState(Closed)
 			c.timeouts.Stop()
+			c.watch.close() // or the caller's context keeps the client
 			return
 		}
 	}
@@ -561,8 +562,13 @@ func (c *Client) reconnect() *clientConn {
 		case <-c.closedCh():
 			return nil
 		}
-		cc, err := c.connect(context.Background())
+		cc, err := c.connectUnlessClosed()
 		if err != nil {
+			select {
+			case <-c.closedCh():
+				return nil // the attempt was given up for Close
+			default:
+			}
 			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
 			step = min(2*step, c.opts.Reconnect.MaxDelay)
 			continue
@@ -583,6 +589,23 @@ func (c *Client) reconnect() *clientConn {
 		go c.rejoin(rooms)
 		return cc
 	}
+}
+
+// connectUnlessClosed is one reconnect attempt, given up when Close is
+// called: Close returns at once, not after the attempt's ConnectTimeout
+// against a server that accepts and never answers.
+func (c *Client) connectUnlessClosed() (*clientConn, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	closed := c.closedCh()
+	go func() {
+		select {
+		case <-closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.connect(ctx)
 }
 
 func (c *Client) rejoin(rooms []string) {

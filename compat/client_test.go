@@ -24,6 +24,8 @@ import (
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"runtime"
+	"weak"
 )
 
 func dialClient(t *testing.T, addr string, opts ClientOptions) *Client {
@@ -1846,4 +1848,117 @@ func TestRefusedCallKeepsItsDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a refused join whose context was canceled did not return")
 	}
+}
+
+// relayFirst listens for the client: its first connection is relayed to
+// the server at addr, the later ones are accepted and left silent, as by a
+// server that hangs. It returns its address and the first connection.
+func relayFirst(t *testing.T, addr string) (string, func() net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var first atomic.Pointer[net.Conn]
+	go func() {
+		for n := 0; ; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				go func() { io.Copy(io.Discard, conn); conn.Close() }()
+				continue
+			}
+			first.Store(&conn)
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				conn.Close()
+				return
+			}
+			go func() { io.Copy(up, conn); up.Close() }()
+			go func() { io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	return ln.Addr().String(), func() net.Conn { return *first.Load() }
+}
+
+// dialReconnectingToSilence dials through relayFirst, drops the relayed
+// connection, and returns once the client is attempting to reconnect to
+// silence.
+func dialReconnectingToSilence(t *testing.T, addr string, ctx context.Context) *Client {
+	proxy, first := relayFirst(t, addr)
+	reconnecting := make(chan struct{}, 1)
+	c, err := Dial(context.Background(), "ws://"+proxy+"/ws", ClientOptions{
+		ConnectTimeout: 30 * time.Second,
+		Reconnect:      Reconnect{MinDelay: time.Millisecond, MaxDelay: time.Millisecond},
+		Logger:         slog.New(slog.DiscardHandler),
+		OnState: func(s State) {
+			if s == Reconnecting {
+				select {
+				case reconnecting <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls until one caller read its own answer with ctx, which the
+	// client then watches (ctxWatch).
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for i := 0; cc.shared.callerReads.Load() == 0; i++ {
+		if err := c.Call(ctx, "echo/raw", []byte("x"), &out); err != nil || i == 1000 {
+			t.Fatalf("%d calls, none read by its caller: %v", i, err)
+		}
+	}
+	first().Close()
+	<-reconnecting
+	time.Sleep(100 * time.Millisecond) // the attempt is waiting for the upgrade's answer
+	return c
+}
+
+// Close returns at once while a reconnect attempt waits on a server that
+// accepts and never answers the upgrade, instead of after the attempt's
+// ConnectTimeout (a churn audit measured 9.8 s of the default 10 s).
+func TestCloseDuringReconnectAttempt(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialReconnectingToSilence(t, addr, context.Background())
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Close still waiting after 5 s of a reconnect attempt bounded by 30 s")
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("Close took %v", waited)
+	}
+}
+
+// A client closed while it reconnects does not stay reachable from the
+// long-lived context its calls used: the watch of that context is
+// unregistered on every way the client ends.
+func TestClosedWhileReconnectingIsCollected(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	root, cancel := context.WithCancel(context.Background())
+	defer cancel() // the context outlives the client
+	c := dialReconnectingToSilence(t, addr, root)
+	c.Close()
+	gone := weak.Make(c)
+	c = nil
+	for range 20 {
+		runtime.GC()
+		if gone.Value() == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the closed client is still reachable: its context watch was kept")
 }
