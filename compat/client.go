@@ -148,6 +148,11 @@ type Client struct {
 	dropped error       // why the last connection ended, while conn is nil
 	closed  bool
 	rooms   map[string]bool // rooms to rejoin after a reconnect
+	// memberMu orders a rejoin's Join after a reconnect with the user's
+	// Leave of the same room: a rejoin looks at rooms and queues its Join
+	// under it, Leave forgets the room under it, so the Join either sees
+	// the room gone or leaves before the Leave does.
+	memberMu sync.Mutex
 	pending pendingTable
 	nextID  uint32
 
@@ -611,9 +616,13 @@ func (c *Client) connectUnlessClosed() (*clientConn, error) {
 func (c *Client) rejoin(rooms []string) {
 	for _, r := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.membership(ctx, dispatch.KindJoin, r)
+		_, err := c.membershipIf(ctx, dispatch.KindJoin, r, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.rooms[r]
+		})
 		cancel()
-		if err == nil {
+		if err == nil || err == errNotRejoined {
 			continue
 		}
 		// Refused by the server (Options.AllowJoin), the room is left:
@@ -1073,15 +1082,30 @@ func (c *Client) Join(ctx context.Context, room string) (int, error) {
 	return n, err
 }
 
-// Leave removes the client from room and returns the member count.
+// Leave removes the client from room and returns the member count. The
+// client stops rejoining room at once, also when Leave fails: while the
+// client is disconnected it returns ErrDisconnected, and the room, which
+// the server dropped with the connection, is not rejoined.
 func (c *Client) Leave(ctx context.Context, room string) (int, error) {
+	c.memberMu.Lock()
 	c.mu.Lock()
 	delete(c.rooms, room)
 	c.mu.Unlock()
+	c.memberMu.Unlock()
 	return c.membership(ctx, dispatch.KindLeave, room)
 }
 
 func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string) (int, error) {
+	return c.membershipIf(ctx, kind, room, nil)
+}
+
+// errNotRejoined is a rejoin's when Leave forgot the room meanwhile.
+var errNotRejoined = errors.New("hotpath: room left before its rejoin was sent")
+
+// membershipIf sends a Join or Leave and waits for its answer. With still,
+// the packet is sent only if still reports true, asked under memberMu just
+// before the packet is queued (errNotRejoined otherwise).
+func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room string, still func() bool) (int, error) {
 	if err := checkName("room", room); err != nil {
 		return 0, err
 	}
@@ -1102,7 +1126,19 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	c.pending.add(pc)
 	c.mu.Unlock()
 	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
-	switch err := cc.enqueue(b); {
+	if still != nil {
+		c.memberMu.Lock()
+		if !still() {
+			c.memberMu.Unlock()
+			c.cancelCall(pc, errNotRejoined)
+			return 0, c.wait(ctx, cc, pc)
+		}
+	}
+	err = cc.enqueue(b)
+	if still != nil {
+		c.memberMu.Unlock() // the Join is queued: a Leave now goes after it
+	}
+	switch {
 	case err == ErrDisconnected:
 		c.settleRefused(cc, pc)
 	case err != nil:

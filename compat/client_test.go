@@ -1962,3 +1962,49 @@ func TestClosedWhileReconnectingIsCollected(t *testing.T) {
 	}
 	t.Fatal("the closed client is still reachable: its context watch was kept")
 }
+
+// A Leave made as soon as the client reconnects, while its rejoin of the
+// room is starting, leaves the room: the rejoin's Join goes before the
+// Leave or not at all. The Join used to be able to follow the Leave, and
+// the server kept a member the client thought gone (a churn audit: 29 of
+// 50 rounds).
+func TestLeaveRacesRejoin(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	connected := make(chan struct{}, 1)
+	var c *Client
+	left := make(chan error, 1)
+	c = dialClient(t, addr, ClientOptions{
+		Reconnect: Reconnect{MinDelay: time.Millisecond, MaxDelay: time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
+	})
+	ctx := context.Background()
+	for round := range 30 {
+		room := fmt.Sprintf("r%d", round)
+		if _, err := c.Join(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range s.snapshotPeers() {
+			p.closeWith(1011, "test drop")
+		}
+		select {
+		case <-connected:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no reconnect")
+		}
+		go func() {
+			_, err := c.Leave(ctx, room)
+			left <- err
+		}()
+		if err := <-left; err != nil {
+			t.Fatalf("round %d: Leave: %v", round, err)
+		}
+		// The Leave's answer came after anything the rejoin sent before it.
+		if n := s.Members(room); n != 0 {
+			t.Fatalf("round %d: %d members after Leave returned: the rejoin's Join came after it", round, n)
+		}
+	}
+}
