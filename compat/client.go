@@ -153,8 +153,8 @@ type Client struct {
 	// under it, Leave forgets the room under it, so the Join either sees
 	// the room gone or leaves before the Leave does.
 	memberMu sync.Mutex
-	pending pendingTable
-	nextID  uint32
+	pending  pendingTable
+	nextID   uint32
 
 	handlersMu sync.RWMutex
 	handlers   map[listenerKey]*emitter.Emitter[Message]
