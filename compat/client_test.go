@@ -2008,3 +2008,15 @@ func TestLeaveRacesRejoin(t *testing.T) {
 		}
 	}
 }
+
+// A connection that ended with no close from either end (1006: a reset, a
+// timeout) reads as lost, not as closed by this end.
+func TestAbnormalEndReadsAsLost(t *testing.T) {
+	err := abnormalEnd(errors.New("read: connection reset by peer"))
+	if got, want := err.Error(), "hotpath: connection lost (code 1006, read: connection reset by peer)"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if got := (&CloseError{Code: wsframe.CloseNormal}).Error(); got != "hotpath: connection closed (local, code 1000)" {
+		t.Fatalf("a local close: %q", got)
+	}
+}

@@ -146,6 +146,14 @@ type CloseError struct {
 }
 
 func (e *CloseError) Error() string {
+	if e.Code == wsframe.CloseAbnormal {
+		// No close frame or notice from either end (a reset, a timeout,
+		// a carrier's own end): neither end closed it.
+		if e.Reason == "" {
+			return fmt.Sprintf("hotpath: connection lost (code %d)", e.Code)
+		}
+		return fmt.Sprintf("hotpath: connection lost (code %d, %s)", e.Code, e.Reason)
+	}
 	who := "local"
 	if e.Remote {
 		who = "remote"
