@@ -557,3 +557,29 @@ func TestCarrierRefusal(t *testing.T) {
 		t.Errorf("bad origin: %d %q", code, reason)
 	}
 }
+
+// A connection whose write failed ends with that write's error, not with
+// the "use of closed network connection" of the read its close fails.
+func TestWriteFailureIsWhyTheConnectionEnded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newWSConn(server, false, Limits{}.withDefaults(), nil, nil)
+	writeFailed := errors.New("write: broken pipe")
+	c.onWriteError(writeFailed)
+	_, err = server.Read(make([]byte, 1))
+	if got := c.readError(err); got != writeFailed {
+		t.Fatalf("ended with %v, want the write's error", got)
+	}
+}

@@ -68,6 +68,8 @@ type wsConn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+
+	writeErr atomic.Pointer[error] // the write failure that closed nc, if one did
 }
 
 // readBufSize is the size of the pooled buffer one read fills: large enough
@@ -144,9 +146,14 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 	return c
 }
 
-// onWriteError is the outbox's report that a write failed or the queue
-// overflowed: the connection cannot be written to any more, so it ends.
-func (c *wsConn) onWriteError(error) { c.nc.Close() }
+// onWriteError is the outbox's report that a write failed: the connection
+// cannot be written to any more, so it ends. The write's error is kept as
+// why (readError): the read that the close then fails would only say
+// "use of closed network connection".
+func (c *wsConn) onWriteError(err error) {
+	c.writeErr.CompareAndSwap(nil, &err)
+	c.nc.Close()
+}
 
 // readLoop reads and handles messages until the connection ends, and
 // returns why it ended. Handlers run on this goroutine; what they queue on
@@ -447,6 +454,9 @@ func (c *wsConn) readError(err error) error {
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
+	}
+	if werr := c.writeErr.Load(); werr != nil && errors.Is(err, net.ErrClosed) {
+		return *werr
 	}
 	return err
 }
