@@ -1251,7 +1251,9 @@ func (cc *clientConn) enqueue(b []byte) error {
 	// A caller with no other call in flight has nobody to wait for, and
 	// since callers read their own answers (sharedread.go) a yield would
 	// only delay its packet and the read that follows it.
-	alone := true // nobody queued: flushing was not set
+	// alone: this packet leaves first, straight from b, and what others
+	// queued meanwhile follows it (flushQueue).
+	alone := true
 	if cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
 		cc.qmu.Lock()
