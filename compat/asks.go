@@ -27,12 +27,13 @@ type askResult struct {
 }
 
 // Ask calls method on the client and decodes its answer into resp, a
-// pointer, or discards it when resp is nil (PROTOCOL.md §4.4). It fails with ErrTimeout when ctx's deadline,
-// or Options.AskTimeout when ctx has none, passes first; with ErrCanceled
-// when ctx is canceled or the connection ends; with the client's *Error
-// when it answers one (ErrOverloaded when the client runs as many ask
-// handlers as its Limits.MaxInFlight); with ErrBadRequest, unsent, for a
-// method name the protocol cannot carry.
+// pointer, or discards it when resp is nil (PROTOCOL.md §4.4). It fails
+// with ErrTimeout when ctx's deadline, or Options.AskTimeout when ctx has
+// none, passes first; with ErrCanceled when ctx is canceled or the
+// connection ends; with the client's *Error when it answers one
+// (ErrOverloaded when the client runs as many ask handlers as its
+// Limits.MaxInFlight); with ErrBadRequest, unsent, for a method name the
+// protocol cannot carry.
 //
 // A handler that asks must be registered with Async: the answer is read by
 // the connection's read loop, which runs the other handlers and the event

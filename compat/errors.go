@@ -52,7 +52,8 @@ var (
 
 // ErrAskOnReadLoop is Peer.Ask's error when it is called with the context
 // of a handler that runs on the connection's read loop (a method not
-// registered with Async, an event handler): the answer could only be read
+// registered with Async, an event handler but for events that came as
+// datagrams): the answer could only be read
 // by that loop, which the handler holds, so the ask would wait until its
 // timeout and stall every other packet of the connection meanwhile.
 var ErrAskOnReadLoop = errors.New("hotpath: Ask from a handler on the connection's read loop, which would read its answer: register the method with Async")
