@@ -164,16 +164,30 @@ func TestCallerReadingIsWokenByWatchedContext(t *testing.T) {
 func TestEventArrivesAfterCalls(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	c := dialClient(t, addr, ClientOptions{})
+	got := listenForNews(c)
+	var out []byte
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), &out); err != nil {
+		t.Fatal(err)
+	}
+	expectNews(t, s, got, 5*time.Second, "the event sent after the last call never arrived")
+}
+
+// listenForNews registers a listener of the "news" event, whose payloads
+// it passes on.
+func listenForNews(c *Client) <-chan string {
 	got := make(chan string, 1)
 	c.On("news", func(m Message) {
 		var v string
 		m.Decode(&v)
 		got <- v
 	})
-	var out []byte
-	if err := c.Call(context.Background(), "echo/raw", []byte("x"), &out); err != nil {
-		t.Fatal(err)
-	}
+	return got
+}
+
+// expectNews sends the event "news" to every peer of s and fails with
+// failure unless got receives it within wait.
+func expectNews(t *testing.T, s *Server, got <-chan string, wait time.Duration, failure string) {
+	t.Helper()
 	for _, p := range s.snapshotPeers() {
 		if err := p.Event("news", "fresh"); err != nil {
 			t.Fatal(err)
@@ -184,8 +198,8 @@ func TestEventArrivesAfterCalls(t *testing.T) {
 		if v != "fresh" {
 			t.Fatalf("event = %q", v)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the event sent after the last call never arrived")
+	case <-time.After(wait):
+		t.Fatal(failure)
 	}
 }
 
@@ -199,12 +213,7 @@ func TestEventArrivesAfterCalls(t *testing.T) {
 func TestReleaseRaceLeavesTheLoopATimer(t *testing.T) {
 	s, addr := newTestServer(t, Options{})
 	c := dialClient(t, addr, ClientOptions{})
-	got := make(chan string, 1)
-	c.On("news", func(m Message) {
-		var v string
-		m.Decode(&v)
-		got <- v
-	})
+	got := listenForNews(c)
 	var stalled atomic.Int32
 	stall := func(who int32) {
 		if who == readerCaller {
@@ -222,19 +231,7 @@ func TestReleaseRaceLeavesTheLoopATimer(t *testing.T) {
 	}
 	time.Sleep(10 * readLinger) // the last release and the loop's timer are done
 	testHookReleased.Store(nil)
-	for _, p := range s.snapshotPeers() {
-		if err := p.Event("news", "fresh"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case v := <-got:
-		if v != "fresh" {
-			t.Fatalf("event = %q", v)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the event sent after the calls was not read: nobody reads the connection")
-	}
+	expectNews(t, s, got, 3*time.Second, "the event sent after the calls was not read: nobody reads the connection")
 }
 
 // The connection ends while a caller reads for its answer: the call fails
