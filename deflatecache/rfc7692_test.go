@@ -86,7 +86,11 @@ func TestRFC7692_6_1_ControlFramesNeverCompressed(t *testing.T) {
 		if op == wsframe.OpContinuation {
 			continue
 		}
-		pm, err := wsframe.NewPrepared(op, payload)
+		body := payload
+		if op == wsframe.OpClose {
+			body = wsframe.AppendClosePayload(nil, wsframe.CloseGoingAway, string(payload[:100])) // a close body a peer accepts
+		}
+		pm, err := wsframe.NewPrepared(op, body)
 		if err != nil {
 			t.Fatal(err)
 		}
