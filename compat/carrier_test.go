@@ -1992,3 +1992,53 @@ func TestDatagramEventHandlerMayAsk(t *testing.T) {
 		})
 	}
 }
+
+// Shutdown with no deadline returns while a client has a binary stream
+// open whose handler only stops on an error (a download): the handler's
+// context is canceled and the stream reset with Unavailable when Shutdown
+// begins. It waited for ever (a carrier churn audit); a stream may last as
+// long as its connection.
+func TestShutdownEndsStreams(t *testing.T) {
+	for _, carrier := range streamCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			r := testRouter()
+			canceled := make(chan struct{})
+			HandleStream(r, "file/download", func(ctx context.Context, _ string, s *Stream) error {
+				defer func() {
+					if ctx.Err() != nil {
+						close(canceled)
+					}
+				}()
+				chunk := make([]byte, 4096)
+				for {
+					if _, err := s.Write(chunk); err != nil {
+						return err
+					}
+				}
+			})
+			e := newCarrierEnv(t, Options{Router: r})
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			st, err := c.OpenStream(context.Background(), "file/download", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, st)
+			time.Sleep(50 * time.Millisecond) // the download is under way
+			done := make(chan error, 1)
+			go func() { done <- e.srv.Shutdown(context.Background()) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Shutdown: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Shutdown with a stream open did not return in 10 s")
+			}
+			select {
+			case <-canceled:
+			default:
+				t.Error("the stream handler's context was not canceled")
+			}
+		})
+	}
+}

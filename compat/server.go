@@ -47,7 +47,11 @@ type Server struct {
 	wtOnce sync.Once
 	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
 
-	shutting   atomic.Bool
+	shutting atomic.Bool
+	// stopping ends when Shutdown begins: binary streams end with it
+	// (serveStream), where calls in flight are let finish.
+	stopping   context.Context
+	stop       context.CancelFunc
 	asyncCalls tracker // Async calls running, waited for by Shutdown
 	conns      tracker // connection goroutines
 	// handshakes are the carrier handshakes in progress that Shutdown
@@ -75,6 +79,7 @@ func NewServer(opts Options) (*Server, error) {
 		peers:     map[*Peer]struct{}{},
 		listeners: map[io.Closer]struct{}{},
 	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.rooms.init(s)
 	s.dispatch = dispatch.NewDispatcher(dispatch.Handlers[*Peer]{
 		Call:         (*Peer).onCall,
@@ -323,12 +328,15 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 // Shutdown stops the server gracefully: it stops accepting connections and
 // calls (new calls are answered ErrUnavailable), lets the calls in flight
 // finish, closes every connection with 1001 (going away) after its answers,
-// and waits for the connections to end. When ctx ends first, the remaining
-// connections and the SCTP and WebRTC handshakes in progress are dropped
-// and Shutdown returns ctx's error.
+// and waits for the connections to end. Binary streams, which may last as
+// long as their connection, are not waited for: their handlers' contexts
+// are canceled and the streams reset with Unavailable (9) at once. When
+// ctx ends first, the remaining connections and the SCTP and WebRTC
+// handshakes in progress are dropped and Shutdown returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutting.Store(true)
+	s.stop()
 	for ln := range s.listeners {
 		ln.Close()
 	}

@@ -281,12 +281,20 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		raw.Close()
 		return
 	}
-	ctx := p.ctx
+	ctx, cancel := context.WithCancel(p.ctx)
+	defer cancel()
 	if call.Timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(call.Timeout)*time.Millisecond)
 		defer cancel()
 	}
+	// Shutdown ends the stream: a download or a proxied stream may last
+	// as long as the connection, and Shutdown(context.Background()) waited
+	// for ever for a handler that only stops on an error.
+	stopStream := context.AfterFunc(s.stopping, func() {
+		cancel()
+		raw.Reset(uint32(ErrUnavailable.Code))
+	})
+	defer stopStream()
 	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}); err != nil {
 		code := ErrInternal.Code
 		var e *Error
