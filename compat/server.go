@@ -113,6 +113,10 @@ func keepaliveGranularity(interval time.Duration) time.Duration {
 
 // ServeHTTP upgrades the request to a WebSocket connection and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkKey(r.Header.Values("Sec-Websocket-Key")); err != nil {
+		s.refuse(w, err)
+		return
+	}
 	up, err := s.prepareUpgrade(r)
 	if err != nil {
 		s.refuse(w, err)
@@ -157,7 +161,8 @@ func (s *Server) ListenAndServe(addr string) error {
 // zero-copy upgrader, which parses the request in a pooled buffer without
 // net/http's server. The hooks (origin check, Authenticate, the
 // compression filter) still see an *http.Request: one is built from the
-// request line and headers. It returns when ln fails, or with
+// request line and headers, and the request is closed past 64 KiB. It
+// returns when ln fails, or with
 // http.ErrServerClosed, as net/http's servers do, once Shutdown has begun
 // (at once if it had). Clients must wait for the upgrade response before
 // they send frames, as RFC 6455 clients do.

@@ -2,6 +2,8 @@ package compat
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
@@ -192,11 +194,73 @@ func (up *upgrade) upgradeHTTP(r *http.Request, w http.ResponseWriter) (net.Conn
 	return nc, rw, nil
 }
 
+// errBadKey refuses an upgrade request whose Sec-WebSocket-Key is not the
+// base64 encoding of 16 bytes, or that has more than one (RFC 6455 §4.2.1
+// item 5, §11.3.1).
+var errBadKey = &HTTPError{Status: http.StatusBadRequest, Message: "bad Sec-WebSocket-Key"}
+
+// checkKey checks the Sec-WebSocket-Key values of an upgrade request.
+// gobwas/ws checks only that the key is 24 characters long; a request
+// without one is left to it, as it refuses that too.
+func checkKey(values []string) error {
+	if len(values) > 1 {
+		return errBadKey
+	}
+	for _, v := range values {
+		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v)); err != nil || len(b) != 16 {
+			return errBadKey
+		}
+	}
+	return nil
+}
+
+// maxHandshakeBytes bounds an upgrade request read from a raw listener:
+// its headers are kept until the request ends, and a client could send
+// them for all of handshakeTimeout. net/http applies its own
+// MaxHeaderBytes to ServeHTTP.
+const maxHandshakeBytes = 64 << 10
+
+var errHandshakeTooLarge = errors.New("compat: upgrade request over 64 KiB")
+
+// handshakeReader is the connection gobwas/ws's Upgrader reads a raw
+// upgrade request from: it keeps the bytes read, up to maxHandshakeBytes,
+// because the Upgrader hands Sec-WebSocket-Key to no hook (checkKey reads
+// it from them), and fails the read past that limit.
+type handshakeReader struct {
+	net.Conn
+	seen []byte
+}
+
+func (r *handshakeReader) Read(p []byte) (int, error) {
+	room := maxHandshakeBytes - len(r.seen)
+	if room <= 0 {
+		return 0, errHandshakeTooLarge
+	}
+	n, err := r.Conn.Read(p[:min(len(p), room)])
+	r.seen = append(r.seen, p[:n]...)
+	return n, err
+}
+
+// keys returns the values of the Sec-WebSocket-Key lines among the
+// request's headers read so far.
+func (r *handshakeReader) keys() []string {
+	var values []string
+	head, _, _ := bytes.Cut(r.seen, []byte("\r\n\r\n"))
+	for line := range bytes.Lines(head) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimSpace(name)), "Sec-WebSocket-Key") {
+			values = append(values, string(bytes.TrimSpace(value)))
+		}
+	}
+	return values
+}
+
 // upgradeConn reads and answers the upgrade request on a raw connection
 // with gobwas/ws's Upgrader. It collects the few headers the checks read
 // and runs the same checks as ServeHTTP on a request built from them.
 func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 	r := &http.Request{Method: http.MethodGet, Header: http.Header{}, RemoteAddr: nc.RemoteAddr().String(), URL: &url.URL{}}
+	hr := &handshakeReader{Conn: nc}
 	var up *upgrade
 	u := ws.Upgrader{
 		OnRequest: func(uri []byte) error {
@@ -224,8 +288,10 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return accepted, true
 		},
 		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
-			var err error
-			up, err = s.prepareUpgrade(r)
+			err := checkKey(hr.keys())
+			if err == nil {
+				up, err = s.prepareUpgrade(r)
+			}
 			if err != nil {
 				status := http.StatusBadRequest
 				var he *HTTPError
@@ -244,7 +310,7 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return ws.HandshakeHeaderString(h.String()), nil
 		},
 	}
-	if _, err := u.Upgrade(nc); err != nil {
+	if _, err := u.Upgrade(hr); err != nil {
 		return nil, err
 	}
 	return up, nil
