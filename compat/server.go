@@ -161,8 +161,8 @@ func (s *Server) ListenAndServe(addr string) error {
 // zero-copy upgrader, which parses the request in a pooled buffer without
 // net/http's server. The hooks (origin check, Authenticate, the
 // compression filter) still see an *http.Request: one is built from the
-// request line and headers, and the request is closed past 64 KiB. It
-// returns when ln fails, or with
+// request line and headers. A connection whose upgrade request runs past
+// 64 KiB is closed. Serve returns when ln fails, or with
 // http.ErrServerClosed, as net/http's servers do, once Shutdown has begun
 // (at once if it had). Clients must wait for the upgrade response before
 // they send frames, as RFC 6455 clients do.
