@@ -1077,6 +1077,26 @@ func TestCodecNegotiation(t *testing.T) {
 	}
 }
 
+// PROTOCOL.md §4.9: an absent codec offer is JSON's. Capabilities
+// without one reach a server on another codec: it closes with 1008
+// HP_ERR_UNSUPPORTED_CODEC, as for an offer that does not name it; a
+// server on JSON answers them.
+func TestCodecOfferAbsent(t *testing.T) {
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "maxMessage", "1024")})
+	_, other := newTestServer(t, Options{Codec: namedJSON{name: "msgpack"}})
+	c := dial(t, other)
+	c.WriteMessage(wsframe.OpBinary, caps)
+	if code, reason := c.ReadClose(5 * time.Second); code != wsframe.ClosePolicyViolation || reason != "HP_ERR_UNSUPPORTED_CODEC" {
+		t.Errorf("a msgpack server got capabilities without a codec: close %d %q, want 1008 HP_ERR_UNSUPPORTED_CODEC", code, reason)
+	}
+	_, jsonAddr := newTestServer(t, Options{})
+	c = dial(t, jsonAddr)
+	c.WriteMessage(wsframe.OpBinary, caps)
+	if p := readPacket(t, c); p.Kind != dispatch.KindCapabilities {
+		t.Errorf("a JSON server answered capabilities without a codec with %v, want its capabilities", p.Kind)
+	}
+}
+
 // The client checks the server's choice too: a server that answers with
 // another codec (one that does not check the client's offer) gets a close
 // frame with 1008 HP_ERR_UNSUPPORTED_CODEC, and Dial fails with it.

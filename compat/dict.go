@@ -145,6 +145,7 @@ func (p *Peer) onCapabilities(body []byte) error {
 	}
 	s := p.srv
 	var chosen *dictCodec
+	codecOffered := false
 	for k, v := range pk.Pairs() {
 		switch string(k) {
 		case "dict":
@@ -152,6 +153,7 @@ func (p *Peer) onCapabilities(body []byte) error {
 				chosen = s.dict.choose(string(v))
 			}
 		case "codec":
+			codecOffered = true
 			if !offers(string(v), p.codec.Name()) {
 				return errUnsupportedCodec
 			}
@@ -160,6 +162,9 @@ func (p *Peer) onCapabilities(body []byte) error {
 				p.clientMaxMessage.Store(n)
 			}
 		}
+	}
+	if !codecOffered && !offers("", p.codec.Name()) {
+		return errUnsupportedCodec // an absent offer is JSON's
 	}
 	lim := s.opts.Limits
 	pairs := wire.AppendPair(nil, "codec", p.codec.Name())
