@@ -2042,3 +2042,70 @@ func TestShutdownEndsStreams(t *testing.T) {
 		})
 	}
 }
+
+// Either end may compress any packet after the capabilities (PROTOCOL.md
+// §6), datagrams included: the Go server takes a compressed Emit datagram,
+// and so does the Go client, which closed the connection on one as
+// malformed. A datagram of another kind closes it with 1008
+// HP_ERR_DATAGRAM_KIND on both ends (§8.4).
+func TestClientDatagrams(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+			p := <-peers
+			got := make(chan string, 16)
+			c.OnRoom("dg", "zipped", func(m Message) { got <- string(m.Data) })
+			waitFor(t, func() bool { return p.dict.Load() != nil })
+			text := `"` + strings.Repeat("a compressed datagram ", 20) + `"`
+			cb, release, ok := p.dict.Load().compressPacket(wire.AppendEmit(nil, "dg", "zipped", 0, []byte(text)))
+			if !ok {
+				t.Fatal("the emit did not compress")
+			}
+			defer release()
+			// A datagram may be lost: it is sent again until it arrived.
+			resend := time.NewTicker(200 * time.Millisecond)
+			defer resend.Stop()
+			timeout := time.After(10 * time.Second)
+		wait:
+			for {
+				if _, ok := p.link.sendDatagram(cb[frameHeadroom:]); !ok {
+					t.Fatalf("%s sent no datagram", carrierName(carrier))
+				}
+				select {
+				case payload := <-got:
+					if payload != text {
+						t.Fatalf("the listener got %q, want %q", payload, text)
+					}
+					break wait
+				case <-resend.C:
+				case <-timeout:
+					t.Fatal("the compressed emit never reached the listener")
+				}
+			}
+			failed, _ := callInFlight(t, c)
+			call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, nil)
+			for {
+				if _, ok := p.link.sendDatagram(call); !ok {
+					t.Fatalf("%s sent no datagram", carrierName(carrier))
+				}
+				select {
+				case err := <-failed:
+					var ce *CloseError
+					if !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != "HP_ERR_DATAGRAM_KIND" || ce.Remote {
+						t.Errorf("a call datagram from the server: the client's call saw %v, want its own close 1008 HP_ERR_DATAGRAM_KIND", err)
+					}
+					return
+				case <-resend.C:
+				case <-timeout:
+					t.Fatal("the client did not close on a call datagram")
+				}
+			}
+		})
+	}
+}

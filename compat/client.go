@@ -1494,31 +1494,60 @@ func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
 	}
 	p, err := wire.Decode(payload)
 	if err != nil {
+		if _, ok := errors.AsType[*dispatch.UnknownKindError](err); ok {
+			return errUnknownKind
+		}
 		return errMalformed
 	}
 	if p.Compressed {
-		d := cc.dict.Load()
-		if d == nil {
-			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
-		}
-		body, release, err := d.decompress(p.Body)
+		release, err := cc.inflate(&p)
 		if err != nil {
 			return err
 		}
 		defer release()
-		if p, err = wire.DecodeBody(p.Kind, body); err != nil {
-			return errMalformed
-		}
 	}
 	return cc.handlePacket(&p, true)
 }
 
+// inflate replaces a compressed packet by the one its body holds
+// (PROTOCOL.md §6); release gives back the buffer p then points into.
+func (cc *clientConn) inflate(p *wire.Packet) (release func(), err error) {
+	d := cc.dict.Load()
+	if d == nil {
+		return nil, &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
+	}
+	body, release, err := d.decompress(p.Body)
+	if err != nil {
+		return nil, err
+	}
+	if *p, err = wire.DecodeBody(p.Kind, body); err != nil {
+		release()
+		return nil, errMalformed
+	}
+	return release, nil
+}
+
 // handleDatagram handles a packet that arrived as a datagram, on the
-// carrier's goroutine: an Emit or an Event (PROTOCOL.md §8.4).
+// carrier's goroutine: an Emit or an Event, compressed or not
+// (PROTOCOL.md §8.4); any other kind closes the connection with 1008, as
+// on the server.
 func (cc *clientConn) handleDatagram(pkt []byte) error {
-	p, err := wire.Decode(pkt)
-	if err != nil || p.Compressed || (p.Kind != dispatch.KindEmit && p.Kind != dispatch.KindEvent) {
+	if len(pkt) == 0 {
 		return errMalformed
+	}
+	if k := dispatch.Kind(pkt[0] &^ wire.CompressedBit); k != dispatch.KindEmit && k != dispatch.KindEvent {
+		return errDatagramKind
+	}
+	p, err := wire.Decode(pkt)
+	if err != nil {
+		return errMalformed
+	}
+	if p.Compressed {
+		release, err := cc.inflate(&p)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	return cc.handlePacket(&p, false)
 }
@@ -1602,7 +1631,7 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		// (awaitReady) go on, and Dial returns.
 		cc.readyOnce.Do(func() { close(cc.ready) })
 	default:
-		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
+		return errUnknownKind
 	}
 	return nil
 }

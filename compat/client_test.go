@@ -1262,21 +1262,22 @@ func TestClientBadServerInput(t *testing.T) {
 		return wsframe.AppendFrame(nil, op, payload, wsframe.Fin)
 	}
 	cases := []struct {
-		name string
-		bad  []byte
-		code wsframe.CloseCode
+		name   string
+		bad    []byte
+		code   wsframe.CloseCode
+		reason string // checked when set
 	}{
-		{"masked frame (§5.1)", wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, wire.AppendResult(nil, 1, nil), wsframe.Fin, wsframe.NewMaskKey()), wsframe.CloseProtocolError},
-		{"reserved opcode (§5.2)", []byte{0x83, 0}, wsframe.CloseProtocolError},
-		{"RSV1 not negotiated (§5.2)", []byte{0xc2, 0}, wsframe.CloseProtocolError},
-		{"fragmented ping (§5.5)", []byte{0x09, 0}, wsframe.CloseProtocolError},
-		{"close with code 1005 (§7.4.1)", frame(wsframe.OpClose, []byte{0x03, 0xed}), wsframe.CloseProtocolError},
-		{"text message", frame(wsframe.OpText, []byte("hi")), wsframe.CloseUnsupportedData},
-		{"invalid UTF-8 text (§8.1)", frame(wsframe.OpText, []byte{0xff}), wsframe.CloseInvalidPayload},
-		{"frame over the client's limit", wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: 2 << 20}), wsframe.CloseMessageTooBig},
-		{"malformed packet", frame(wsframe.OpBinary, []byte{1}), wsframe.ClosePolicyViolation},
-		{"unknown kind", frame(wsframe.OpBinary, []byte{0x7f}), wsframe.ClosePolicyViolation},
-		{"client-only kind (a call)", frame(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation},
+		{"masked frame (§5.1)", wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, wire.AppendResult(nil, 1, nil), wsframe.Fin, wsframe.NewMaskKey()), wsframe.CloseProtocolError, ""},
+		{"reserved opcode (§5.2)", []byte{0x83, 0}, wsframe.CloseProtocolError, ""},
+		{"RSV1 not negotiated (§5.2)", []byte{0xc2, 0}, wsframe.CloseProtocolError, ""},
+		{"fragmented ping (§5.5)", []byte{0x09, 0}, wsframe.CloseProtocolError, ""},
+		{"close with code 1005 (§7.4.1)", frame(wsframe.OpClose, []byte{0x03, 0xed}), wsframe.CloseProtocolError, ""},
+		{"text message", frame(wsframe.OpText, []byte("hi")), wsframe.CloseUnsupportedData, ""},
+		{"invalid UTF-8 text (§8.1)", frame(wsframe.OpText, []byte{0xff}), wsframe.CloseInvalidPayload, ""},
+		{"frame over the client's limit", wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: 2 << 20}), wsframe.CloseMessageTooBig, ""},
+		{"malformed packet", frame(wsframe.OpBinary, []byte{1}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"unknown kind", frame(wsframe.OpBinary, []byte{0x7f}), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"client-only kind (a call)", frame(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1292,8 +1293,8 @@ func TestClientBadServerInput(t *testing.T) {
 			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 1 << 20}})
 			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
 			var ce *CloseError
-			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || errors.As(err, &ce) && ce.Remote {
-				t.Errorf("call: %v, want ErrDisconnected with this end's close %d", err, tc.code)
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || errors.As(err, &ce) && (ce.Remote || tc.reason != "" && ce.Reason != tc.reason) {
+				t.Errorf("call: %v, want ErrDisconnected with this end's close %d %s", err, tc.code, tc.reason)
 			}
 			select {
 			case code := <-got:

@@ -182,6 +182,10 @@ func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
 	return nil
 }
 
+// errDatagramKind closes a connection on which a packet of a kind other
+// than Emit and Event arrived as a datagram (PROTOCOL.md §8.4).
+var errDatagramKind = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_DATAGRAM_KIND"}
+
 // handleDatagram handles a packet that arrived as a datagram, on the
 // carrier's goroutine: only Emit and Event packets may travel so
 // (PROTOCOL.md §8.4); any other kind closes the connection with 1008.
@@ -213,7 +217,7 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 		err = p.handleEvent(body, false)
 	default:
 		p.srv.metrics.malformed.Add(1)
-		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_DATAGRAM_KIND"}
+		return errDatagramKind
 	}
 	if errors.Is(err, wire.ErrMalformed) {
 		p.srv.metrics.malformed.Add(1)
@@ -237,10 +241,14 @@ func (p *Peer) dispatchPacket(kind dispatch.Kind, body []byte) error {
 		return errMalformed
 	case errors.As(err, &uk), errors.As(err, &uh):
 		p.srv.metrics.malformed.Add(1)
-		return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
+		return errUnknownKind
 	}
 	return err
 }
+
+// errUnknownKind closes a connection on which a packet of a kind this end
+// does not take arrived (PROTOCOL.md §3).
+var errUnknownKind = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNKNOWN_KIND"}
 
 // decode parses the body of a packet of kind k.
 func decode(k dispatch.Kind, body []byte) (wire.Packet, error) {
