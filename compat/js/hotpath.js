@@ -36,6 +36,7 @@ const MAX_NAME = 255; // method, event and room names (§2)
 const MAX_VALUE = 4096; // capability values and error messages (§2)
 const MAX_U32 = 0xffffffff;
 const MAX_CHANNEL_MESSAGE = 256 << 10; // a WebRTC data channel's message limit (§8.2)
+const MAX_BATCH_BYTES = 64 << 10; // a batch's items together (§4.7); a larger packet leaves alone
 // setTimeout fires at once for delays past 2^31-1 ms; no timer goes past it.
 const MAX_DELAY = 2 ** 31 - 1;
 const EMPTY = new Uint8Array(0);
@@ -1430,7 +1431,8 @@ export class Client {
   }
 
   // flush sends the queue: one packet as itself, several as Batches of at
-  // most maxBatch items and maxMessage bytes. Nothing leaves before the
+  // most maxBatch items and 64 KiB, or maxMessage when lower; a larger
+  // packet leaves alone (PROTOCOL.md §4.7). Nothing leaves before the
   // server's capabilities, which carry those limits: a packet sent over a
   // limit not yet known would make the server close the connection (1009)
   // instead of failing alone. One that turns out to be over it fails then.
@@ -1442,6 +1444,7 @@ export class Client {
     this.#queue = [];
     const now = this.#timers.now();
     const limit = this.#packetLimit(conn);
+    const batchLimit = Math.min(limit, MAX_BATCH_BYTES);
     let items = [];
     let sources = [];
     let size = 0;
@@ -1452,7 +1455,7 @@ export class Client {
         this.#fail(q, new RangeError(`hotpath: a packet of ${packet.length} bytes is over ${this.#limitOwner(conn)} limit of ${limit}`));
         continue;
       }
-      if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > limit - 6)) {
+      if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > batchLimit - 6)) {
         this.#send(conn, items, sources);
         items = [];
         sources = [];

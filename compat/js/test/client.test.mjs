@@ -206,6 +206,26 @@ test('batches respect the server maxBatch from capabilities', async () => {
   client.close();
 });
 
+test('a batch\'s items stay within 64 KiB and a larger packet leaves alone (PROTOCOL.md §4.7)', async () => {
+  const { client, net } = connected();
+  const ws = net.last;
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', String(4 << 20)]] });
+  const calls = [];
+  for (let i = 0; i < 10; i++) calls.push(client.call('a/b', new Uint8Array(20000), { raw: true }));
+  calls.push(client.call('a/b', new Uint8Array(100000), { raw: true }));
+  await settle();
+  const batches = ws.packets.filter((p) => p.kind === 'batch');
+  assert.ok(batches.length >= 3, `${batches.length} batches for 200 KB of calls`);
+  for (const b of batches) {
+    const size = b.items.reduce((n, item) => n + item.byteLength, 0);
+    assert.ok(size <= 64 << 10, `a batch of ${size} bytes of items`);
+  }
+  assert.equal(ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map(decodePacket) : [p])).length, 11);
+  assert.ok(ws.packets.some((p) => p.kind === 'call' && p.payload.byteLength === 100000), 'the 100 KB call alone');
+  client.close();
+  await Promise.allSettled(calls);
+});
+
 test('nothing but the capabilities leaves before the server\'s; then its limits hold', async () => {
   const { client, net } = newClient();
   const ws = net.last;
