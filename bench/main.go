@@ -211,7 +211,8 @@ func writeOutputs(jsonPath string, run Run, readme bool) error {
 	}
 	base := filepath.Base(stem)
 	doc := "# Benchmark results: " + base + "\n\n" +
-		"Written by `go run ./bench -save`; rebuild this file, the charts and the README section with " +
+		"Written by `go run ./bench -save`, or by several runs with `-only` that each add their scenarios " +
+		"(each section's last line gives the command of its run); rebuild this file, the charts and the README section with " +
 		"`go run ./bench -render " + filepath.ToSlash(filepath.Join("bench", "results", base+".json")) + "`.\n\n" +
 		renderRunMarkdown(run, 2, func(s ScenarioResult) string { return filepath.Base(charts[s.Name]) })
 	if err := os.WriteFile(stem+".md", []byte(doc), 0o644); err != nil {
