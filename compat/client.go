@@ -113,8 +113,14 @@ type Reconnect struct {
 type State uint8
 
 const (
+	// Connected: calls go to the server; reported after each reconnect
+	// (Dial returns connected, without reporting it).
 	Connected State = iota + 1
+	// Reconnecting: the connection dropped and the client is dialing
+	// again; calls fail with ErrDisconnected meanwhile.
 	Reconnecting
+	// Closed: for good, after Close, or after a drop with reconnecting
+	// disabled.
 	Closed
 )
 

@@ -71,11 +71,11 @@ type messageHandler interface {
 type Carrier uint8
 
 const (
-	CarrierWebSocket Carrier = iota + 1
-	CarrierQUIC
-	CarrierWebTransport
-	CarrierSCTP
-	CarrierWebRTC
+	CarrierWebSocket    Carrier = iota + 1 // ws:// and wss://
+	CarrierQUIC                            // quic://, native QUIC
+	CarrierWebTransport                    // https://, WebTransport over HTTP/3
+	CarrierSCTP                            // sctp:// and sctp+dtls://, SCTP over UDP or DTLS
+	CarrierWebRTC                          // webrtc+http(s)://, a WebRTC data channel
 )
 
 func (c Carrier) String() string {

@@ -30,6 +30,8 @@ const maxLimit = int64(math.MaxInt - MaxHeaderSize)
 // Config is what a Decoder needs to know about its connection. The zero
 // value decodes for a server, without extensions, with default limits.
 type Config struct {
+	// Role is the end the Decoder reads for: a Server requires masked
+	// frames and a Client unmasked ones (RFC 6455 §5.1).
 	Role Role
 
 	// Extensions holds the RSV bits that negotiated extensions define;

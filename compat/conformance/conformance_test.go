@@ -55,7 +55,9 @@ func TestConformance(t *testing.T) {
 			target := tg.start(t)
 			var results []Result
 			for _, c := range Cases() {
-				t.Run(c.Group+"/"+c.Name, func(t *testing.T) {
+				// The name says the section the case checks, as every
+				// RFC test's name does.
+				t.Run(c.Group+"/"+c.Section+" "+c.Name, func(t *testing.T) {
 					run := target
 					if c.needs&needShutdown != 0 {
 						// The shutdown ends the server: this case gets one
