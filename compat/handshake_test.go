@@ -2,11 +2,21 @@ package compat
 
 import (
 	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 )
 
 // rawUpgrade sends an upgrade request with the given Sec-WebSocket-Key
@@ -95,4 +105,182 @@ func TestRawUpgradeRequestBounded(t *testing.T) {
 		}
 	}
 	t.Fatalf("the server read %d bytes of upgrade request", written)
+}
+
+// answerUpgrade accepts one connection on ln, reads its upgrade request,
+// answers 101 with the headers resp returns for the request's key, then
+// sends the server's capabilities.
+func answerUpgrade(ln net.Listener, resp func(accept string) string) {
+	nc, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	req, err := http.ReadRequest(bufio.NewReader(nc))
+	if err != nil {
+		return
+	}
+	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	nc.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n" + resp(base64.StdEncoding.EncodeToString(sum[:])) + "\r\n"))
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
+	wsutil.WriteServerBinary(nc, caps)
+	for { // until the client gives up or closes
+		if f, err := ws.ReadFrame(nc); err != nil || f.Header.OpCode == ws.OpClose {
+			return
+		}
+	}
+}
+
+// RFC 6455 §4.1: the client MUST fail the connection when the server's
+// answer lacks Upgrade: websocket or Connection: Upgrade, when its
+// Sec-WebSocket-Accept is not the one its key calls for, or when it names
+// an extension or a subprotocol the client did not offer. Dial fails in
+// each case instead of returning a client; the same server with the
+// answer the RFC asks for is taken.
+func TestRFC6455_4_1_ClientChecksTheAnswer(t *testing.T) {
+	const good = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\n"
+	cases := []struct {
+		name string
+		resp func(accept string) string
+	}{
+		{"the RFC's answer", func(a string) string { return good + "Sec-WebSocket-Accept: " + a + "\r\n" }},
+		{"no Upgrade header", func(a string) string {
+			return "Connection: Upgrade\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Accept: " + a + "\r\n"
+		}},
+		{"no Connection header", func(a string) string {
+			return "Upgrade: websocket\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Accept: " + a + "\r\n"
+		}},
+		{"wrong Sec-WebSocket-Accept", func(string) string {
+			return good + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+		}},
+		{"an extension not offered", func(a string) string {
+			return good + "Sec-WebSocket-Accept: " + a + "\r\nSec-WebSocket-Extensions: x-webkit-deflate-frame\r\n"
+		}},
+		{"a subprotocol not offered", func(a string) string {
+			return "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: chat\r\nSec-WebSocket-Accept: " + a + "\r\n"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go answerUpgrade(ln, tc.resp)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if tc.name == "the RFC's answer" {
+				if err != nil {
+					t.Fatalf("Dial refused the answer: %v", err)
+				}
+				c.Close()
+				return
+			}
+			if err == nil {
+				c.Close()
+				t.Fatal("Dial took the answer")
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Dial waited for the capabilities instead of refusing the answer: %v", err)
+			}
+		})
+	}
+}
+
+// RFC 6455 §5.1: "a client MUST mask all frames that it sends to the
+// server"; §5.5.1: after sending a Close frame, an endpoint "MUST NOT send
+// any more data frames". A hand-made server records every frame compat's
+// client sends while calls, batches and pings go on from four goroutines
+// and Close ends it: all masked, none after the close frame.
+func TestRFC6455_5_1_5_5_1_ClientFrames(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type record struct {
+		ops             map[ws.OpCode]int
+		unmasked, after int
+	}
+	seen := make(chan record, 1)
+	go func() {
+		r := record{ops: map[ws.OpCode]int{}}
+		defer func() { seen <- r }()
+		nc, err := acceptRaw(ln, "json")
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		closed := false
+		for {
+			f, err := ws.ReadFrame(nc)
+			if err != nil {
+				return
+			}
+			if !f.Header.Masked {
+				r.unmasked++
+			}
+			if closed {
+				r.after++
+				continue
+			}
+			r.ops[f.Header.OpCode]++
+			f = ws.UnmaskFrameInPlace(f)
+			switch f.Header.OpCode {
+			case ws.OpPing:
+				wsutil.WriteServerMessage(nc, ws.OpPong, f.Payload)
+			case ws.OpClose:
+				closed = true
+				ws.WriteFrame(nc, ws.NewCloseFrame(f.Payload))
+			case ws.OpBinary:
+				answerCalls(nc, f.Payload)
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, KeepaliveInterval: 5 * time.Millisecond, IdleTimeout: 5 * time.Second})
+	time.Sleep(50 * time.Millisecond) // silent: the client pings
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.Call(context.Background(), "echo/raw", []byte("x"), nil) == nil {
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	wg.Wait()
+	r := <-seen
+	if r.unmasked != 0 {
+		t.Errorf("%d unmasked frames", r.unmasked)
+	}
+	if r.after != 0 {
+		t.Errorf("%d frames after the close frame", r.after)
+	}
+	if r.ops[ws.OpBinary] == 0 || r.ops[ws.OpPing] == 0 || r.ops[ws.OpClose] != 1 {
+		t.Errorf("frames seen %v: want binary ones, pings and one close", r.ops)
+	}
+}
+
+// answerCalls answers the calls of a message from the client, alone or in
+// a batch, with their payloads.
+func answerCalls(nc net.Conn, msg []byte) {
+	p, err := wire.Decode(msg)
+	if err != nil {
+		return
+	}
+	if p.Kind == dispatch.KindCall {
+		wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, p.Payload))
+		return
+	}
+	if p.Kind == dispatch.KindBatch {
+		for item := range p.Items() {
+			answerCalls(nc, item)
+		}
+	}
 }
