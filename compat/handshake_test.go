@@ -2,12 +2,15 @@ package compat
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 	"testing"
@@ -283,4 +286,72 @@ func answerCalls(nc net.Conn, msg []byte) {
 			answerCalls(nc, item)
 		}
 	}
+}
+
+// scriptedConn is a net.Conn that reads a fixed request, then io.EOF, and
+// keeps what is written to it.
+type scriptedConn struct {
+	net.Conn // nil: only the methods below are called
+	r        *bytes.Reader
+	w        bytes.Buffer
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *scriptedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *scriptedConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+}
+func (c *scriptedConn) SetDeadline(time.Time) error      { return nil }
+func (c *scriptedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// FuzzUpgradeRequest sends any bytes as an upgrade request to Serve's
+// upgrader: it never panics, and it switches protocols only for a request
+// whose headers net/http also reads, within 64 KiB, with one Sec-WebSocket-Key of 16
+// bytes in base64, answered with that key's Sec-WebSocket-Accept
+// (RFC 6455 §4.2.1, §4.2.2).
+func FuzzUpgradeRequest(f *testing.F) {
+	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	f.Add([]byte(valid))
+	f.Add([]byte(strings.Replace(valid, "dGhlIHNhbXBsZSBub25jZQ==", "AAAAAAAAAAAAAAAAAAAAAAAA", 1)))
+	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Key: ", "Sec-WebSocket-Key: x\r\nSec-WebSocket-Key: ", 1)))
+	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n", 1)))
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, req []byte) {
+		c := &scriptedConn{r: bytes.NewReader(req)}
+		_, err := s.upgradeConn(c)
+		answer := c.w.Bytes()
+		if err != nil || !bytes.HasPrefix(answer, []byte("HTTP/1.1 101 ")) {
+			return
+		}
+		if len(req) > maxHandshakeBytes {
+			t.Fatalf("switched protocols for a request of %d bytes", len(req))
+		}
+		// The request line is gobwas/ws's to check (it takes HTTP/1.10,
+		// say); the headers are read as net/http reads them.
+		_, headers, _ := bytes.Cut(req, []byte("\n"))
+		parsed, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(headers))).ReadMIMEHeader()
+		if err != nil {
+			t.Fatalf("switched protocols for headers net/http refuses (%v): %q", err, req)
+		}
+		keys := parsed.Values("Sec-Websocket-Key")
+		if len(keys) != 1 {
+			t.Fatalf("switched protocols for a request with keys %q", keys)
+		}
+		if b, err := base64.StdEncoding.DecodeString(keys[0]); err != nil || len(b) != 16 {
+			t.Fatalf("switched protocols for key %q", keys[0])
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil)
+		if err != nil {
+			t.Fatalf("answer %q: %v", answer, err)
+		}
+		sum := sha1.Sum([]byte(keys[0] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		if got, want := resp.Header.Get("Sec-Websocket-Accept"), base64.StdEncoding.EncodeToString(sum[:]); got != want {
+			t.Fatalf("Sec-WebSocket-Accept %q for key %q, want %q", got, keys[0], want)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/httphead"
 	"github.com/gobwas/ws"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"golang.org/x/net/http/httpguts"
 )
 
 // upgrade is what the checks before an upgrade decided.
@@ -241,19 +242,31 @@ func (r *handshakeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// keys returns the values of the Sec-WebSocket-Key lines among the
-// request's headers read so far.
-func (r *handshakeReader) keys() []string {
-	var values []string
+// checkHeaders checks what gobwas/ws's Upgrader reads past: the
+// request's Sec-WebSocket-Key lines (checkKey), and folded lines, which
+// it reads as headers of their own where net/http joins them to the line
+// before; RFC 9112 §5.2 lets a server refuse them with 400.
+func (r *handshakeReader) checkHeaders() error {
+	var keys []string
 	head, _, _ := bytes.Cut(r.seen, []byte("\r\n\r\n"))
+	requestLine := true
 	for line := range bytes.Lines(head) {
+		if !requestLine && (line[0] == ' ' || line[0] == '\t') {
+			return errMalformedHeader
+		}
+		requestLine = false
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if ok && strings.EqualFold(string(bytes.TrimSpace(name)), "Sec-WebSocket-Key") {
-			values = append(values, string(bytes.TrimSpace(value)))
+			keys = append(keys, string(bytes.TrimSpace(value)))
 		}
 	}
-	return values
+	return checkKey(keys)
 }
+
+// errMalformedHeader refuses a raw upgrade request with a header line
+// that is not one (RFC 6455 §4.2.1: the server stops at "any violations of
+// the ABNF grammar").
+var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("malformed header line"))
 
 // upgradeConn reads and answers the upgrade request on a raw connection
 // with gobwas/ws's Upgrader. It collects the few headers the checks read
@@ -272,10 +285,18 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return nil
 		},
 		OnHost: func(host []byte) error {
+			if !httpguts.ValidHostHeader(string(host)) {
+				return errMalformedHeader
+			}
 			r.Host = string(host)
 			return nil
 		},
 		OnHeader: func(key, value []byte) error {
+			// gobwas/ws takes any line with a colon; net/http, and
+			// RFC 9110 §5.1, want a token for the name.
+			if !httpguts.ValidHeaderFieldName(string(key)) || !httpguts.ValidHeaderFieldValue(string(value)) {
+				return errMalformedHeader
+			}
 			r.Header.Add(string(key), string(value))
 			return nil
 		},
@@ -288,7 +309,7 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return accepted, true
 		},
 		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
-			err := checkKey(hr.keys())
+			err := hr.checkHeaders()
 			if err == nil {
 				up, err = s.prepareUpgrade(r)
 			}
