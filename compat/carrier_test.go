@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -2105,6 +2106,150 @@ func TestClientDatagrams(t *testing.T) {
 				case <-timeout:
 					t.Fatal("the client did not close on a call datagram")
 				}
+			}
+		})
+	}
+}
+
+// udpRelay forwards the datagrams of one client to upstream and back until
+// silence is called; then it drops them all, as a path that lost the
+// client, or a host that died, would.
+func udpRelay(t *testing.T, upstream string) (addr string, silence func()) {
+	t.Helper()
+	front, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close(); back.Close() })
+	var client atomic.Pointer[net.Addr]
+	var silent atomic.Bool
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, from, err := front.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			client.CompareAndSwap(nil, &from)
+			if !silent.Load() {
+				back.Write(buf[:n])
+			}
+		}
+	}()
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := back.Read(buf)
+			if err != nil {
+				return
+			}
+			if to := client.Load(); to != nil && !silent.Load() {
+				front.WriteTo(buf[:n], *to)
+			}
+		}
+	}()
+	return front.LocalAddr().String(), func() { silent.Store(true) }
+}
+
+// An SCTP peer that goes silent holds nothing up. Unreliable emits to its
+// room go on (dropped for it), the keepalive gives it up after
+// IdleTimeout, and others join its room. A write to it waits until the
+// association ends, which pion's SCTP never decides on its own: an
+// unreliable emit wrote to it on the emitter's goroutine, under the
+// room's lock, and a ping on the one keepalive goroutine of the server;
+// both waited for ever once the association had as much unacknowledged
+// data as it may send, and with them every Join and every connection's
+// keepalive (a soak audit: dead peers piled up without bound).
+func TestSilentSCTPPeer(t *testing.T) {
+	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			peers := make(chan *Peer, 16)
+			ended := make(chan *Peer, 16)
+			e := newCarrierEnv(t, Options{
+				KeepaliveInterval: 100 * time.Millisecond, IdleTimeout: 500 * time.Millisecond,
+				OnConnect:    func(p *Peer) { peers <- p },
+				OnDisconnect: func(p *Peer, _ error) { ended <- p },
+			})
+			ctx := context.Background()
+			const room = "quiet"
+			scheme, upstream, _ := strings.Cut(e.urls[carrier], "://")
+			relay, silence := udpRelay(t, upstream)
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			quiet, err := Dial(dctx, scheme+"://"+relay, ClientOptions{DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer quiet.Close()
+			quietPeer := <-peers
+			if _, err := quiet.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			loud := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			<-peers
+			if _, err := loud.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			silence()
+			// Reliable emits fill what the association may send unacked:
+			// its writes then wait, as the flusher's do for these.
+			for range 4 {
+				if _, err := e.srv.Emit(room, "big", bytes.Repeat([]byte("a"), 64<<10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			emitted := make(chan error, 1)
+			go func() {
+				for i := range 2000 {
+					// A burst may be dropped in part (ErrOverloaded): the
+					// association takes one write at a time.
+					if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
+						emitted <- err
+						return
+					}
+					if i%10 == 0 {
+						e.srv.EmitUnreliable(room, "tick", i)
+					}
+				}
+				emitted <- nil
+			}()
+			select {
+			case err := <-emitted:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the unreliable emits to a room with a silent member blocked")
+			}
+		wait:
+			for {
+				select {
+				case p := <-ended:
+					if p == quietPeer {
+						break wait
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the silent peer was never given up")
+				}
+			}
+			fresh := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			<-peers
+			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if n, err := fresh.Join(jctx, room); err != nil || n != 2 {
+				t.Fatalf("a fresh client joining the room: %d members, %v; want 2 (loud and itself)", n, err)
+			}
+			if err := loud.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatalf("the emitter's call after: %v", err)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -162,5 +163,36 @@ func TestCarrierReleaseAfterClosingHandshake(t *testing.T) {
 		if len(tr.closes) != 1 || tr.closes[0] != tc.want {
 			t.Errorf("%s: %v, want %s", tc.name, tr.closes, tc.want)
 		}
+	}
+}
+
+// stalledStream is a stream to a peer that stopped answering: its writes
+// wait until the test ends.
+type stalledStream struct{ release chan struct{} }
+
+func (s stalledStream) Read([]byte) (int, error) { <-s.release; return 0, io.EOF }
+func (s stalledStream) Write(p []byte) (int, error) {
+	<-s.release
+	return len(p), nil
+}
+
+// A ping never writes on the caller's goroutine: the keepalive's, which
+// checks every connection. On a stream whose writes wait (an SCTP
+// association to a dead peer never ends on its own) the keepalive
+// stopped for all connections at the first ping to it (a soak audit).
+func TestPingNeverWaits(t *testing.T) {
+	s := stalledStream{release: make(chan struct{})}
+	defer close(s.release)
+	c := newStreamConn(nullTransport{}, s, Limits{}.withDefaults())
+	pinged := make(chan struct{})
+	go func() {
+		c.ping()
+		c.ping()
+		close(pinged)
+	}()
+	select {
+	case <-pinged:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ping waited for a stalled stream")
 	}
 }

@@ -508,13 +508,27 @@ func (c *pktConn) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 }
 
 // ping sends a Ping packet, which the other end answers with a Pong
-// (PROTOCOL.md §4.8): these carriers have no ping frame.
+// (PROTOCOL.md §4.8): these carriers have no ping frame. It never writes
+// on the caller's goroutine, the keepalive's of every connection: a write
+// to a peer that stopped answering may wait until the connection ends
+// (an SCTP association has no timeout of its own), and the keepalive that
+// would end it would wait with it.
 func (c *pktConn) ping() {
-	b := append(beginFrame(make([]byte, 0, frameHeadroom+1)), pingPacket...)
-	c.sendBuilt(b)
+	if c.ch != nil {
+		c.sendMessage(pingPacket) // never waits: a full channel drops it
+		return
+	}
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if !c.closing {
+		c.out.QueueShared(pingFrame)
+	}
 }
 
-var pingPacket = []byte{8}
+var (
+	pingPacket = []byte{8}
+	pingFrame  = []byte{1, 8} // length-prefixed on a stream
+)
 
 // requestClose closes the link with code after the answers of the turn in
 // progress, if any: the read loop sends the close notice when the turn

@@ -293,6 +293,9 @@ func (t *sctpTransport) unreliableStream() *sctp.Stream {
 			return
 		}
 		st.SetReliabilityParams(true, sctp.ReliabilityTypeRexmit, 0)
+		// A deadline in the past: a write never waits for the send queue
+		// (see sendDatagram).
+		st.SetWriteDeadline(time.Unix(1, 0))
 		t.unreliable = st
 	})
 	return t.unreliable
@@ -303,7 +306,15 @@ func (t *sctpTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	if st == nil || len(pkt) > sctpChunk {
 		return 0, false
 	}
+	// With BlockWrite, a write waits until the association's send queue
+	// took the one before; for a peer that stopped answering, for ever.
+	// A room emit or a keepalive would then hold every room, or every
+	// connection's keepalive, with it. A datagram may be lost: it is
+	// dropped instead.
 	if _, err := st.Write(pkt); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return corkwriter.Dropped, true
+		}
 		return corkwriter.Closed, true
 	}
 	return corkwriter.Sent, true

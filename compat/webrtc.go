@@ -179,11 +179,12 @@ func waitGathered(ctx context.Context, gathered <-chan struct{}) error {
 type rtcTransport struct {
 	pc *webrtc.PeerConnection
 
-	mu         sync.Mutex
-	unreliable datachannel.ReadWriteCloser // nil until it opens
-	datagrams  chan datachannel.ReadWriteCloser
-	closeOnce  sync.Once
-	closed     chan struct{} // closed with the transport
+	mu           sync.Mutex
+	unreliable   datachannel.ReadWriteCloser // nil until it opens
+	unreliableDC *webrtc.DataChannel         // the channel unreliable is detached from
+	datagrams    chan datachannel.ReadWriteCloser
+	closeOnce    sync.Once
+	closed       chan struct{} // closed with the transport
 	// link is the connection's engine once it exists, for
 	// unexpectedChannel to close it with a code.
 	link atomic.Pointer[pktConn]
@@ -244,7 +245,7 @@ func (t *rtcTransport) setUnreliable(dc *webrtc.DataChannel) {
 		return
 	}
 	t.mu.Lock()
-	t.unreliable = raw
+	t.unreliable, t.unreliableDC = raw, dc
 	t.mu.Unlock()
 	t.datagrams <- raw
 }
@@ -264,12 +265,23 @@ func (t *rtcTransport) closeTransport(wsframe.CloseCode, string) {
 
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
 
+// maxUnreliableQueued is how many bytes of unreliable emits a data
+// channel holds for a peer before it drops the next ones.
+const maxUnreliableQueued = 256 << 10
+
 func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	t.mu.Lock()
-	raw := t.unreliable
+	raw, dc := t.unreliable, t.unreliableDC
 	t.mu.Unlock()
 	if raw == nil || len(pkt) > maxChannelMessage {
 		return 0, false
+	}
+	// A data channel's write never waits: pion queues what the peer has
+	// not taken, without bound. For a peer that stopped answering, every
+	// emit would stay in memory until the connection ends; one that may
+	// be lost is dropped past maxUnreliableQueued instead.
+	if dc.BufferedAmount() > maxUnreliableQueued {
+		return corkwriter.Dropped, true
 	}
 	if _, err := raw.Write(pkt); err != nil {
 		return corkwriter.Closed, true
