@@ -1012,7 +1012,7 @@ var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 // listener that could never run is a bug in the caller.
 func (c *Client) On(event string, fn func(Message)) (off func()) {
 	mustListenName("event", event)
-	return c.emitterFor(listenerKey{event: event}).On(c.guardListener(fn))
+	return c.listen(listenerKey{event: event}, fn)
 }
 
 // OnRoom registers fn for the emits of event in room, including the
@@ -1021,7 +1021,7 @@ func (c *Client) On(event string, fn func(Message)) (off func()) {
 func (c *Client) OnRoom(room, event string, fn func(Message)) (off func()) {
 	mustListenName("room", room)
 	mustListenName("event", event)
-	return c.emitterFor(listenerKey{room, event}).On(c.guardListener(fn))
+	return c.listen(listenerKey{room, event}, fn)
 }
 
 // mustListenName panics on a name the wire cannot carry (see On); names
@@ -1055,7 +1055,13 @@ func (c *Client) guardListener(fn func(Message)) func(Message) {
 // pairs meet.
 type listenerKey struct{ room, event string }
 
-func (c *Client) emitterFor(key listenerKey) *emitter.Emitter[Message] {
+// listen adds fn to the listeners of key. A key's entry goes with its
+// last listener: a client that listens to many rooms or events in turn (a
+// room per document opened) kept an entry per name for good.
+func (c *Client) listen(key listenerKey, fn func(Message)) (off func()) {
+	if fn == nil {
+		return func() {}
+	}
 	c.handlersMu.Lock()
 	defer c.handlersMu.Unlock()
 	e := c.handlers[key]
@@ -1063,7 +1069,15 @@ func (c *Client) emitterFor(key listenerKey) *emitter.Emitter[Message] {
 		e = &emitter.Emitter[Message]{}
 		c.handlers[key] = e
 	}
-	return e
+	remove := e.On(c.guardListener(fn))
+	return func() {
+		remove()
+		c.handlersMu.Lock()
+		if c.handlers[key] == e && e.Len() == 0 {
+			delete(c.handlers, key)
+		}
+		c.handlersMu.Unlock()
+	}
 }
 
 func (c *Client) deliver(key listenerKey, m Message) {

@@ -954,6 +954,46 @@ func TestClientBatchHandlingAllocations(t *testing.T) {
 	}
 }
 
+// A listener's off takes its key's entry with the last listener: 10,000
+// rooms listened to in turn leave no entry, and a key that still has a
+// listener keeps it and delivers. Each name kept an entry for good (a soak
+// audit: 110 B per name).
+func TestListenerEntriesGoWithTheLastListener(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	for i := range 10_000 {
+		room := fmt.Sprint("doc-", i)
+		off1 := c.OnRoom(room, "edit", func(Message) {})
+		off2 := c.OnRoom(room, "edit", func(Message) {})
+		off3 := c.On(room, func(Message) {})
+		off1()
+		off2()
+		off2() // a second call does nothing
+		off3()
+	}
+	got := make(chan string, 1)
+	off := c.OnRoom("kept", "edit", func(m Message) { got <- m.Event })
+	defer off()
+	c.OnRoom("kept", "edit", func(Message) {})() // another listener of the key comes and goes
+	c.handlersMu.RLock()
+	n := len(c.handlers)
+	c.handlersMu.RUnlock()
+	if n != 1 {
+		t.Fatalf("%d listener entries, want 1 (kept/edit)", n)
+	}
+	if _, err := c.Join(context.Background(), "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Emit("kept", "edit", 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the kept listener got no emit")
+	}
+}
+
 // Listeners are keyed by room and event apart: names may hold NUL, and a
 // key joined from both ("a\x00b" + "c", "a" + "b\x00c") made two rooms'
 // listeners meet.
