@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -39,9 +40,20 @@ type metrics struct {
 	closes   map[wsframe.CloseCode]uint64
 }
 
+// CloseOther is the key of Metrics.Closes, and the code label
+// "other" of hotpath_closes_total, that counts the application close
+// codes (3000-4999) a peer chose, other than 4000-4015, where browser
+// clients carry the protocol's codes (PROTOCOL.md §7): a peer could
+// otherwise make some 2,000 counters, and as many metric series, by
+// closing with each code in turn.
+const CloseOther wsframe.CloseCode = 0
+
 func (m *metrics) countClose(code wsframe.CloseCode) {
-	if code == 0 {
+	switch {
+	case code == 0:
 		code = wsframe.CloseAbnormal
+	case code >= 3000 && (code < 4000 || code > 4015):
+		code = CloseOther
 	}
 	m.closesMu.Lock()
 	if m.closes == nil {
@@ -74,7 +86,7 @@ type Metrics struct {
 	IdleTimeouts        uint64
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	// Closes counts ended connections by close code; 1006 when no close
-	// frame was exchanged.
+	// frame was exchanged, CloseOther for most application codes.
 	Closes map[wsframe.CloseCode]uint64
 }
 
@@ -148,7 +160,11 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	}
 	sort.Ints(codes)
 	for _, c := range codes {
-		fmt.Fprintf(w, "hotpath_closes_total{code=\"%d\"} %d\n", c, m.Closes[wsframe.CloseCode(c)])
+		label := strconv.Itoa(c)
+		if wsframe.CloseCode(c) == CloseOther {
+			label = "other"
+		}
+		fmt.Fprintf(w, "hotpath_closes_total{code=\"%s\"} %d\n", label, m.Closes[wsframe.CloseCode(c)])
 	}
 }
 
