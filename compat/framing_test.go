@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"testing"
@@ -194,5 +195,31 @@ func TestPingNeverWaits(t *testing.T) {
 	case <-pinged:
 	case <-time.After(5 * time.Second):
 		t.Fatal("ping waited for a stalled stream")
+	}
+}
+
+// A call's timeout answers on a goroutine of its own: timeout runs on the
+// server's one timeout goroutine, and on a stream whose writes wait (a
+// QUIC, WebTransport or SCTP peer that does not read) the answer's write
+// held the timeouts of every connection.
+func TestCallTimeoutOnStalledPeer(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := stalledStream{release: make(chan struct{})}
+	defer close(stalled.release)
+	p := s.newPeer(newStreamConn(nullTransport{}, stalled, Limits{}.withDefaults()), &upgrade{})
+	cs := p.newCallState(context.Background(), 7, 60_000)
+	defer cs.finish()
+	timedOut := make(chan struct{})
+	go func() {
+		cs.timeout()
+		close(timedOut)
+	}()
+	select {
+	case <-timedOut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call's timeout waited for a stalled stream")
 	}
 }

@@ -609,10 +609,14 @@ func (p *Peer) newCallState(parent context.Context, id, timeoutMS uint32) *callS
 	return cs
 }
 
+// timeout runs on the server's one timeout goroutine, which must not wait
+// for any connection: the answer is written on a goroutine of its own, as
+// on QUIC, WebTransport and SCTP a write waits for a peer that does not
+// read (TestCallTimeoutOnStalledPeer).
 func (cs *callState) timeout() {
 	cs.cancel(context.DeadlineExceeded)
 	if cs.id != 0 && cs.answered.CompareAndSwap(false, true) {
-		cs.peer.answerError(cs.id, ErrTimeout, false)
+		go cs.peer.answerError(cs.id, ErrTimeout, false)
 	}
 }
 

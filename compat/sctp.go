@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -178,13 +179,19 @@ type sctpTransport struct {
 	unreliable     *sctp.Stream
 	control        chan *sctp.Stream
 	closeOnce      sync.Once
+	closed         chan struct{} // closed with the association
+
+	// The unreliable packets waiting for datagramWriter (see sendDatagram).
+	datagramOnce   sync.Once
+	datagrams      chan []byte
+	datagramsBytes atomic.Int64
 	// link is the connection's engine once it exists, for acceptStreams
 	// to close it with a code.
 	link atomic.Pointer[pktConn]
 }
 
 func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
-	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1)}
+	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1), closed: make(chan struct{})}
 	go t.acceptStreams()
 	return t
 }
@@ -241,6 +248,7 @@ func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
 // connection under it.
 func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 	t.closeOnce.Do(func() {
+		close(t.closed)
 		if code == wsframe.CloseAbnormal {
 			t.assoc.Abort(reason)
 		} else {
@@ -271,6 +279,7 @@ func (t *sctpTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAb
 // (the SCTP clients of a server that shut down saw its close that late).
 func (t *sctpTransport) closeClosed() {
 	t.closeOnce.Do(func() {
+		close(t.closed)
 		t.assoc.Close()
 		t.nc.Close()
 	})
@@ -293,9 +302,6 @@ func (t *sctpTransport) unreliableStream() *sctp.Stream {
 			return
 		}
 		st.SetReliabilityParams(true, sctp.ReliabilityTypeRexmit, 0)
-		// A deadline in the past: a write never waits for the send queue
-		// (see sendDatagram).
-		st.SetWriteDeadline(time.Unix(1, 0))
 		t.unreliable = st
 	})
 	return t.unreliable
@@ -307,17 +313,47 @@ func (t *sctpTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 		return 0, false
 	}
 	// With BlockWrite, a write waits until the association's send queue
-	// took the one before; for a peer that stopped answering, for ever.
-	// A room emit or a keepalive would then hold every room, or every
-	// connection's keepalive, with it. A datagram may be lost: it is
-	// dropped instead.
-	if _, err := st.Write(pkt); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return corkwriter.Dropped, true
-		}
-		return corkwriter.Closed, true
+	// took the one before: for a peer that stopped answering, for ever. A
+	// room emit writing on its own goroutine, under the room's lock, then
+	// held every Join with it. The packets wait for a writer goroutine of
+	// the association's instead, up to maxQueuedDatagrams bytes; past
+	// that, as they may be lost, they are dropped.
+	t.datagramOnce.Do(func() {
+		t.datagrams = make(chan []byte, 1024)
+		go t.datagramWriter(st)
+	})
+	if t.datagramsBytes.Load()+int64(len(pkt)) > maxQueuedDatagrams {
+		return corkwriter.Dropped, true
 	}
-	return corkwriter.Sent, true
+	select {
+	case <-t.closed:
+		return corkwriter.Closed, true
+	case t.datagrams <- bytes.Clone(pkt):
+		t.datagramsBytes.Add(int64(len(pkt)))
+		return corkwriter.Queued, true
+	default:
+		return corkwriter.Dropped, true
+	}
+}
+
+// maxQueuedDatagrams bounds the unreliable packets an SCTP connection
+// holds while its association cannot take them.
+const maxQueuedDatagrams = 256 << 10
+
+// datagramWriter writes the queued unreliable packets until the
+// association ends.
+func (t *sctpTransport) datagramWriter(st *sctp.Stream) {
+	for {
+		select {
+		case <-t.closed:
+			return
+		case pkt := <-t.datagrams:
+			t.datagramsBytes.Add(-int64(len(pkt)))
+			if _, err := st.Write(pkt); err != nil {
+				return
+			}
+		}
+	}
 }
 
 func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
