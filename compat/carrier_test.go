@@ -2254,3 +2254,44 @@ func TestSilentSCTPPeer(t *testing.T) {
 		})
 	}
 }
+
+// Calls to an SCTP server that went silent end within writeTimeout of
+// the first write the association cannot take, with ErrDisconnected, not
+// when the client's keepalive gives up (IdleTimeout, a minute here): a
+// write to a dead peer waited for the association, which pion never ends
+// on its own, and the call with it, past any deadline.
+func TestSCTPCallsToSilentServer(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			scheme, upstream, _ := strings.Cut(e.urls[carrier], "://")
+			relay, silence := udpRelay(t, upstream)
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := Dial(dctx, scheme+"://"+relay, ClientOptions{DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+				t.Fatal(err)
+			}
+			silence()
+			failed := make(chan error, 4)
+			for range 4 {
+				go func() { failed <- c.Call(context.Background(), "echo/raw", make([]byte, 64<<10), nil) }()
+			}
+			for range 4 {
+				select {
+				case err := <-failed:
+					if !errors.Is(err, ErrDisconnected) {
+						t.Errorf("a call to the silent server: %v, want ErrDisconnected", err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("calls to a silent server still waiting after 20 s (IdleTimeout is a minute)")
+				}
+			}
+		})
+	}
+}

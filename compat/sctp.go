@@ -148,7 +148,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 		return
 	}
 	handshaken()
-	link := newStreamConn(t, sctpStream{control}, s.opts.Limits)
+	link := newStreamConn(t, newSCTPStream(control), s.opts.Limits)
 	t.attach(link)
 	if refusal != nil {
 		s.metrics.handshakeFailures.Add(1)
@@ -376,9 +376,29 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 
 // sctpStream is the control stream as a byte stream: writes are cut into
 // messages of at most sctpChunk bytes.
-type sctpStream struct{ *sctp.Stream }
+//
+// A write waits while the association has a write pending; for a peer
+// that stopped answering, until the association ends, which pion never
+// decides on its own: a caller's Call waited past its deadline, until the
+// keepalive gave up (IdleTimeout). A write is given between
+// writeTimeout-1s and writeTimeout (the deadline is moved once a second,
+// not per write); a write that times out ends the connection, as a
+// WebSocket turn's writes that a peer does not take for closeTimeout do.
+type sctpStream struct {
+	*sctp.Stream
+	deadline time.Time // of writes, moved by Write
+}
 
-func (s sctpStream) Write(p []byte) (int, error) {
+// writeTimeout bounds a write on an SCTP control stream.
+const writeTimeout = closeTimeout
+
+func newSCTPStream(st *sctp.Stream) *sctpStream { return &sctpStream{Stream: st} }
+
+func (s *sctpStream) Write(p []byte) (int, error) {
+	if now := time.Now(); now.After(s.deadline.Add(-writeTimeout + time.Second)) {
+		s.deadline = now.Add(writeTimeout)
+		s.Stream.SetWriteDeadline(s.deadline)
+	}
 	n := 0
 	for len(p) > 0 {
 		k := min(len(p), sctpChunk)
@@ -440,7 +460,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		return nil, err
 	}
 	t := newSCTPTransport(a, nc)
-	link := newStreamConn(t, sctpStream{control}, c.opts.Limits)
+	link := newStreamConn(t, newSCTPStream(control), c.opts.Limits)
 	t.attach(link)
 	return link, nil
 }
