@@ -2295,3 +2295,76 @@ func TestSCTPCallsToSilentServer(t *testing.T) {
 		})
 	}
 }
+
+// A QUIC or WebTransport member that goes silent holds up no emit or Join
+// of its room. quic-go's SendDatagram waits once 32 datagrams are queued,
+// and for a silent peer until its connection ends (IdleTimeout, 20 s
+// here): an unreliable emit waited so under the room's lock, on the
+// emitter's goroutine (the loud client's datagram reader, relaying), and
+// every Join and emit of the room with it (a silent-peer audit: 1.3 s with
+// a 2 s IdleTimeout, 3.5 s with 8 s).
+func TestSilentQUICMember(t *testing.T) {
+	for _, carrier := range streamCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			e := newCarrierEnv(t, Options{KeepaliveInterval: 10 * time.Second, IdleTimeout: 20 * time.Second})
+			ctx := context.Background()
+			const room = "quiet"
+			scheme, rest, _ := strings.Cut(e.urls[carrier], "://")
+			upstream, path, _ := strings.Cut(rest, "/")
+			relay, silence := udpRelay(t, upstream)
+			if path != "" {
+				path = "/" + path
+			}
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			quiet, err := Dial(dctx, scheme+"://"+relay+path, ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer quiet.Close()
+			if _, err := quiet.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			loud := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if _, err := loud.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+			silence()
+			// Reliable emits use up the congestion window the silent peer
+			// will never open again, as any traffic to it would.
+			for range 4 {
+				if _, err := e.srv.Emit(room, "big", bytes.Repeat([]byte("a"), 64<<10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			emitted := make(chan error, 1)
+			go func() {
+				for i := range 2000 {
+					if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
+						emitted <- err
+						return
+					}
+					if i%10 == 0 {
+						e.srv.EmitUnreliable(room, "tick", i)
+					}
+				}
+				emitted <- nil
+			}()
+			select {
+			case err := <-emitted:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("unreliable emits to a room with a silent member blocked")
+			}
+			fresh := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if n, err := fresh.Join(jctx, room); err != nil || n != 3 {
+				t.Fatalf("a fresh client joining the room: %d members, %v; want 3", n, err)
+			}
+		})
+	}
+}

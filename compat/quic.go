@@ -102,7 +102,7 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	// The control stream goes first: a call never waits behind the bytes
 	// of a binary stream (RFC 9218 urgency 0, the most urgent).
 	str.SetPriority(0, false)
-	t := &quicTransport{conn: qc}
+	t := newQUICTransport(qc)
 	l := newStreamConn(t, tryWriter{str}, s.opts.Limits)
 	s.serveLink(l, up)
 }
@@ -148,7 +148,12 @@ func carrierRequest(remote net.Addr, proto string, state *tls.ConnectionState) *
 
 // quicTransport is a native QUIC connection under a pktConn.
 type quicTransport struct {
-	conn *quic.Conn
+	conn      *quic.Conn
+	datagrams *quicDatagrams
+}
+
+func newQUICTransport(qc *quic.Conn) *quicTransport {
+	return &quicTransport{conn: qc, datagrams: newQUICDatagrams(qc.SendDatagram, qc.Context().Done())}
 }
 
 func (t *quicTransport) carriesCloseCode() bool { return true }
@@ -206,21 +211,7 @@ func quicDialError(err error) error {
 }
 
 func (t *quicTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
-	return sendQUICDatagram(t.conn.SendDatagram, pkt)
-}
-
-// sendQUICDatagram sends pkt in a datagram. One too large for the path
-// reports !ok, and the caller sends it on the control stream.
-func sendQUICDatagram(send func([]byte) error, pkt []byte) (corkwriter.Status, bool) {
-	err := send(pkt)
-	var tooLarge *quic.DatagramTooLargeError
-	switch {
-	case err == nil:
-		return corkwriter.Sent, true
-	case errors.As(err, &tooLarge):
-		return 0, false
-	}
-	return corkwriter.Closed, true
+	return t.datagrams.push(pkt)
 }
 
 func (t *quicTransport) receiveDatagrams(deliver func([]byte)) {
@@ -319,5 +310,5 @@ func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
 		return nil, quicDialError(err)
 	}
 	str.SetPriority(0, false)
-	return newStreamConn(&quicTransport{conn: qc}, tryWriter{str}, c.opts.Limits), nil
+	return newStreamConn(newQUICTransport(qc), tryWriter{str}, c.opts.Limits), nil
 }

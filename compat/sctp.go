@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -180,11 +179,7 @@ type sctpTransport struct {
 	control        chan *sctp.Stream
 	closeOnce      sync.Once
 	closed         chan struct{} // closed with the association
-
-	// The unreliable packets waiting for datagramWriter (see sendDatagram).
-	datagramOnce   sync.Once
-	datagrams      chan []byte
-	datagramsBytes atomic.Int64
+	datagrams      *datagramQueue
 	// link is the connection's engine once it exists, for acceptStreams
 	// to close it with a code.
 	link atomic.Pointer[pktConn]
@@ -192,6 +187,7 @@ type sctpTransport struct {
 
 func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
 	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1), closed: make(chan struct{})}
+	t.datagrams = newDatagramQueue(t.writeDatagram, t.closed)
 	go t.acceptStreams()
 	return t
 }
@@ -312,48 +308,15 @@ func (t *sctpTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	if st == nil || len(pkt) > sctpChunk {
 		return 0, false
 	}
-	// With BlockWrite, a write waits until the association's send queue
-	// took the one before: for a peer that stopped answering, for ever. A
-	// room emit writing on its own goroutine, under the room's lock, then
-	// held every Join with it. The packets wait for a writer goroutine of
-	// the association's instead, up to maxQueuedDatagrams bytes; past
-	// that, as they may be lost, they are dropped.
-	t.datagramOnce.Do(func() {
-		t.datagrams = make(chan []byte, 1024)
-		go t.datagramWriter(st)
-	})
-	if t.datagramsBytes.Load()+int64(len(pkt)) > maxQueuedDatagrams {
-		return corkwriter.Dropped, true
-	}
-	select {
-	case <-t.closed:
-		return corkwriter.Closed, true
-	case t.datagrams <- bytes.Clone(pkt):
-		t.datagramsBytes.Add(int64(len(pkt)))
-		return corkwriter.Queued, true
-	default:
-		return corkwriter.Dropped, true
-	}
+	return t.datagrams.push(pkt), true
 }
 
-// maxQueuedDatagrams bounds the unreliable packets an SCTP connection
-// holds while its association cannot take them.
-const maxQueuedDatagrams = 256 << 10
-
-// datagramWriter writes the queued unreliable packets until the
-// association ends.
-func (t *sctpTransport) datagramWriter(st *sctp.Stream) {
-	for {
-		select {
-		case <-t.closed:
-			return
-		case pkt := <-t.datagrams:
-			t.datagramsBytes.Add(-int64(len(pkt)))
-			if _, err := st.Write(pkt); err != nil {
-				return
-			}
-		}
-	}
+// writeDatagram is the datagram queue's write: with BlockWrite, it waits
+// until the association's send queue took the write before.
+func (t *sctpTransport) writeDatagram(pkt []byte) bool {
+	st := t.unreliableStream()
+	_, err := st.Write(pkt)
+	return err == nil
 }
 
 func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {

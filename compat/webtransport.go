@@ -58,14 +58,19 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 			s.conns.done()
 			return
 		}
-		s.serveLink(newStreamConn(&wtTransport{sess: sess}, str, s.opts.Limits), up)
+		s.serveLink(newStreamConn(newWTTransport(sess, nil), str, s.opts.Limits), up)
 	}()
 }
 
 // wtTransport is a WebTransport session under a pktConn.
 type wtTransport struct {
-	sess   *webtransport.Session
-	dialer *webtransport.Transport // the client's, closed with the session
+	sess      *webtransport.Session
+	dialer    *webtransport.Transport // the client's, closed with the session
+	datagrams *quicDatagrams
+}
+
+func newWTTransport(sess *webtransport.Session, dialer *webtransport.Transport) *wtTransport {
+	return &wtTransport{sess: sess, dialer: dialer, datagrams: newQUICDatagrams(sess.SendDatagram, sess.Context().Done())}
 }
 
 // carriesCloseCode: a server's session close carries the code. A
@@ -127,7 +132,7 @@ func remoteSessionClose(err error) *CloseError {
 }
 
 func (t *wtTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
-	return sendQUICDatagram(t.sess.SendDatagram, pkt)
+	return t.datagrams.push(pkt)
 }
 
 func (t *wtTransport) receiveDatagrams(deliver func([]byte)) {
@@ -222,5 +227,5 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 		d.Close()
 		return nil, err
 	}
-	return newStreamConn(&wtTransport{sess: sess, dialer: d}, str, c.opts.Limits), nil
+	return newStreamConn(newWTTransport(sess, d), str, c.opts.Limits), nil
 }

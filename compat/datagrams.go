@@ -1,0 +1,117 @@
+package compat
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/quic-go/quic-go"
+)
+
+// datagramQueue holds a connection's unreliable packets for a writer
+// goroutine of its own. A carrier's send may wait: SCTP's while the
+// association has a write pending, quic-go's once 32 datagrams are
+// queued, and for a peer that went silent until the connection ends. A
+// room emit sends on the emitter's goroutine (a client's read loop, when
+// it relays the client's emit) under the room's lock, so one silent member
+// held every emit and Join of its room. Past maxQueuedDatagrams bytes,
+// packets are dropped: they may be lost.
+type datagramQueue struct {
+	// write sends one packet and reports whether to go on: false ends
+	// the writer (the connection is gone).
+	write  func([]byte) bool
+	done   <-chan struct{} // closed with the connection
+	once   sync.Once
+	ch     chan []byte
+	queued atomic.Int64 // bytes in ch
+}
+
+// maxQueuedDatagrams bounds the unreliable packets a connection holds
+// while its carrier cannot take them.
+const maxQueuedDatagrams = 256 << 10
+
+func newDatagramQueue(write func([]byte) bool, done <-chan struct{}) *datagramQueue {
+	return &datagramQueue{write: write, done: done}
+}
+
+// push queues a copy of pkt; the writer starts with the first packet.
+func (q *datagramQueue) push(pkt []byte) corkwriter.Status {
+	q.once.Do(func() {
+		q.ch = make(chan []byte, 1024)
+		go q.run()
+	})
+	if q.queued.Load()+int64(len(pkt)) > maxQueuedDatagrams {
+		return corkwriter.Dropped
+	}
+	select {
+	case <-q.done:
+		return corkwriter.Closed
+	case q.ch <- bytes.Clone(pkt):
+		q.queued.Add(int64(len(pkt)))
+		return corkwriter.Queued
+	default:
+		return corkwriter.Dropped
+	}
+}
+
+func (q *datagramQueue) run() {
+	for {
+		select {
+		case <-q.done:
+			return
+		case pkt := <-q.ch:
+			q.queued.Add(-int64(len(pkt)))
+			if !q.write(pkt) {
+				return
+			}
+		}
+	}
+}
+
+// quicDatagrams sends the datagrams of a QUIC connection or WebTransport
+// session through a datagramQueue. A packet larger than the path takes
+// goes on the control stream instead (the caller's !ok): the size is
+// asked of quic-go, whose check comes before its queue, once and again
+// after a datagram was refused as too large.
+type quicDatagrams struct {
+	send  func([]byte) error
+	max   atomic.Int64 // the largest payload; 0 until asked
+	queue *datagramQueue
+}
+
+func newQUICDatagrams(send func([]byte) error, done <-chan struct{}) *quicDatagrams {
+	d := &quicDatagrams{send: send}
+	d.queue = newDatagramQueue(d.write, done)
+	return d
+}
+
+// oversized is larger than any datagram: sent, it only asks the limit.
+var oversized = make([]byte, 1<<16)
+
+func (d *quicDatagrams) push(pkt []byte) (corkwriter.Status, bool) {
+	m := d.max.Load()
+	if m == 0 {
+		var tooLarge *quic.DatagramTooLargeError
+		if err := d.send(oversized); !errors.As(err, &tooLarge) {
+			return corkwriter.Closed, true // the connection is gone, or takes no datagrams
+		}
+		m = tooLarge.MaxDatagramPayloadSize
+		d.max.Store(m)
+	}
+	if int64(len(pkt)) > m {
+		return 0, false
+	}
+	return d.queue.push(pkt), true
+}
+
+func (d *quicDatagrams) write(pkt []byte) bool {
+	var tooLarge *quic.DatagramTooLargeError
+	err := d.send(pkt)
+	if errors.As(err, &tooLarge) {
+		d.max.Store(0) // the path shrank: ask again; this one is lost
+		return true
+	}
+	return err == nil
+}
