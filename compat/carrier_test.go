@@ -2159,6 +2159,60 @@ func udpRelay(t *testing.T, upstream string) (addr string, silence func()) {
 	return front.LocalAddr().String(), func() { silent.Store(true) }
 }
 
+// dialThroughRelay dials the env's server on carrier through a udpRelay,
+// and returns the client and the relay's silence.
+func dialThroughRelay(t *testing.T, e *carrierEnv, carrier Carrier) (*Client, func()) {
+	t.Helper()
+	scheme, rest, _ := strings.Cut(e.urls[carrier], "://")
+	upstream, path, _ := strings.Cut(rest, "/")
+	relay, silence := udpRelay(t, upstream)
+	if path != "" {
+		path = "/" + path
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, scheme+"://"+relay+path, ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, silence
+}
+
+// emitsToSilentMember fills the window a silent member of room will never
+// open again with reliable emits, as any traffic to it would, then sends
+// 2,000 unreliable emits from loud and 200 from the server, which must
+// all return. A burst may be dropped in part (ErrOverloaded).
+func emitsToSilentMember(t *testing.T, e *carrierEnv, loud *Client, room string) {
+	t.Helper()
+	for range 4 {
+		if _, err := e.srv.Emit(room, "big", bytes.Repeat([]byte("a"), 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emitted := make(chan error, 1)
+	go func() {
+		for i := range 2000 {
+			if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
+				emitted <- err
+				return
+			}
+			if i%10 == 0 {
+				e.srv.EmitUnreliable(room, "tick", i)
+			}
+		}
+		emitted <- nil
+	}()
+	select {
+	case err := <-emitted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("unreliable emits to a room with a silent member blocked")
+	}
+}
+
 // An SCTP peer that goes silent holds nothing up. Unreliable emits to its
 // room go on (dropped for it), the keepalive gives it up after
 // IdleTimeout, and others join its room. A write to it waits until the
@@ -2181,15 +2235,7 @@ func TestSilentSCTPPeer(t *testing.T) {
 			})
 			ctx := context.Background()
 			const room = "quiet"
-			scheme, upstream, _ := strings.Cut(e.urls[carrier], "://")
-			relay, silence := udpRelay(t, upstream)
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			quiet, err := Dial(dctx, scheme+"://"+relay, ClientOptions{DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer quiet.Close()
+			quiet, silence := dialThroughRelay(t, e, carrier)
 			quietPeer := <-peers
 			if _, err := quiet.Join(ctx, room); err != nil {
 				t.Fatal(err)
@@ -2200,36 +2246,7 @@ func TestSilentSCTPPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			silence()
-			// Reliable emits fill what the association may send unacked:
-			// its writes then wait, as the flusher's do for these.
-			for range 4 {
-				if _, err := e.srv.Emit(room, "big", bytes.Repeat([]byte("a"), 64<<10)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			emitted := make(chan error, 1)
-			go func() {
-				for i := range 2000 {
-					// A burst may be dropped in part (ErrOverloaded): the
-					// association takes one write at a time.
-					if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
-						emitted <- err
-						return
-					}
-					if i%10 == 0 {
-						e.srv.EmitUnreliable(room, "tick", i)
-					}
-				}
-				emitted <- nil
-			}()
-			select {
-			case err := <-emitted:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the unreliable emits to a room with a silent member blocked")
-			}
+			emitsToSilentMember(t, e, loud, room)
 		wait:
 			for {
 				select {
@@ -2265,15 +2282,7 @@ func TestSCTPCallsToSilentServer(t *testing.T) {
 	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			t.Parallel()
-			scheme, upstream, _ := strings.Cut(e.urls[carrier], "://")
-			relay, silence := udpRelay(t, upstream)
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c, err := Dial(dctx, scheme+"://"+relay, ClientOptions{DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, silence := dialThroughRelay(t, e, carrier)
 			if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
 				t.Fatal(err)
 			}
@@ -2310,19 +2319,7 @@ func TestSilentQUICMember(t *testing.T) {
 			e := newCarrierEnv(t, Options{KeepaliveInterval: 10 * time.Second, IdleTimeout: 20 * time.Second})
 			ctx := context.Background()
 			const room = "quiet"
-			scheme, rest, _ := strings.Cut(e.urls[carrier], "://")
-			upstream, path, _ := strings.Cut(rest, "/")
-			relay, silence := udpRelay(t, upstream)
-			if path != "" {
-				path = "/" + path
-			}
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			quiet, err := Dial(dctx, scheme+"://"+relay+path, ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer quiet.Close()
+			quiet, silence := dialThroughRelay(t, e, carrier)
 			if _, err := quiet.Join(ctx, room); err != nil {
 				t.Fatal(err)
 			}
@@ -2331,34 +2328,7 @@ func TestSilentQUICMember(t *testing.T) {
 				t.Fatal(err)
 			}
 			silence()
-			// Reliable emits use up the congestion window the silent peer
-			// will never open again, as any traffic to it would.
-			for range 4 {
-				if _, err := e.srv.Emit(room, "big", bytes.Repeat([]byte("a"), 64<<10)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			emitted := make(chan error, 1)
-			go func() {
-				for i := range 2000 {
-					if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
-						emitted <- err
-						return
-					}
-					if i%10 == 0 {
-						e.srv.EmitUnreliable(room, "tick", i)
-					}
-				}
-				emitted <- nil
-			}()
-			select {
-			case err := <-emitted:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("unreliable emits to a room with a silent member blocked")
-			}
+			emitsToSilentMember(t, e, loud, room)
 			fresh := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
 			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
