@@ -2075,9 +2075,8 @@ func TestClientDatagrams(t *testing.T) {
 			timeout := time.After(10 * time.Second)
 		wait:
 			for {
-				if _, ok := p.link.sendDatagram(cb[frameHeadroom:]); !ok {
-					t.Fatalf("%s sent no datagram", carrierName(carrier))
-				}
+				// Not ok: the WebRTC unreliable channel may not be open yet.
+				p.link.sendDatagram(cb[frameHeadroom:])
 				select {
 				case payload := <-got:
 					if payload != text {
@@ -2092,9 +2091,7 @@ func TestClientDatagrams(t *testing.T) {
 			failed, _ := callInFlight(t, c)
 			call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, nil)
 			for {
-				if _, ok := p.link.sendDatagram(call); !ok {
-					t.Fatalf("%s sent no datagram", carrierName(carrier))
-				}
+				p.link.sendDatagram(call)
 				select {
 				case err := <-failed:
 					var ce *CloseError
