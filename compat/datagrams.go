@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"bytes"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -36,7 +35,8 @@ func newDatagramQueue(write func([]byte) bool, done <-chan struct{}) *datagramQu
 	return &datagramQueue{write: write, done: done}
 }
 
-// push queues a copy of pkt; the writer starts with the first packet.
+// push queues pkt, by reference (see link.sendDatagram); the writer
+// starts with the first packet.
 func (q *datagramQueue) push(pkt []byte) corkwriter.Status {
 	q.once.Do(func() {
 		q.ch = make(chan []byte, 1024)
@@ -48,7 +48,7 @@ func (q *datagramQueue) push(pkt []byte) corkwriter.Status {
 	select {
 	case <-q.done:
 		return corkwriter.Closed
-	case q.ch <- bytes.Clone(pkt):
+	case q.ch <- pkt:
 		q.queued.Add(int64(len(pkt)))
 		return corkwriter.Queued
 	default:

@@ -36,7 +36,9 @@ type link interface {
 	sendPrepared(bc *broadcast) corkwriter.Status
 	// sendDatagram sends one packet without delivery guarantee; ok is false
 	// when the carrier has no datagrams, or the packet does not fit one,
-	// and the caller sends it reliably instead.
+	// and the caller sends it reliably instead. pkt must not change
+	// afterwards: it may be queued by reference (a room emit's packet,
+	// shared by its members, is).
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
 	// ping sends a keepalive probe that the other end answers.
 	ping()

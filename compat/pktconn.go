@@ -27,7 +27,8 @@ type pktTransport interface {
 	// close); without, the close notice must be answered before closing.
 	carriesCloseCode() bool
 	// sendDatagram sends pkt in one datagram; ok is false when the carrier
-	// has none or pkt does not fit one.
+	// has none or pkt does not fit one. pkt is the caller's no more (see
+	// link.sendDatagram).
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
 	// receiveDatagrams delivers received datagrams until the carrier
 	// closes; a carrier without datagrams returns at once.
