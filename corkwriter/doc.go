@@ -32,7 +32,8 @@
 // write deadlines work as usual. Connections without a descriptor (TLS,
 // net.Pipe, QUIC and SCTP streams) get the same API with one Write per
 // segment; consecutive copied writes share a segment, so a turn of small
-// answers is still one Write. For an event loop that owns its non-blocking
+// answers is still one Write; one that is a TryWriter (a QUIC stream) is
+// tried without waiting where a descriptor would be. For an event loop that owns its non-blocking
 // descriptors, NewFD returns a Writer whose Flush never waits: it returns
 // ErrWouldBlock and keeps the rest for when the descriptor is writable.
 //

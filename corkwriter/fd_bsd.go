@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newSender uses the portable path: on these platforms net.Buffers already
+// newConnSender uses the portable path: on these platforms net.Buffers already
 // sends TCP and Unix conns with the runtime's own writev.
-func newSender(w io.Writer) sender { return newPlainSender(w) }
+func newConnSender(w io.Writer) sender { return newPlainSender(w) }
 
 // sysWritev writes the first iovec only, a valid partial writev, so NewFD
 // works everywhere; Linux has the real vectored call.

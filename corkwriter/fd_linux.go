@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newSender picks the raw writev path when w exposes a file descriptor.
-func newSender(w io.Writer) sender {
+// newConnSender picks the raw writev path when w exposes a file descriptor.
+func newConnSender(w io.Writer) sender {
 	if sc, ok := w.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			return newFDSender(rc, -1, sysWritev)

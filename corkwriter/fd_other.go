@@ -8,4 +8,4 @@ type sysScratch struct{}
 
 func (*sysScratch) clearScratch() {}
 
-func newSender(w io.Writer) sender { return newPlainSender(w) }
+func newConnSender(w io.Writer) sender { return newPlainSender(w) }

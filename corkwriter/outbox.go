@@ -107,7 +107,9 @@ type OutboxStats struct {
 // connection costs no goroutine, no timer and no buffer, a broadcaster is
 // never blocked by a slow reader, and a busy connection still has a single
 // writer. On a connection without a file descriptor, where a write cannot be
-// tried without blocking, the flusher goroutine always does the writing.
+// tried without blocking, the flusher goroutine always does the writing,
+// unless the connection is a TryWriter (a QUIC stream), which is tried
+// as a descriptor is.
 //
 // Cork and Uncork delimit the owner's turn as for a Writer: frames queued
 // during it, by anyone, leave together at the outermost Uncork, which writes

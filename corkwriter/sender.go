@@ -1,6 +1,7 @@
 package corkwriter
 
 import (
+	"errors"
 	"io"
 	"net"
 )
@@ -67,4 +68,71 @@ func (s *plainSender) sendBuffers(b *batch, st *Stats) error {
 		err = io.ErrShortWrite
 	}
 	return err
+}
+
+// A TryWriter is a connection without a file descriptor whose writes can
+// be tried without waiting: a QUIC stream, whose send window a peer that
+// stopped reading never opens again. Given one, an Outbox writes a frame
+// into an idle connection on the sender's goroutine only as far as the
+// connection takes it at once, and hands the rest to a flusher goroutine,
+// which calls Write; so a producer off the connection's own loop, a
+// client's caller, is never held by a peer that does not read, as on a
+// descriptor. Without TryWrite, every write waits, or, where the producer
+// must not wait (QueueShared), runs on a flusher goroutine.
+type TryWriter interface {
+	io.Writer
+	// TryWrite writes a prefix of p without waiting for the connection
+	// and returns its length; when that is short of len(p), err is
+	// ErrWouldBlock (the rest may be written later) or the connection's
+	// error.
+	TryWrite(p []byte) (n int, err error)
+}
+
+// newSender picks how a Writer or an Outbox talks to w.
+func newSender(w io.Writer) sender {
+	if tw, ok := w.(TryWriter); ok {
+		return trySender{tw}
+	}
+	return newConnSender(w)
+}
+
+// trySender writes to a TryWriter one segment at a time, as plainSender
+// does, with TryWrite when it must not wait.
+type trySender struct{ w TryWriter }
+
+func (s trySender) canWait() bool { return true }
+func (s trySender) canTry() bool  { return true }
+
+func (s trySender) send(b *batch, wait bool, st *Stats) error {
+	for b.n > 0 {
+		seg := b.segs[b.head]
+		var (
+			n   int
+			err error
+		)
+		if wait {
+			n, err = s.w.Write(seg)
+		} else {
+			n, err = s.w.TryWrite(seg)
+		}
+		st.Syscalls++
+		if n < 0 || n > len(seg) {
+			n = 0
+			if err == nil {
+				err = io.ErrShortWrite
+			}
+		}
+		st.Written += uint64(n)
+		b.advance(n)
+		if !wait && errors.Is(err, ErrWouldBlock) {
+			return nil // b holds the rest
+		}
+		if err != nil {
+			return err
+		}
+		if n < len(seg) {
+			return io.ErrShortWrite
+		}
+	}
+	return nil
 }
