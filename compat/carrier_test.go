@@ -2302,8 +2302,61 @@ func TestSCTPCallsToSilentServer(t *testing.T) {
 	}
 }
 
-// A QUIC or WebTransport member that goes silent holds up no emit or Join
-// of its room. quic-go's SendDatagram waits once 32 datagrams are queued,
+// Calls and emits to a QUIC or WebTransport server that went silent
+// return at their deadline, with the server's stream window full: the
+// caller's goroutine wrote the packet itself and waited for the stream
+// until the QUIC connection ended (a silent-peer audit: a call with a 1 s
+// deadline returned after 4.5 s, an Emit after 7 s). A write the stream
+// cannot take at once now goes to the connection's flusher, as on
+// WebSocket.
+func TestCallsToSilentQUICServer(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range streamCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			c, silence := dialThroughRelay(t, e, carrier)
+			ctx := context.Background()
+			if _, err := c.Join(ctx, "quiet"); err != nil {
+				t.Fatal(err)
+			}
+			silence()
+			returned := make(chan error, 8)
+			for range 4 {
+				go func() {
+					cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+					defer cancel()
+					err := c.Call(cctx, "echo/raw", make([]byte, 256<<10), nil)
+					if !errors.Is(err, context.DeadlineExceeded) {
+						err = fmt.Errorf("a call to the silent server: %v, want its deadline", err)
+					} else {
+						err = nil
+					}
+					returned <- err
+				}()
+				go func() {
+					err := c.Emit("quiet", "big", make([]byte, 256<<10), true)
+					if errors.Is(err, ErrOverloaded) {
+						err = nil
+					}
+					returned <- err
+				}()
+			}
+			for range 8 {
+				select {
+				case err := <-returned:
+					if err != nil {
+						t.Error(err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("calls and emits to a silent server still waiting after 5 s (their deadline is 300 ms)")
+				}
+			}
+		})
+	}
+}
+
+// A QUIC or WebTransport member that goes silent holds up no emit, event
+// or Join of its room. quic-go's SendDatagram waits once 32 datagrams are queued,
 // and for a silent peer until its connection ends (IdleTimeout, 20 s
 // here): an unreliable emit waited so under the room's lock, on the
 // emitter's goroutine (the loud client's datagram reader, relaying), and
@@ -2313,10 +2366,12 @@ func TestSilentQUICMember(t *testing.T) {
 	for _, carrier := range streamCarriers {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			t.Parallel()
-			e := newCarrierEnv(t, Options{KeepaliveInterval: 10 * time.Second, IdleTimeout: 20 * time.Second})
+			peers := make(chan *Peer, 4)
+			e := newCarrierEnv(t, Options{KeepaliveInterval: 10 * time.Second, IdleTimeout: 20 * time.Second, OnConnect: func(p *Peer) { peers <- p }})
 			ctx := context.Background()
 			const room = "quiet"
 			quiet, silence := dialThroughRelay(t, e, carrier)
+			quietPeer := <-peers
 			if _, err := quiet.Join(ctx, room); err != nil {
 				t.Fatal(err)
 			}
@@ -2325,6 +2380,23 @@ func TestSilentQUICMember(t *testing.T) {
 				t.Fatal(err)
 			}
 			silence()
+			// An event to the silent peer, sent off its read loop, was
+			// written on the sender's goroutine, which waited for the
+			// stream until the connection ended.
+			sent := make(chan error, 8)
+			for range 8 {
+				go func() { sent <- quietPeer.Event("big", make([]byte, 256<<10)) }()
+			}
+			for range 8 {
+				select {
+				case err := <-sent:
+					if err != nil && !errors.Is(err, ErrOverloaded) {
+						t.Fatalf("an event to the silent peer: %v", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("events to a silent peer still waiting after 5 s")
+				}
+			}
 			emitsToSilentMember(t, e, loud, room)
 			fresh := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
 			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -88,11 +88,12 @@ type pktConn struct {
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and prefix)
 	// once the prefix is read.
-	r    io.Reader
-	out  *corkwriter.Outbox
-	q    segmentqueue.Queue
-	need int
-	hdr  int
+	r     io.Reader
+	out   *corkwriter.Outbox
+	tried bool // the stream is a corkwriter.TryWriter
+	q     segmentqueue.Queue
+	need  int
+	hdr   int
 
 	// A message channel, or nil.
 	ch msgChannel
@@ -116,6 +117,7 @@ type pktConn struct {
 // length-prefixed on the byte stream rw.
 func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
 	c := &pktConn{t: t, r: rw, limits: limits, done: make(chan struct{})}
+	_, c.tried = rw.(corkwriter.TryWriter)
 	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + maxPrefixLen + readBufSize + largeReadSize})
 	c.out = corkwriter.NewOutbox(rw, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
@@ -433,10 +435,12 @@ func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
 		return corkwriter.Closed
 	}
 	// Off the read loop (a client's call, an Async answer) the packet is
-	// written on the sender's goroutine, as a WebSocket's is: a stream
-	// has no descriptor to try a write on, and the outbox would otherwise
-	// hand every such write to a goroutine of its own.
-	inline := !c.inTurn.Load()
+	// written on the sender's goroutine, as a WebSocket's is: tried, on a
+	// stream that can be (QUIC, WebTransport), so that the sender never
+	// waits for a peer that stopped reading; else (SCTP, whose writes
+	// have a deadline) in a turn of the sender's own, as the outbox would
+	// otherwise hand every such write to a goroutine.
+	inline := !c.tried && !c.inTurn.Load()
 	if inline {
 		c.out.Cork()
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -103,32 +105,106 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	// of a binary stream (RFC 9218 urgency 0, the most urgent).
 	str.SetPriority(0, false)
 	t := newQUICTransport(qc)
-	l := newStreamConn(t, tryWriter{str}, s.opts.Limits)
+	l := newStreamConn(t, newQUICControl(str), s.opts.Limits)
 	s.serveLink(l, up)
 }
 
-// tryWriter writes short writes to a QUIC stream without waiting when
-// its flow control allows. quic-go's Write waits until the packer has
-// taken all but the last packet's worth of a write; TryWriteAll copies it
-// all and returns, but the packer then splits that copy by copying the
-// rest again for each packet, quadratic in the write. Up to tryWriteMax
-// bytes the copies cost less than waiting for the connection's goroutine;
-// past it, Write.
-type tryWriter struct{ *quic.Stream }
+// quicControl is the control stream of a native QUIC connection, as the
+// pktConn's outbox writes it: a corkwriter.TryWriter, so that a packet
+// sent off the read loop (a client's call, an Async answer, an event) is
+// written on the sender's goroutine only as far as the stream takes it at
+// once, and the rest by the outbox's flusher. Waiting for a stream whose
+// window a silent peer never opens again held the sender until the QUIC
+// connection ended, past any deadline of its own.
+//
+// quic-go's TryWriteAll queues a whole write at once or nothing, without
+// waiting, but the packer then splits that copy by copying the rest again
+// for each packet, quadratic in the write. Up to tryWriteMax bytes the
+// copies cost less than waiting for the connection's goroutine, which
+// Write does until the packer has taken all but the last packet's worth;
+// past it a write is tried with a deadline (deadlineTried).
+type quicControl struct {
+	deadlineTried
+	str *quic.Stream
+}
+
+func newQUICControl(str *quic.Stream) *quicControl {
+	return &quicControl{deadlineTried: deadlineTried{deadlineStream: str}, str: str}
+}
 
 // tryWriteMax is where TryWriteAll's repeated copies (about n²/1200 bytes
 // for n) start to cost more than a wait: 8 KiB copies 55 KB.
 const tryWriteMax = 8 << 10
 
-func (w tryWriter) Write(p []byte) (int, error) {
+func (w *quicControl) TryWrite(p []byte) (int, error) {
+	if len(p) > tryWriteMax {
+		return w.deadlineTried.TryWrite(p)
+	}
+	switch err := w.str.TryWriteAll(p); {
+	case err == nil:
+		return len(p), nil
+	case errors.Is(err, quic.ErrWouldBlock):
+		return 0, corkwriter.ErrWouldBlock
+	default:
+		return 0, err
+	}
+}
+
+func (w *quicControl) Write(p []byte) (int, error) {
 	if len(p) <= tryWriteMax {
-		if err := w.Stream.TryWriteAll(p); err == nil {
-			return len(p), nil
-		} else if !errors.Is(err, quic.ErrWouldBlock) {
-			return 0, err
+		if n, err := w.TryWrite(p); err != corkwriter.ErrWouldBlock {
+			return n, err
 		}
 	}
-	return w.Stream.Write(p)
+	return w.deadlineTried.Write(p)
+}
+
+// deadlineTried is a stream whose writes can be tried only by giving them
+// a deadline (a WebTransport stream, a large write on a QUIC stream): a
+// TryWrite waits at most tryWait for the stream to take p, and reports
+// what it did not take as corkwriter.ErrWouldBlock. The deadline is left
+// on the stream and moved only when less than half of tryWait is left, as
+// setting one costs two locks; a Write that meets it clears it and goes
+// on. The outbox calls it from one goroutine at a time.
+type deadlineTried struct {
+	deadlineStream
+	until time.Time // the deadline on the stream; zero for none
+}
+
+// deadlineStream is a QUIC or WebTransport stream, as deadlineTried uses it.
+type deadlineStream interface {
+	io.ReadWriter
+	SetWriteDeadline(time.Time) error
+}
+
+// tryWait bounds a tried write's wait: long enough for quic-go's
+// connection goroutine to take a write of many packets on a busy machine,
+// short against a call's timeout.
+const tryWait = time.Millisecond
+
+func (s *deadlineTried) TryWrite(p []byte) (int, error) {
+	if now := time.Now(); s.until.Sub(now) < tryWait/2 {
+		s.until = now.Add(tryWait)
+		s.deadlineStream.SetWriteDeadline(s.until)
+	}
+	n, err := s.deadlineStream.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = corkwriter.ErrWouldBlock
+	}
+	return n, err
+}
+
+func (s *deadlineTried) Write(p []byte) (int, error) {
+	written := 0
+	for {
+		n, err := s.deadlineStream.Write(p[written:])
+		written += n
+		if s.until.IsZero() || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+		s.until = time.Time{}
+		s.deadlineStream.SetWriteDeadline(s.until)
+	}
 }
 
 // carrierRequest is the request that Options.CheckOrigin and
@@ -310,5 +386,5 @@ func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
 		return nil, quicDialError(err)
 	}
 	str.SetPriority(0, false)
-	return newStreamConn(newQUICTransport(qc), tryWriter{str}, c.opts.Limits), nil
+	return newStreamConn(newQUICTransport(qc), newQUICControl(str), c.opts.Limits), nil
 }

@@ -58,7 +58,7 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 			s.conns.done()
 			return
 		}
-		s.serveLink(newStreamConn(newWTTransport(sess, nil), str, s.opts.Limits), up)
+		s.serveLink(newStreamConn(newWTTransport(sess, nil), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
 	}()
 }
 
@@ -227,5 +227,5 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 		d.Close()
 		return nil, err
 	}
-	return newStreamConn(newWTTransport(sess, d), str, c.opts.Limits), nil
+	return newStreamConn(newWTTransport(sess, d), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
 }
