@@ -60,4 +60,3 @@ func BenchmarkUnreliableEmit(b *testing.B) {
 		})
 	}
 }
-
