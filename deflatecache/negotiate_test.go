@@ -43,9 +43,11 @@ func TestNegotiateNoOffer(t *testing.T) {
 	}
 }
 
-// TestNegotiateMalformed: values that break RFC 6455 §9.1 are an error
-// (the handshake gets a 400), wherever in the list they are.
-func TestNegotiateMalformed(t *testing.T) {
+// TestRFC6455_9_1_NegotiateMalformed: values that break RFC 6455 §9.1
+// (a parameter value, after quoted-string unescaping, MUST conform to the
+// token ABNF) are an error (the handshake gets a 400), wherever in the
+// list they are.
+func TestRFC6455_9_1_NegotiateMalformed(t *testing.T) {
 	for _, h := range []string{
 		";",
 		"permessage-deflate;",

@@ -2,6 +2,7 @@ package dictionary
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -202,6 +203,29 @@ func TestFieldsAreJSONKeys(t *testing.T) {
 	}
 }
 
+// TestRFC8878_5_ZstdDictionaryID: the id a zstd frame names its
+// dictionary by stays out of the ranges RFC 8878 §5 reserves (0 to 32767
+// for a registrar, 2^31 and above): at the ends of the hash bits it is
+// made from, and for many dictionaries.
+func TestRFC8878_5_ZstdDictionaryID(t *testing.T) {
+	for _, bits := range []uint32{0, 1, 1<<15 - 1, 1 << 15, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
+		var d Dictionary
+		binary.BigEndian.PutUint32(d.sum[8:12], bits)
+		if id := d.zstdID(); id < 1<<15 || id >= 1<<31 {
+			t.Fatalf("hash bits %#x: zstd id %d outside [32768, 2^31)", bits, id)
+		}
+	}
+	for i := range 10000 {
+		d, err := New([]byte(fmt.Sprintf("dictionary %d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := d.zstdID(); id < 1<<15 || id >= 1<<31 {
+			t.Fatalf("dictionary %d: zstd id %d outside [32768, 2^31)", i, id)
+		}
+	}
+}
+
 func TestNewAndID(t *testing.T) {
 	b := []byte("some dictionary bytes")
 	d, err := New(b)
@@ -221,9 +245,6 @@ func TestNewAndID(t *testing.T) {
 	other, _ := New([]byte("some dictionary bytez"))
 	if other.ID() == d.ID() {
 		t.Fatal("different bytes, same id")
-	}
-	if id := d.zstdID(); id < 1<<15 || id >= 1<<31 {
-		t.Fatalf("zstd id %d outside [32768, 2^31)", id)
 	}
 	if _, err := New(make([]byte, MaxSize+1)); err == nil {
 		t.Fatal("New accepted more than MaxSize bytes")
