@@ -2,6 +2,7 @@ package dictionary
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,6 +73,12 @@ func BenchmarkCompress(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	namesOnly := testSource()
+	namesOnly.Templates = nil
+	names, err := Build(namesOnly, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	learned, err := Build(testSource(), BuildOptions{Samples: routerSamples(7, 1000)})
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +88,7 @@ func BenchmarkCompress(b *testing.B) {
 		run  func(m, dst []byte) int
 	}
 	var variants []variant
-	for _, level := range []int{1, 5} {
+	for _, level := range []int{1, 5, 9} {
 		o := newOneShot(b, level, nil)
 		variants = append(variants, variant{"klauspost-L" + string(rune('0'+level)), func(m, _ []byte) int { return o.compress(m) }})
 	}
@@ -96,7 +103,7 @@ func BenchmarkCompress(b *testing.B) {
 	for _, d := range []struct {
 		name string
 		dict *Dictionary
-	}{{"nodict", nil}, {"router", router}, {"learned", learned}} {
+	}{{"nodict", nil}, {"names", names}, {"router", router}, {"learned", learned}} {
 		df := NewDeflate(d.dict, CodecOptions{Threshold: 1})
 		z, err := NewZstd(d.dict, CodecOptions{Threshold: 1})
 		if err != nil {
@@ -129,6 +136,27 @@ func BenchmarkCompress(b *testing.B) {
 				reportPerMessage(b, size)
 			})
 		}
+	}
+}
+
+// BenchmarkBuild: building the router's dictionary with samples to learn
+// from, 1000 of them (about 200 KB) and as many as MaxSampleBytes allows.
+// Build runs on the caller's goroutine alone, so ns/op is its CPU time.
+func BenchmarkBuild(b *testing.B) {
+	for _, n := range []int{1000, 6000} {
+		samples := routerSamples(7, n)
+		size := 0
+		for _, s := range samples {
+			size += len(s)
+		}
+		b.Run(fmt.Sprintf("samples=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Build(testSource(), BuildOptions{Samples: samples}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(min(size, MaxSampleBytes)), "sample-B")
+		})
 	}
 }
 
