@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"runtime"
 	"strings"
@@ -82,14 +83,18 @@ func readFrames(r io.Reader) <-chan map[byte][]uint32 {
 // on loopback TCP. Every accepted frame arrives once, intact, and each
 // producer's frames arrive in the order it sent them. Run it with -race.
 func TestOutboxManyProducers(t *testing.T) {
-	for _, conn := range []string{"tcp", "pipe"} {
+	for _, conn := range []string{"tcp", "pipe", "trywriter"} {
 		t.Run(conn, func(t *testing.T) {
 			base := runtime.NumGoroutine()
 			var c, peer net.Conn
-			if conn == "tcp" {
+			switch conn {
+			case "tcp":
 				c, peer = tcpPair(t)
-			} else {
+			case "pipe":
 				c, peer = net.Pipe()
+			case "trywriter":
+				c, peer = net.Pipe()
+				c = &pipeTryWriter{Conn: c, rng: mrand.New(mrand.NewPCG(1, 2))}
 			}
 			got := readFrames(peer)
 			o := NewOutbox(c, &OutboxOptions{MaxQueued: 64 << 20})
@@ -169,6 +174,27 @@ func TestOutboxManyProducers(t *testing.T) {
 			waitGoroutines(t, base)
 		})
 	}
+}
+
+// pipeTryWriter is a TryWriter on a net.Pipe: TryWrite takes a random
+// prefix of p, often nothing, as a stream whose window a slow reader opens
+// bit by bit would; Write waits for the reader. The Outbox calls it from
+// one goroutine at a time.
+type pipeTryWriter struct {
+	net.Conn
+	rng *mrand.Rand
+}
+
+func (w *pipeTryWriter) TryWrite(p []byte) (int, error) {
+	k := w.rng.IntN(len(p) + 1)
+	if k == 0 {
+		return 0, ErrWouldBlock
+	}
+	n, err := w.Conn.Write(p[:k])
+	if err == nil && n < len(p) {
+		err = ErrWouldBlock
+	}
+	return n, err
 }
 
 // TestOutboxSentWhenIdle: a frame into an idle outbox is written on the
