@@ -81,10 +81,11 @@ func (s *plainSender) sendBuffers(b *batch, st *Stats) error {
 // must not wait (QueueShared), runs on a flusher goroutine.
 type TryWriter interface {
 	io.Writer
-	// TryWrite writes a prefix of p without waiting for the connection
-	// and returns its length; when that is short of len(p), err is
-	// ErrWouldBlock (the rest may be written later) or the connection's
-	// error.
+	// TryWrite writes a prefix of p without waiting for the connection,
+	// or waiting a short bounded time (a stream that can only be tried
+	// with a write deadline), and returns its length; when that is short
+	// of len(p), err is ErrWouldBlock (the rest may be written later) or
+	// the connection's error.
 	TryWrite(p []byte) (n int, err error)
 }
 
