@@ -328,7 +328,15 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 	for {
 		n, err := st.Read(buf)
 		if errors.Is(err, io.ErrShortBuffer) {
-			continue
+			// pion keeps a message buf cannot hold at the head of the
+			// stream: read again, it comes back at once, for ever. No
+			// hotpath end sends one (sendDatagram): a violation.
+			if link := t.link.Load(); link != nil {
+				link.violate(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
+			} else {
+				t.closeTransport(wsframe.CloseAbnormal, "")
+			}
+			return
 		}
 		if err != nil {
 			return
@@ -350,6 +358,43 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 type sctpStream struct {
 	*sctp.Stream
 	deadline time.Time // of writes, moved by Write
+	// A message read whole because the caller's buffer was smaller than
+	// sctpChunk (segmentqueue.Fill reads into a partial packet's rest),
+	// and how much of it was returned.
+	msg  []byte
+	moff int
+}
+
+// Read reads the stream as a byte stream. pion returns ErrShortBuffer, and
+// a count larger than p (the message's size), for a message p cannot
+// hold, and keeps the message: a short p gets the message through a
+// buffer of sctpChunk bytes, and a message larger than sctpChunk, which
+// no hotpath end writes, is io.ErrShortBuffer with no bytes
+// (closeErrorOf: 1009).
+func (s *sctpStream) Read(p []byte) (int, error) {
+	if s.moff < len(s.msg) {
+		n := copy(p, s.msg[s.moff:])
+		s.moff += n
+		return n, nil
+	}
+	if len(p) >= sctpChunk {
+		n, err := s.Stream.Read(p)
+		if n < 0 || n > len(p) || errors.Is(err, io.ErrShortBuffer) {
+			return 0, io.ErrShortBuffer
+		}
+		return n, err
+	}
+	if s.msg == nil {
+		s.msg = make([]byte, sctpChunk)
+	}
+	n, err := s.Stream.Read(s.msg[:sctpChunk])
+	if n < 0 || n > sctpChunk || errors.Is(err, io.ErrShortBuffer) {
+		s.msg = s.msg[:0]
+		return 0, io.ErrShortBuffer
+	}
+	s.msg = s.msg[:n]
+	s.moff = copy(p, s.msg)
+	return s.moff, err
 }
 
 // writeTimeout bounds a write on an SCTP control stream.
