@@ -257,7 +257,9 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) 
 			res.Delivered++
 		case corkwriter.Dropped:
 			res.Dropped++
-			if rs.srv.opts.SlowConsumer == Disconnect {
+			// A datagram queue that is full drops an unreliable emit,
+			// which may be lost anyway: that is no slow consumer.
+			if rs.srv.opts.SlowConsumer == Disconnect && !sent {
 				slow = append(slow, p)
 			}
 		}
