@@ -76,13 +76,17 @@ func (q *datagramQueue) run() {
 // asked of quic-go, whose check comes before its queue, once and again
 // after a datagram was refused as too large.
 type quicDatagrams struct {
-	send  func([]byte) error
-	max   atomic.Int64 // the largest payload; 0 until asked
-	queue *datagramQueue
+	send func([]byte) error
+	// overhead is what send adds before the packet within the size
+	// quic-go checks: a WebTransport datagram's quarter stream ID
+	// (RFC 9297 §2.1), a varint of up to 8 bytes.
+	overhead int64
+	max      atomic.Int64 // the largest payload; 0 until asked
+	queue    *datagramQueue
 }
 
-func newQUICDatagrams(send func([]byte) error, done <-chan struct{}) *quicDatagrams {
-	d := &quicDatagrams{send: send}
+func newQUICDatagrams(send func([]byte) error, overhead int64, done <-chan struct{}) *quicDatagrams {
+	d := &quicDatagrams{send: send, overhead: overhead}
 	d.queue = newDatagramQueue(d.write, done)
 	return d
 }
@@ -97,7 +101,7 @@ func (d *quicDatagrams) push(pkt []byte) (corkwriter.Status, bool) {
 		if err := d.send(oversized); !errors.As(err, &tooLarge) {
 			return corkwriter.Closed, true // the connection is gone, or takes no datagrams
 		}
-		m = tooLarge.MaxDatagramPayloadSize
+		m = max(tooLarge.MaxDatagramPayloadSize-d.overhead, 1)
 		d.max.Store(m)
 	}
 	if int64(len(pkt)) > m {

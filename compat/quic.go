@@ -229,7 +229,7 @@ type quicTransport struct {
 }
 
 func newQUICTransport(qc *quic.Conn) *quicTransport {
-	return &quicTransport{conn: qc, datagrams: newQUICDatagrams(qc.SendDatagram, qc.Context().Done())}
+	return &quicTransport{conn: qc, datagrams: newQUICDatagrams(qc.SendDatagram, 0, qc.Context().Done())}
 }
 
 func (t *quicTransport) carriesCloseCode() bool { return true }

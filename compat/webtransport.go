@@ -70,7 +70,7 @@ type wtTransport struct {
 }
 
 func newWTTransport(sess *webtransport.Session, dialer *webtransport.Transport) *wtTransport {
-	return &wtTransport{sess: sess, dialer: dialer, datagrams: newQUICDatagrams(sess.SendDatagram, sess.Context().Done())}
+	return &wtTransport{sess: sess, dialer: dialer, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
 }
 
 // carriesCloseCode: a server's session close carries the code. A
