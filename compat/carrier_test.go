@@ -2226,7 +2226,10 @@ func TestSilentSCTPPeer(t *testing.T) {
 			peers := make(chan *Peer, 16)
 			ended := make(chan *Peer, 16)
 			e := newCarrierEnv(t, Options{
-				KeepaliveInterval: 100 * time.Millisecond, IdleTimeout: 500 * time.Millisecond,
+				// Not shorter: under load (a robustness audit running
+				// beside it), the loud member's pongs came later than a
+				// 500 ms IdleTimeout, and it was given up too.
+				KeepaliveInterval: 400 * time.Millisecond, IdleTimeout: 2 * time.Second,
 				OnConnect:    func(p *Peer) { peers <- p },
 				OnDisconnect: func(p *Peer, _ error) { ended <- p },
 			})
