@@ -32,9 +32,24 @@ func (s *plainSender) send(b *batch, _ bool, st *Stats) error {
 	if s.vectored {
 		return s.sendBuffers(b, st)
 	}
+	return writeSegments(b, st, s.w, nil)
+}
+
+// writeSegments writes the unsent segments of b one at a time, with w's
+// Write, or with try's TryWrite when try is not nil: then it stops, b
+// holding the rest, where the connection would block.
+func writeSegments(b *batch, st *Stats, w io.Writer, try TryWriter) error {
 	for b.n > 0 {
 		seg := b.segs[b.head]
-		n, err := s.w.Write(seg)
+		var (
+			n   int
+			err error
+		)
+		if try != nil {
+			n, err = try.TryWrite(seg)
+		} else {
+			n, err = w.Write(seg)
+		}
 		st.Syscalls++
 		if n < 0 || n > len(seg) {
 			n = 0
@@ -44,6 +59,9 @@ func (s *plainSender) send(b *batch, _ bool, st *Stats) error {
 		}
 		st.Written += uint64(n)
 		b.advance(n)
+		if try != nil && errors.Is(err, ErrWouldBlock) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -105,35 +123,8 @@ func (s trySender) canWait() bool { return true }
 func (s trySender) canTry() bool  { return true }
 
 func (s trySender) send(b *batch, wait bool, st *Stats) error {
-	for b.n > 0 {
-		seg := b.segs[b.head]
-		var (
-			n   int
-			err error
-		)
-		if wait {
-			n, err = s.w.Write(seg)
-		} else {
-			n, err = s.w.TryWrite(seg)
-		}
-		st.Syscalls++
-		if n < 0 || n > len(seg) {
-			n = 0
-			if err == nil {
-				err = io.ErrShortWrite
-			}
-		}
-		st.Written += uint64(n)
-		b.advance(n)
-		if !wait && errors.Is(err, ErrWouldBlock) {
-			return nil // b holds the rest
-		}
-		if err != nil {
-			return err
-		}
-		if n < len(seg) {
-			return io.ErrShortWrite
-		}
+	if wait {
+		return writeSegments(b, st, s.w, nil)
 	}
-	return nil
+	return writeSegments(b, st, nil, s.w)
 }
