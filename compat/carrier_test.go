@@ -2176,6 +2176,28 @@ func dialThroughRelay(t *testing.T, e *carrierEnv, carrier Carrier) (*Client, fu
 	return c, silence
 }
 
+// allReturn runs send n times, each on a goroutine of its own, and fails
+// t with what unless all return within guard (a liveness bound, not a
+// timing assertion); it returns their errors.
+func allReturn(t *testing.T, n int, guard time.Duration, what string, send func(i int) error) []error {
+	t.Helper()
+	returned := make(chan error, n)
+	for i := range n {
+		go func() { returned <- send(i) }()
+	}
+	errs := make([]error, 0, n)
+	timeout := time.After(guard)
+	for range n {
+		select {
+		case err := <-returned:
+			errs = append(errs, err)
+		case <-timeout:
+			t.Fatalf("%s still waiting after %v", what, guard)
+		}
+	}
+	return errs
+}
+
 // emitsToSilentMember fills the window a silent member of room will never
 // open again with reliable emits, as any traffic to it would, then sends
 // 2,000 unreliable emits from loud and 200 from the server, which must
@@ -2187,26 +2209,19 @@ func emitsToSilentMember(t *testing.T, e *carrierEnv, loud *Client, room string)
 			t.Fatal(err)
 		}
 	}
-	emitted := make(chan error, 1)
-	go func() {
+	errs := allReturn(t, 1, 5*time.Second, "unreliable emits to a room with a silent member", func(int) error {
 		for i := range 2000 {
 			if err := loud.EmitUnreliable(room, "tick", i, true); err != nil && !errors.Is(err, ErrOverloaded) {
-				emitted <- err
-				return
+				return err
 			}
 			if i%10 == 0 {
 				e.srv.EmitUnreliable(room, "tick", i)
 			}
 		}
-		emitted <- nil
-	}()
-	select {
-	case err := <-emitted:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("unreliable emits to a room with a silent member blocked")
+		return nil
+	})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
 	}
 }
 
@@ -2287,18 +2302,12 @@ func TestSCTPCallsToSilentServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			silence()
-			failed := make(chan error, 4)
-			for range 4 {
-				go func() { failed <- c.Call(context.Background(), "echo/raw", make([]byte, 64<<10), nil) }()
-			}
-			for range 4 {
-				select {
-				case err := <-failed:
-					if !errors.Is(err, ErrDisconnected) {
-						t.Errorf("a call to the silent server: %v, want ErrDisconnected", err)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("calls to a silent server still waiting after 20 s (IdleTimeout is a minute)")
+			// IdleTimeout is a minute: the guard is shorter.
+			for _, err := range allReturn(t, 4, 20*time.Second, "calls to a silent server", func(int) error {
+				return c.Call(context.Background(), "echo/raw", make([]byte, 64<<10), nil)
+			}) {
+				if !errors.Is(err, ErrDisconnected) {
+					t.Errorf("a call to the silent server: %v, want ErrDisconnected", err)
 				}
 			}
 		})
@@ -2323,35 +2332,24 @@ func TestCallsToSilentQUICServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			silence()
-			returned := make(chan error, 8)
-			for range 4 {
-				go func() {
-					cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-					defer cancel()
-					err := c.Call(cctx, "echo/raw", make([]byte, 256<<10), nil)
-					if !errors.Is(err, context.DeadlineExceeded) {
-						err = fmt.Errorf("a call to the silent server: %v, want its deadline", err)
-					} else {
-						err = nil
+			// Even senders call with a 300 ms deadline, odd ones emit (a
+			// burst may be dropped in part).
+			for _, err := range allReturn(t, 8, 5*time.Second, "calls and emits to a silent server", func(i int) error {
+				if i%2 == 1 {
+					if err := c.Emit("quiet", "big", make([]byte, 256<<10), true); !errors.Is(err, ErrOverloaded) {
+						return err
 					}
-					returned <- err
-				}()
-				go func() {
-					err := c.Emit("quiet", "big", make([]byte, 256<<10), true)
-					if errors.Is(err, ErrOverloaded) {
-						err = nil
-					}
-					returned <- err
-				}()
-			}
-			for range 8 {
-				select {
-				case err := <-returned:
-					if err != nil {
-						t.Error(err)
-					}
-				case <-time.After(5 * time.Second):
-					t.Fatal("calls and emits to a silent server still waiting after 5 s (their deadline is 300 ms)")
+					return nil
+				}
+				cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+				if err := c.Call(cctx, "echo/raw", make([]byte, 256<<10), nil); !errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("a call to the silent server: %v, want its deadline", err)
+				}
+				return nil
+			}) {
+				if err != nil {
+					t.Error(err)
 				}
 			}
 		})
@@ -2386,18 +2384,11 @@ func TestSilentQUICMember(t *testing.T) {
 			// An event to the silent peer, sent off its read loop, was
 			// written on the sender's goroutine, which waited for the
 			// stream until the connection ended.
-			sent := make(chan error, 8)
-			for range 8 {
-				go func() { sent <- quietPeer.Event("big", make([]byte, 256<<10)) }()
-			}
-			for range 8 {
-				select {
-				case err := <-sent:
-					if err != nil && !errors.Is(err, ErrOverloaded) {
-						t.Fatalf("an event to the silent peer: %v", err)
-					}
-				case <-time.After(5 * time.Second):
-					t.Fatal("events to a silent peer still waiting after 5 s")
+			for _, err := range allReturn(t, 8, 5*time.Second, "events to a silent peer", func(int) error {
+				return quietPeer.Event("big", make([]byte, 256<<10))
+			}) {
+				if err != nil && !errors.Is(err, ErrOverloaded) {
+					t.Fatalf("an event to the silent peer: %v", err)
 				}
 			}
 			emitsToSilentMember(t, e, loud, room)
