@@ -28,7 +28,8 @@ type datagramQueue struct {
 }
 
 // maxQueuedDatagrams bounds the unreliable packets a connection holds
-// while its carrier cannot take them.
+// while its carrier cannot take them: in a datagramQueue, or buffered in
+// a WebRTC data channel.
 const maxQueuedDatagrams = 256 << 10
 
 func newDatagramQueue(write func([]byte) bool, done <-chan struct{}) *datagramQueue {

@@ -265,10 +265,6 @@ func (t *rtcTransport) closeTransport(wsframe.CloseCode, string) {
 
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
 
-// maxUnreliableQueued is how many bytes of unreliable emits a data
-// channel holds for a peer before it drops the next ones.
-const maxUnreliableQueued = 256 << 10
-
 func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	t.mu.Lock()
 	raw, dc := t.unreliable, t.unreliableDC
@@ -279,8 +275,8 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	// A data channel's write never waits: pion queues what the peer has
 	// not taken, without bound. For a peer that stopped answering, every
 	// emit would stay in memory until the connection ends; one that may
-	// be lost is dropped past maxUnreliableQueued instead.
-	if dc.BufferedAmount() > maxUnreliableQueued {
+	// be lost is dropped past maxQueuedDatagrams instead.
+	if dc.BufferedAmount() > maxQueuedDatagrams {
 		return corkwriter.Dropped, true
 	}
 	if _, err := raw.Write(pkt); err != nil {
