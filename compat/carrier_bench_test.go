@@ -284,7 +284,7 @@ func dialSCTPEcho(b *testing.B) rawEcho {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newStreamEcho(newSCTPStream(st), closerFunc(func() error { a.Close(); return nc.Close() }))
+	return newStreamEcho(&sctpStream{Stream: st}, closerFunc(func() error { a.Close(); return nc.Close() }))
 }
 
 // --- WebRTC: two pion peer connections on loopback, one message per

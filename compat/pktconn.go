@@ -436,10 +436,10 @@ func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
 	}
 	// Off the read loop (a client's call, an Async answer) the packet is
 	// written on the sender's goroutine, as a WebSocket's is: tried, on a
-	// stream that can be (QUIC, WebTransport), so that the sender never
-	// waits for a peer that stopped reading; else (SCTP, whose writes
-	// have a deadline) in a turn of the sender's own, as the outbox would
-	// otherwise hand every such write to a goroutine.
+	// stream that can be (every carrier's: deadlineTried), so that the
+	// sender never waits for a peer that stopped reading; on one that
+	// cannot (a test's pipe), in a turn of the sender's own, as the
+	// outbox would otherwise hand every such write to a goroutine.
 	inline := !c.tried && !c.inTurn.Load()
 	if inline {
 		c.out.Cork()

@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -157,54 +155,6 @@ func (w *quicControl) Write(p []byte) (int, error) {
 		}
 	}
 	return w.deadlineTried.Write(p)
-}
-
-// deadlineTried is a stream whose writes can be tried only by giving them
-// a deadline (a WebTransport stream, a large write on a QUIC stream): a
-// TryWrite waits at most tryWait for the stream to take p, and reports
-// what it did not take as corkwriter.ErrWouldBlock. The deadline is left
-// on the stream and moved only when less than half of tryWait is left, as
-// setting one costs two locks; a Write that meets it clears it and goes
-// on. The outbox calls it from one goroutine at a time.
-type deadlineTried struct {
-	deadlineStream
-	until time.Time // the deadline on the stream; zero for none
-}
-
-// deadlineStream is a QUIC or WebTransport stream, as deadlineTried uses it.
-type deadlineStream interface {
-	io.ReadWriter
-	SetWriteDeadline(time.Time) error
-}
-
-// tryWait bounds a tried write's wait: long enough for quic-go's
-// connection goroutine to take a write of many packets on a busy machine,
-// short against a call's timeout.
-const tryWait = time.Millisecond
-
-func (s *deadlineTried) TryWrite(p []byte) (int, error) {
-	if now := time.Now(); s.until.Sub(now) < tryWait/2 {
-		s.until = now.Add(tryWait)
-		s.deadlineStream.SetWriteDeadline(s.until)
-	}
-	n, err := s.deadlineStream.Write(p)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		err = corkwriter.ErrWouldBlock
-	}
-	return n, err
-}
-
-func (s *deadlineTried) Write(p []byte) (int, error) {
-	written := 0
-	for {
-		n, err := s.deadlineStream.Write(p[written:])
-		written += n
-		if s.until.IsZero() || !errors.Is(err, os.ErrDeadlineExceeded) {
-			return written, err
-		}
-		s.until = time.Time{}
-		s.deadlineStream.SetWriteDeadline(s.until)
-	}
 }
 
 // carrierRequest is the request that Options.CheckOrigin and

@@ -147,7 +147,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 		return
 	}
 	handshaken()
-	link := newStreamConn(t, newSCTPStream(control), s.opts.Limits)
+	link := newStreamConn(t, newSCTPControl(control), s.opts.Limits)
 	t.attach(link)
 	if refusal != nil {
 		s.metrics.handshakeFailures.Add(1)
@@ -346,18 +346,17 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 }
 
 // sctpStream is the control stream as a byte stream: writes are cut into
-// messages of at most sctpChunk bytes.
-//
-// A write waits while the association has a write pending; for a peer
-// that stopped answering, until the association ends, which pion never
-// decides on its own: a caller's Call waited past its deadline, until the
-// keepalive gave up (IdleTimeout). A write is given between
-// writeTimeout-1s and writeTimeout (the deadline is moved once a second,
-// not per write); a write that times out ends the connection, as a
-// WebSocket turn's writes that a peer does not take for closeTimeout do.
+// messages of at most sctpChunk bytes. The outbox writes it through
+// deadlineTried (newSCTPControl): with BlockWrite, a write waits while the
+// association has a write pending, for a peer that stopped answering
+// until the association ends, which pion never decides on its own. So a
+// packet sent off the read loop is tried (a call to a silent server
+// returns at its deadline), and the flusher's writes wait without a bound
+// of their own: a live peer that stops reading for a while (a listener
+// that blocks) is queued for up to MaxOutboxBytes, as on the other
+// carriers, and a dead one is given up by the keepalive (IdleTimeout).
 type sctpStream struct {
 	*sctp.Stream
-	deadline time.Time // of writes, moved by Write
 	// A message read whole because the caller's buffer was smaller than
 	// sctpChunk (segmentqueue.Fill reads into a partial packet's rest),
 	// and how much of it was returned.
@@ -397,16 +396,15 @@ func (s *sctpStream) Read(p []byte) (int, error) {
 	return s.moff, err
 }
 
-// writeTimeout bounds a write on an SCTP control stream.
-const writeTimeout = closeTimeout
+// newSCTPControl is the control stream st as the connection reads and
+// writes it.
+func newSCTPControl(st *sctp.Stream) *deadlineTried {
+	return &deadlineTried{deadlineStream: &sctpStream{Stream: st}}
+}
 
-func newSCTPStream(st *sctp.Stream) *sctpStream { return &sctpStream{Stream: st} }
-
+// Write writes p in messages of at most sctpChunk bytes. At a deadline,
+// the messages before the one that could not be queued are written.
 func (s *sctpStream) Write(p []byte) (int, error) {
-	if now := time.Now(); now.After(s.deadline.Add(-writeTimeout + time.Second)) {
-		s.deadline = now.Add(writeTimeout)
-		s.Stream.SetWriteDeadline(s.deadline)
-	}
 	n := 0
 	for len(p) > 0 {
 		k := min(len(p), sctpChunk)
@@ -468,7 +466,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		return nil, err
 	}
 	t := newSCTPTransport(a, nc)
-	link := newStreamConn(t, newSCTPStream(control), c.opts.Limits)
+	link := newStreamConn(t, newSCTPControl(control), c.opts.Limits)
 	t.attach(link)
 	return link, nil
 }

@@ -44,7 +44,7 @@ func sctpEnded(t *testing.T, write func(tr *sctpTransport, link *pktConn, msg []
 // robustness audit). Now: 1009.
 func TestSCTPOversizedControlMessage(t *testing.T) {
 	err := sctpEnded(t, func(_ *sctpTransport, link *pktConn, msg []byte) error {
-		_, err := link.r.(*sctpStream).Stream.Write(msg)
+		_, err := link.r.(*deadlineTried).deadlineStream.(*sctpStream).Stream.Write(msg)
 		return err
 	}, 20000)
 	if code := CloseStatus(err); code != wsframe.CloseMessageTooBig {
