@@ -124,6 +124,7 @@ const (
 	Closed
 )
 
+// String returns the state's name in lower case, as logs print it.
 func (s State) String() string {
 	switch s {
 	case Connected:

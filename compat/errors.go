@@ -25,6 +25,8 @@ type Error struct {
 	Data    []byte // encoded with the connection's codec; may be empty
 }
 
+// Error returns the message with its code, which callers should test
+// (errors.Is) rather than the text.
 func (e *Error) Error() string {
 	return fmt.Sprintf("hotpath: %s (code %d)", e.Message, e.Code)
 }
@@ -146,6 +148,8 @@ type CloseError struct {
 	Remote bool
 }
 
+// Error says who closed the connection, with the close code and the
+// reason when there is one.
 func (e *CloseError) Error() string {
 	if e.Code == wsframe.CloseAbnormal {
 		// No close frame or notice from either end (a reset, a timeout,

@@ -80,6 +80,8 @@ const (
 	CarrierWebRTC                          // webrtc+http(s)://, a WebRTC data channel
 )
 
+// String returns the carrier's name in lower case: "websocket", "quic",
+// "webtransport", "sctp" or "webrtc".
 func (c Carrier) String() string {
 	switch c {
 	case CarrierWebSocket:

@@ -25,6 +25,7 @@ const (
 	Closed
 )
 
+// String returns the status's name in lower case.
 func (s Status) String() string {
 	switch s {
 	case Sent:

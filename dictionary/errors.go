@@ -29,6 +29,8 @@ type DecodeError struct {
 	Cause  error  // the decompressor's own error, or nil
 }
 
+// Error names the codec, the reason and, when there is one, the
+// underlying codec's error.
 func (e *DecodeError) Error() string {
 	msg := "dictionary: " + e.Codec + ": " + e.Reason.Error()
 	if e.Cause != nil {

@@ -102,6 +102,7 @@ type UnhandledKindError struct {
 	Kind Kind
 }
 
+// Error names the kind by number and name.
 func (e *UnhandledKindError) Error() string {
 	return "dispatch: no handler for packet kind " + strconv.Itoa(int(e.Kind)) + " (" + e.Kind.String() + ")"
 }

@@ -73,6 +73,7 @@ type UnknownKindError struct {
 	Kind Kind
 }
 
+// Error gives the unknown kind's number.
 func (e *UnknownKindError) Error() string {
 	return "dispatch: unknown packet kind " + strconv.Itoa(int(e.Kind))
 }

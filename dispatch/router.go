@@ -35,6 +35,7 @@ type DuplicateMethodError struct {
 	First, Second int
 }
 
+// Error names the method and the two routes registered for it.
 func (e *DuplicateMethodError) Error() string {
 	return fmt.Sprintf("dispatch: method %q registered twice, as routes %d and %d", e.Method, e.First, e.Second)
 }
@@ -64,6 +65,7 @@ type UnknownMethodError struct {
 	Method string
 }
 
+// Error quotes the unknown name (as much of it as was kept).
 func (e *UnknownMethodError) Error() string {
 	return "dispatch: unknown method " + strconv.Quote(e.Method)
 }

@@ -56,6 +56,7 @@ type LimitError struct {
 	Adding   int   // what the call would have added (bytes or segments)
 }
 
+// Error names the limit and gives the figures that broke it.
 func (e *LimitError) Error() string {
 	unit := "bytes"
 	if e.Limit == LimitSegments {
@@ -76,6 +77,7 @@ type ScratchError struct {
 	Cap  int // cap(scratch)
 }
 
+// Error gives the size needed and the capacity given.
 func (e *ScratchError) Error() string {
 	return fmt.Sprintf("segmentqueue: peek of %d bytes needs a scratch buffer of that capacity, got %d", e.Need, e.Cap)
 }

@@ -101,6 +101,7 @@ type MalformedError struct {
 	Reason string
 }
 
+// Error names the packet kind and what is wrong with its body.
 func (e *MalformedError) Error() string {
 	return fmt.Sprintf("wire: malformed %v packet: %s", e.Kind, e.Reason)
 }
