@@ -28,6 +28,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
@@ -1685,6 +1686,51 @@ func TestAuthenticate(t *testing.T) {
 			}
 			waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures > before })
 		})
+	}
+}
+
+// Over DTLS, the upgrade checks see the certificates the SCTP client
+// sent, in the request's TLS as on QUIC, and a Proto of "sctp+dtls": they
+// saw neither (TLS was nil, as for SCTP without encryption), so no
+// client could be authenticated by its certificate.
+func TestSCTPDTLSClientCertificate(t *testing.T) {
+	clientCert, err := NewDevCertificate(time.Hour, "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testRouter()
+	Handle(r, "whoami", func(ctx context.Context, _ struct{}) (string, error) {
+		return fmt.Sprint(PeerFrom(ctx).Identity()), nil
+	})
+	srv, err := NewServer(Options{Router: r, Logger: slog.New(slog.DiscardHandler), Authenticate: func(r *http.Request) (any, error) {
+		if r.Proto != "sctp+dtls" || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			return nil, &HTTPError{Status: http.StatusForbidden, Message: fmt.Sprintf("proto %q, TLS %v: no client certificate", r.Proto, r.TLS != nil)}
+		}
+		return r.TLS.PeerCertificates[0].Subject.CommonName, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := testCert().ServerDTLSConfig()
+	config.ClientAuth = dtls.RequireAnyClientCert
+	ln, err := ListenSCTPDTLS("127.0.0.1:0", config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeSCTP(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	dtlsConfig := testCert().ClientDTLSConfig()
+	dtlsConfig.Certificates = []tls.Certificate{clientCert.Certificate}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "sctp+dtls://"+ln.Addr().String(), ClientOptions{DTLSConfig: dtlsConfig, Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var who string
+	if err := c.Call(ctx, "whoami", struct{}{}, &who); err != nil || who != "carol" {
+		t.Fatalf("whoami = %q, %v; want carol", who, err)
 	}
 }
 

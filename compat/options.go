@@ -43,7 +43,10 @@ type Options struct {
 	// connection carries (Peer.Identity), or an error: an *HTTPError
 	// chooses the status (401, 403, ...) and the message the client
 	// reads; any other error refuses with 403 "forbidden", its text logged
-	// at Debug level and not sent.
+	// at Debug level and not sent. Native QUIC and SCTP connections have
+	// no HTTP request: r then has Proto "quic", "sctp" or "sctp+dtls",
+	// RemoteAddr, and in TLS the certificates the client sent (none over
+	// SCTP without DTLS).
 	Authenticate func(r *http.Request) (identity any, err error)
 
 	// Compress decides per upgrade request whether permessage-deflate may

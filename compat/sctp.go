@@ -2,6 +2,8 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -126,12 +128,27 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 		nc.Close()
 		s.conns.done()
 	}
+	// The handshakes (DTLS's, then SCTP's; sctp.Server blocks until the
+	// association is up) are bounded together.
+	timer := time.AfterFunc(handshakeTimeout, func() { nc.Close() })
+	req := carrierRequest(nc.RemoteAddr(), "sctp", nil)
+	if dc, ok := nc.(*dtls.Conn); ok {
+		// pion's DTLS handshakes on first use: first here, so that the
+		// upgrade checks see the client's certificates.
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		err := dc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			timer.Stop()
+			fail()
+			return
+		}
+		req = carrierRequest(nc.RemoteAddr(), "sctp+dtls", dtlsConnectionState(dc))
+	}
 	// A refused client (Options.Authenticate, Shutdown) is told why in a
 	// close notice once its association is up: dropped before, it would
 	// wait for its handshake until its connect timeout.
-	up, refusal := s.prepareUpgrade(carrierRequest(nc.RemoteAddr(), "sctp", nil))
-	// sctp.Server blocks until the association is up: bound it.
-	timer := time.AfterFunc(handshakeTimeout, func() { nc.Close() })
+	up, refusal := s.prepareUpgrade(req)
 	a, err := sctp.Server(sctpConfig(nc, s.opts.Limits))
 	if err != nil {
 		timer.Stop()
@@ -156,6 +173,24 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 		return
 	}
 	s.serveLink(link, up)
+}
+
+// dtlsConnectionState is a DTLS connection's state as the upgrade checks
+// see a TLS one's: the certificates the client sent, parsed (verified by
+// pion as dtls.Config.ClientAuth asks). A chain with one that does not
+// parse is given as none.
+func dtlsConnectionState(dc *dtls.Conn) *tls.ConnectionState {
+	st, ok := dc.ConnectionState()
+	cs := &tls.ConnectionState{HandshakeComplete: ok}
+	for _, der := range st.PeerCertificates {
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			cs.PeerCertificates = nil
+			break
+		}
+		cs.PeerCertificates = append(cs.PeerCertificates, cert)
+	}
+	return cs
 }
 
 func sctpConfig(nc net.Conn, limits Limits) sctp.Config {
