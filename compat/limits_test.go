@@ -122,6 +122,10 @@ func TestNewServerRefusesBadOptions(t *testing.T) {
 		"keepalive over idle":     {KeepaliveInterval: time.Minute, IdleTimeout: time.Second},
 		"compression level -1":    {Compression: Compression{Level: -1}},
 		"compression level 10":    {Compression: Compression{Level: 10}},
+		// The client reads a negative value as "off"; the server took
+		// its default, silently.
+		"negative idle timeout": {IdleTimeout: -1},
+		"negative keepalive":    {KeepaliveInterval: -1},
 	} {
 		opts.Router = testRouter()
 		if _, err := NewServer(opts); err == nil {
@@ -130,6 +134,38 @@ func TestNewServerRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := NewServer(Options{Router: testRouter(), Compression: Compression{Level: 9}, IdleTimeout: time.Second}); err != nil {
 		t.Errorf("level 9, idle 1 s: %v", err)
+	}
+}
+
+// A server with no methods (rooms only, or Echo) has no names to build a
+// dictionary from: NewServer failed with the dictionary's "no bytes to
+// build a dictionary from" (a first-user audit). It now serves without
+// one.
+func TestNewServerWithoutMethods(t *testing.T) {
+	if _, err := NewServer(Options{Router: NewRouter(), Echo: true}); err != nil {
+		t.Fatalf("Echo with an empty router: %v", err)
+	}
+	_, addr := newTestServer(t, Options{Router: NewRouter()})
+	ctx := context.Background()
+	a := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	b := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	got := make(chan string, 1)
+	b.OnRoom("lobby", "say", func(m Message) { got <- string(m.Data) })
+	for _, c := range []*Client{a, b} {
+		if _, err := c.Join(ctx, "lobby"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Emit("lobby", "say", "hi", true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m != `"hi"` {
+			t.Fatalf("got %s, want \"hi\"", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no emit through a server without methods")
 	}
 }
 

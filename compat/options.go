@@ -65,8 +65,10 @@ type Options struct {
 	// the server pings it; 25 s by default, or half of IdleTimeout when
 	// that is shorter. IdleTimeout is how long it may stay silent, pings
 	// unanswered, before the server drops it; 60 s by default. NewServer
-	// refuses an interval not shorter than IdleTimeout. Both are checked
-	// by one scheduler for the whole server.
+	// refuses an interval not shorter than IdleTimeout, and negative
+	// values (a server always gives silent peers up; the client's
+	// negative "off" has no server counterpart). Both are checked by one
+	// scheduler for the whole server.
 	KeepaliveInterval time.Duration
 	IdleTimeout       time.Duration
 

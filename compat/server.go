@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/scheduler"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -66,6 +67,11 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Router == nil {
 		return nil, errors.New("compat: Options.Router is nil")
 	}
+	if opts.IdleTimeout < 0 || opts.KeepaliveInterval < 0 {
+		// The client reads a negative value as "off"; a server always
+		// gives silent peers up, or dead ones would pile up.
+		return nil, fmt.Errorf("compat: negative IdleTimeout (%v) or KeepaliveInterval (%v): a server always pings and gives up silent peers; 0 takes the defaults", opts.IdleTimeout, opts.KeepaliveInterval)
+	}
 	opts = opts.withDefaults()
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -93,12 +99,16 @@ func NewServer(opts Options) (*Server, error) {
 		Emit:         (*Peer).onEmit,
 		Capabilities: (*Peer).onCapabilities,
 	})
-	if !opts.NoDictionary {
-		d, err := newServerDictionary(s.router, opts.Limits.MaxMessageSize)
-		if err != nil {
+	if !opts.NoDictionary && !opts.Echo {
+		switch d, err := newServerDictionary(s.router, opts.Limits.MaxMessageSize); {
+		case errors.Is(err, dictionary.ErrEmpty):
+			// A router without methods or events (rooms only) has no
+			// names to compress: no dictionary is offered.
+		case err != nil:
 			return nil, err
+		default:
+			s.dict = d
 		}
-		s.dict = d
 	}
 	s.keepalive = scheduler.New(s.checkKeepalive, scheduler.WithGranularity(keepaliveGranularity(opts.KeepaliveInterval)))
 	s.timeouts = scheduler.New(fireTimeouts, scheduler.WithGranularity(time.Millisecond))
