@@ -3,7 +3,12 @@
 // demo page at /, the WebSocket endpoint at /ws.
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
-//	    [-quic 127.0.0.1:4433] [-sctp 127.0.0.1:5000] [-webrtc]
+//	    [-no-compression] [-context-takeover] [-max-message 1048576]
+//	    [-ticker 500ms] [-presence-interval 100ms]
+//	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
+//	    [-webrtc | -webrtc-loopback]
+//
+// (-h describes each flag.)
 //
 // With -echo it is an echo server for conformance tools: every WebSocket
 // message is sent back as it was received.
@@ -48,7 +53,7 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
-	if err := checkFlags(flag.Args(), *maxMessage, *tickerEvery, *certFile, *keyFile, *quicAddr); err != nil {
+	if err := checkFlags(flag.Args(), *maxMessage, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "hotpath:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -166,9 +171,9 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
-// less) or be ignored (a stray argument, -key without -cert, -cert without
-// -quic).
-func checkFlags(args []string, maxMessage int64, ticker time.Duration, certFile, keyFile, quicAddr string) error {
+// less, a presence interval of 0) or be ignored (a stray argument, -key
+// without -cert, -cert without -quic).
+func checkFlags(args []string, maxMessage int64, ticker, presence time.Duration, certFile, keyFile, quicAddr string) error {
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected argument %q", args[0])
@@ -178,6 +183,8 @@ func checkFlags(args []string, maxMessage int64, ticker time.Duration, certFile,
 		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
 	case ticker <= 0:
 		return fmt.Errorf("-ticker %v: must be positive", ticker)
+	case presence == 0:
+		return errors.New("-presence-interval 0: give an interval, or a negative value for one event per change")
 	case (certFile == "") != (keyFile == ""):
 		return errors.New("-cert and -key go together")
 	case certFile != "" && quicAddr == "":

@@ -21,23 +21,26 @@ func TestCheckFlags(t *testing.T) {
 		args            []string
 		maxMessage      int64
 		ticker          time.Duration
+		presence        time.Duration
 		cert, key, quic string
 		ok              bool
 	}{
-		{name: "defaults", maxMessage: 1 << 20, ticker: every, ok: true},
-		{name: "cert with quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", quic: "127.0.0.1:4433", ok: true},
-		{name: "stray argument", args: []string{"8080"}, maxMessage: 1 << 20, ticker: every},
-		{name: "zero ticker", maxMessage: 1 << 20},
-		{name: "negative ticker", maxMessage: 1 << 20, ticker: -time.Second},
-		{name: "zero max message", ticker: every},
-		{name: "negative max message", maxMessage: -5, ticker: every},
-		{name: "max message under the capabilities", maxMessage: 10, ticker: every},
-		{name: "max message over 1 GiB", maxMessage: 99999999999999, ticker: every},
-		{name: "smallest max message", maxMessage: 1 << 10, ticker: every, ok: true},
-		{name: "key without cert", maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433"},
-		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem"},
+		{name: "defaults", maxMessage: 1 << 20, ticker: every, presence: every, ok: true},
+		{name: "cert with quic", maxMessage: 1 << 20, ticker: every, presence: every, cert: "c.pem", key: "k.pem", quic: "127.0.0.1:4433", ok: true},
+		{name: "stray argument", args: []string{"8080"}, maxMessage: 1 << 20, ticker: every, presence: every},
+		{name: "zero ticker", maxMessage: 1 << 20, presence: every},
+		{name: "negative ticker", maxMessage: 1 << 20, ticker: -time.Second, presence: every},
+		{name: "zero max message", ticker: every, presence: every},
+		{name: "negative max message", maxMessage: -5, ticker: every, presence: every},
+		{name: "max message under the capabilities", maxMessage: 10, ticker: every, presence: every},
+		{name: "max message over 1 GiB", maxMessage: 99999999999999, ticker: every, presence: every},
+		{name: "smallest max message", maxMessage: 1 << 10, ticker: every, presence: every, ok: true},
+		{name: "presence per change", maxMessage: 1 << 20, ticker: every, presence: -1, ok: true},
+		{name: "zero presence interval", maxMessage: 1 << 20, ticker: every},
+		{name: "key without cert", maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every},
+		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every},
 	} {
-		err := checkFlags(tc.args, tc.maxMessage, tc.ticker, tc.cert, tc.key, tc.quic)
+		err := checkFlags(tc.args, tc.maxMessage, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
