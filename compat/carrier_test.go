@@ -2471,3 +2471,105 @@ func TestSilentQUICMember(t *testing.T) {
 		})
 	}
 }
+
+// A WebRTC member that stops reading holds at most maxQueuedDatagrams of
+// unreliable emits on the server. A data channel's write never waits:
+// pion queues what the peer has not taken, without bound, so once the
+// member's SCTP receive window (1 MiB) was full, every unreliable emit to
+// it stayed in the server's memory until the connection ended. Here the
+// member's room listener blocks, so its client reads nothing more: the
+// server's emits fill the window, then a burst of 4 MiB more goes to the
+// member, and the unreliable channel's buffered amount stays at the
+// bound, the emits past it dropped. Once the listener returns, the member
+// takes what was queued and answers calls again.
+func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	c := e.dial(t, CarrierWebRTC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	tr := (<-peers).link.(*pktConn).t.(*rtcTransport)
+	var dc *webrtc.DataChannel
+	waitFor(t, func() bool { // the unreliable channel opens after the control one
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		dc = tr.unreliableDC
+		return dc != nil
+	})
+	entered, block := make(chan struct{}), make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(block) })
+	defer unblock()
+	var blocked atomic.Bool
+	c.OnRoom("r", "tick", func(Message) {
+		if blocked.CompareAndSwap(false, true) {
+			close(entered)
+			<-block // the client's datagram reader with it
+		}
+	})
+	ctx := context.Background()
+	if _, err := c.Join(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	emit := func() EmitResult {
+		t.Helper()
+		res, err := e.srv.EmitUnreliable("r", "tick", strings.Repeat("a", 8<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// The first tick that arrives blocks the listener (a datagram may be
+	// lost: one is sent every 100 ms until then).
+	for i := 0; ; i++ {
+		emit()
+		select {
+		case <-entered:
+		case <-time.After(100 * time.Millisecond):
+			if i == 50 {
+				t.Fatal("no unreliable emit reached the listener in 5 s")
+			}
+			continue
+		}
+		break
+	}
+	// One tick at a time, each taken by the association before the next,
+	// until one is not within 250 ms: the window is full.
+	size := uint64(len(wire.AppendEmit(nil, "r", "tick", 0, []byte(`"`+strings.Repeat("a", 8<<10)+`"`))))
+	taken := 0
+	for ; ; taken++ {
+		if taken == 1024 {
+			t.Fatal("the blocked member took 8 MiB of ticks: its client still reads")
+		}
+		emit()
+		drained := time.Now().Add(250 * time.Millisecond)
+		for dc.BufferedAmount() >= size && time.Now().Before(drained) {
+			time.Sleep(time.Millisecond)
+		}
+		if dc.BufferedAmount() >= size {
+			break
+		}
+	}
+	var most uint64
+	dropped := 0
+	for range 512 { // 4 MiB
+		dropped += emit().Dropped
+		most = max(most, dc.BufferedAmount())
+	}
+	if most > maxQueuedDatagrams+size || dropped < 256 {
+		t.Fatalf("the unreliable channel of a member that reads nothing (its window full after %d ticks) buffered up to %d bytes, %d of 512 more ticks dropped; want at most %d bytes (maxQueuedDatagrams and a tick), most ticks dropped",
+			taken, most, dropped, maxQueuedDatagrams+size)
+	}
+	// The window opens again when the server probes it (pion sends no
+	// window update), within a retransmission timeout: 1 s, then 2 s.
+	unblock()
+	start := time.Now()
+	for dc.BufferedAmount() > 0 {
+		if time.Since(start) > 8*time.Second {
+			t.Fatalf("%d bytes still buffered 8 s after the listener returned", dc.BufferedAmount())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Call(cctx, "echo/raw", []byte("x"), nil); err != nil {
+		t.Fatalf("a call after the listener returned: %v", err)
+	}
+}
