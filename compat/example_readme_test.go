@@ -39,7 +39,7 @@ func Example_webSocket() {
 		// PeerFrom gives the calling connection: send it an event.
 		compat.PeerFrom(ctx).Event("notice", "welcome, "+name)
 		return "hello " + name, nil
-	}, compat.Async())
+	})
 	// Asking the client from a handler: Async, since the answer is read by
 	// the connection's read loop.
 	compat.Handle(r, "user/delete", func(ctx context.Context, name string) (bool, error) {
@@ -67,7 +67,7 @@ func Example_webSocket() {
 	mux := http.NewServeMux()
 	mux.Handle("/ws", srv)
 	mux.Handle("GET /metrics", srv.MetricsHandler())
-	hs := httptest.NewServer(mux) // or http.ListenAndServe(addr, mux)
+	hs := httptest.NewServer(mux) // or an http.Server with timeouts (README)
 	defer hs.Close()
 	defer srv.Shutdown(context.Background()) // closes connections with 1001
 

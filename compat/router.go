@@ -70,8 +70,10 @@ func Async() MethodOption { return func(m *method) { m.async = true } }
 //
 // ctx is canceled when the caller's timeout passes or the connection
 // closes; PeerFrom(ctx) returns the calling connection. A returned *Error
-// reaches the caller as is; any other error is logged and answered as
-// ErrInternal, and so is a panic, after which the connection lives on.
+// reaches the caller as is, except that a Code of 0 or in 10-999 is sent
+// as ErrInternal's code (with the message and data; see Error); any other
+// error is logged and answered as ErrInternal, and so is a panic, after
+// which the connection lives on.
 func Handle[Req, Resp any](r *Router, name string, fn func(ctx context.Context, req Req) (Resp, error), opts ...MethodOption) {
 	m := &method{
 		name: name,
