@@ -2376,6 +2376,72 @@ func TestCallsToSilentServer(t *testing.T) {
 	}
 }
 
+// Calls queued while the client's read loop is in a turn all get their
+// answers. The turn's end wrote them and waited for the server to read
+// them, but the server, answering the first ones, had stopped reading
+// until the client read those answers: each end waited for the other, for
+// ever (a robustness audit: concurrent 100 KiB calls hung SCTP
+// connections until the client's IdleTimeout; before SCTP's writes were
+// tried, its 3 s write deadline dropped them instead). A client's turn no
+// longer waits (uncork). Here a listener holds the client's turn while 64
+// callers queue 16 MiB of calls, more than the windows and socket buffers
+// of both directions hold.
+func TestCallsQueuedDuringAClientTurn(t *testing.T) {
+	peers := make(chan *Peer, 8)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			const callers, size = 64, 256 << 10
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxOutboxBytes: 2 * callers * size}})
+			p := <-peers
+			entered, release := make(chan struct{}), make(chan struct{})
+			c.On("hold", func(Message) {
+				close(entered)
+				<-release
+			})
+			if err := p.Event("hold", nil); err != nil {
+				t.Fatal(err)
+			}
+			<-entered
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued := func() int {
+				if wc, ok := cc.link.(*wsConn); ok {
+					return wc.out.Queued()
+				}
+				return cc.link.(*pktConn).out.Queued()
+			}
+			returned := make(chan error, callers)
+			for i := range callers {
+				go func() {
+					req := bytes.Repeat([]byte{byte(i)}, size)
+					var resp []byte
+					err := c.Call(context.Background(), "echo/raw", req, &resp)
+					if err == nil && !bytes.Equal(resp, req) {
+						err = errors.New("another answer")
+					}
+					returned <- err
+				}()
+			}
+			waitFor(t, func() bool { return queued() >= callers*size })
+			close(release)
+			guard := time.After(30 * time.Second)
+			for i := range callers {
+				select {
+				case err := <-returned:
+					if err != nil {
+						t.Fatalf("a call: %v", err)
+					}
+				case <-guard:
+					t.Fatalf("%d of %d calls still waiting after 30 s", callers-i, callers)
+				}
+			}
+		})
+	}
+}
+
 // A live client whose listener blocks for longer than any write bound
 // loses nothing: what the server sends meanwhile waits in its outbox
 // (MaxOutboxBytes, 4 MiB by default), as on WebSocket. On SCTP a control

@@ -1753,17 +1753,23 @@ func (c *Client) dialLink(ctx context.Context) (link, error) {
 	if err != nil {
 		return nil, err
 	}
+	var l link
 	switch u.Scheme {
 	case "ws", "wss":
 		return c.dialWebSocket(ctx)
 	case "quic":
-		return c.dialQUIC(ctx, u)
+		l, err = c.dialQUIC(ctx, u)
 	case "https":
-		return c.dialWebTransport(ctx, u)
+		l, err = c.dialWebTransport(ctx, u)
 	case "sctp", "sctp+dtls":
-		return c.dialSCTP(ctx, u)
+		l, err = c.dialSCTP(ctx, u)
 	case "webrtc+http", "webrtc+https":
-		return c.dialWebRTC(ctx, u)
+		l, err = c.dialWebRTC(ctx, u)
+	default:
+		return nil, fmt.Errorf("compat: unsupported URL scheme %q (ws, wss, quic, https for WebTransport, sctp, sctp+dtls, webrtc+http, webrtc+https)", u.Scheme)
 	}
-	return nil, fmt.Errorf("compat: unsupported URL scheme %q", u.Scheme)
+	if pc, ok := l.(*pktConn); ok && err == nil {
+		pc.client = true // before its read loop starts
+	}
+	return l, err
 }

@@ -91,9 +91,12 @@ type pktConn struct {
 	r     io.Reader
 	out   *corkwriter.Outbox
 	tried bool // the stream is a corkwriter.TryWriter
-	q     segmentqueue.Queue
-	need  int
-	hdr   int
+	// client: this end is the client, whose turns never wait for the
+	// server to read (uncork).
+	client bool
+	q      segmentqueue.Queue
+	need   int
+	hdr    int
 
 	// A message channel, or nil.
 	ch msgChannel
@@ -226,6 +229,21 @@ func (c *pktConn) readStream(h messageHandler) error {
 	}
 }
 
+// uncork ends a read loop's turn. A server's turn waits for the peer to
+// take its answers, so a peer that sends and never reads stops being
+// read. A client's never does: its turn also writes the calls its callers
+// queued meanwhile, and a server whose own turn waits for the client to
+// read them would wait for ever while the client waited for the server
+// (a robustness audit: concurrent 120 KiB calls hung SCTP connections
+// until the client's IdleTimeout). What the connection does not take at
+// once is written by the outbox's flusher.
+func uncork(out *corkwriter.Outbox, client bool) error {
+	if client {
+		return out.UncorkTry()
+	}
+	return out.Uncork()
+}
+
 // turn runs the handling of one read, corked: everything the handlers send
 // meanwhile leaves in one write when it ends. A close asked for by another
 // goroutine meanwhile is sent after the turn's answers.
@@ -237,7 +255,7 @@ func (c *pktConn) turn(handle func() error) error {
 	}
 	err := handle()
 	if c.out != nil {
-		if werr := c.out.Uncork(); err == nil && werr != nil {
+		if werr := uncork(c.out, c.client); err == nil && werr != nil {
 			err = werr
 		}
 	}

@@ -275,7 +275,7 @@ func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 	c.live.touch()
 	c.out.Cork()
 	kept, err = c.consume(b, h)
-	if werr := c.out.Uncork(); err == nil && werr != nil {
+	if werr := uncork(c.out, c.client); err == nil && werr != nil {
 		err = werr
 	}
 	return kept, err

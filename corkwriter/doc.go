@@ -55,6 +55,12 @@
 // connection, which costs about 2.5 KiB more per idle connection (7.5 times
 // as much) and is no slower, often faster, on a quiet machine.
 //
+// The owner's Uncork waits for the socket to take its turn, so a peer that
+// does not read stops being read. An owner that must go back to reading
+// whatever the peer does (a client: its server may be waiting for it to
+// read) ends its turn with UncorkTry instead; two ends that both wait in
+// Uncork, each for the other to read, wait for ever.
+//
 // # Memory
 //
 // Nothing is held while idle. A Writer or an Outbox takes a batch and 16 KiB

@@ -438,7 +438,18 @@ func (o *Outbox) Cork() {
 // arrive during the write are left to a flusher goroutine, so a steady
 // stream of broadcasts cannot hold the owner here. Uncork returns the
 // outbox's error if it is closed.
-func (o *Outbox) Uncork() error {
+func (o *Outbox) Uncork() error { return o.uncork(true) }
+
+// UncorkTry ends a turn as Uncork does, except that it never waits for
+// the connection: it writes what the socket (or TryWriter) takes at once
+// and leaves the rest to a flusher goroutine, or all of it, on a
+// connection whose writes cannot be tried. It is for an owner that must
+// go back to reading whatever the peer does: a client, whose server may
+// have stopped reading until the client takes its answers. Two ends that
+// both wait in Uncork, each for the other to read, wait for ever.
+func (o *Outbox) UncorkTry() error { return o.uncork(false) }
+
+func (o *Outbox) uncork(wait bool) error {
 	o.mu.Lock()
 	if o.corks > 0 {
 		o.corks--
@@ -453,9 +464,15 @@ func (o *Outbox) Uncork() error {
 		return nil
 	}
 	o.flushing = true
+	if !wait && !o.inline {
+		o.stats.Handoffs++
+		o.mu.Unlock()
+		go o.drain()
+		return nil
+	}
 	o.takeLocked()
 	o.mu.Unlock()
-	_, err := o.flushInline(true, false)
+	_, err := o.flushInline(wait, false)
 	return err
 }
 

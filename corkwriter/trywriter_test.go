@@ -2,8 +2,11 @@ package corkwriter
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // windowStream stands in for a QUIC stream: it takes bytes while its send
@@ -122,5 +125,79 @@ func TestOutboxTryWriterUncorkWaits(t *testing.T) {
 	waitFor(t, "the flusher", func() bool { return o.Queued() == 0 })
 	if got := string(s.bytes()); got != "answerping" {
 		t.Fatalf("the stream carried %q", got)
+	}
+}
+
+// TestOutboxUncorkTry: UncorkTry ends a turn without waiting for a peer
+// that does not read, on every kind of connection, and what it left
+// leaves later, in order. Two ends whose owners each wait in Uncork for
+// the other to read (a client writing the calls its callers queued during
+// a turn, a server writing that turn's answers) waited for ever: a
+// robustness audit hung SCTP clients for their whole IdleTimeout.
+func TestOutboxUncorkTry(t *testing.T) {
+	big := bytes.Repeat([]byte{7}, 8<<20) // past any socket buffer
+	for _, tc := range []struct {
+		name string
+		conn func(t *testing.T) (w io.Writer, read func() []byte, open func())
+	}{
+		{"trywriter", func(t *testing.T) (io.Writer, func() []byte, func()) {
+			s := newWindowStream(1 << 10)
+			read := func() []byte {
+				waitFor(t, "the flusher", func() bool { return len(s.bytes()) == len(big)+5 })
+				return s.bytes()
+			}
+			return s, read, func() { s.open(len(big) + 10) }
+		}},
+		{"descriptor", func(t *testing.T) (io.Writer, func() []byte, func()) {
+			w, r := tcpPair(t)
+			return w, readerOf(t, r, len(big)+5), func() {}
+		}},
+		{"plain", func(t *testing.T) (io.Writer, func() []byte, func()) {
+			w, r := net.Pipe()
+			t.Cleanup(func() { w.Close(); r.Close() })
+			return w, readerOf(t, r, len(big)+5), func() {}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, read, open := tc.conn(t)
+			o := NewOutbox(w, &OutboxOptions{MaxQueued: 64 << 20})
+			o.Cork()
+			o.Send([]byte("first"))
+			o.Send(big)
+			returned := make(chan error, 1)
+			go func() { returned <- o.UncorkTry() }()
+			select {
+			case err := <-returned:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("UncorkTry waited for a peer that does not read")
+			}
+			open()
+			got := read()
+			if !bytes.Equal(got[:5], []byte("first")) || !bytes.Equal(got[5:], big) {
+				t.Fatalf("the connection carried %d bytes, not the turn's frames in order", len(got))
+			}
+		})
+	}
+}
+
+// readerOf returns a function that starts reading n bytes from r, once
+// called (the peer does not read until then), and returns them.
+func readerOf(t *testing.T, r io.Reader, n int) func() []byte {
+	return func() []byte {
+		b := make([]byte, n)
+		done := make(chan error, 1)
+		go func() { _, err := io.ReadFull(r, b); done <- err }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the rest never came")
+		}
+		return b
 	}
 }
