@@ -2372,6 +2372,19 @@ func TestCallsToSilentServer(t *testing.T) {
 					t.Error(err)
 				}
 			}
+			// Emits until the outbox (4 MiB) refuses one, which says why:
+			// not ErrOverloaded's "too many calls in flight".
+			for range 64 {
+				err := c.Emit("quiet", "big", make([]byte, 256<<10), true)
+				if err == nil {
+					continue
+				}
+				if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "outbound queue full") {
+					t.Fatalf("an emit the outbox had no room for: %v, want ErrOverloaded saying so", err)
+				}
+				return
+			}
+			t.Fatal("64 more emits of 256 KiB to a silent server: none refused")
 		})
 	}
 }

@@ -575,10 +575,15 @@ func statusError(st corkwriter.Status) error {
 	case corkwriter.Closed:
 		return ErrClosed
 	case corkwriter.Dropped:
-		return ErrOverloaded
+		return errOutboxFull
 	}
 	return nil
 }
+
+// errOutboxFull is ErrOverloaded (errors.Is matches its code) for a packet
+// the connection's outbound queue had no room for, which ErrOverloaded's
+// "too many calls in flight" would misname.
+var errOutboxFull = &Error{Code: wire.CodeOverloaded, Message: "outbound queue full (Limits.MaxOutboxBytes): the peer is not reading fast enough"}
 
 // callState is a call with a timeout: its context, canceled by the
 // server's timeout scheduler, and the flag that lets exactly one of the
