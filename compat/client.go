@@ -365,7 +365,7 @@ func abnormalEnd(err error) error {
 // connection ended (a *CloseError, for CloseStatus), on one line.
 type dialEndError struct {
 	url string
-	end error // errors.Join(ErrDisconnected, why)
+	end error // ErrDisconnected wrapped with why
 }
 
 func (e *dialEndError) Error() string {
@@ -376,7 +376,7 @@ func (e *dialEndError) Error() string {
 	return msg
 }
 
-// why is the cause joined with ErrDisconnected, or nil.
+// why is the cause wrapped with ErrDisconnected, or nil.
 func (e *dialEndError) why() error {
 	if j, ok := e.end.(interface{ Unwrap() []error }); ok {
 		for _, err := range j.Unwrap() {
@@ -478,7 +478,12 @@ func (c *Client) run(cc *clientConn) {
 			// timeout or a reset, whatever the carrier: say why it began.
 			err = &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason}
 		}
-		err = errors.Join(ErrDisconnected, abnormalEnd(err))
+		if why := abnormalEnd(err); why != nil {
+			// Wrapped, not errors.Join: one line, for logs.
+			err = fmt.Errorf("%w: %w", ErrDisconnected, why)
+		} else {
+			err = ErrDisconnected
+		}
 		c.mu.Lock()
 		c.conn, c.dropped = nil, err
 		closed := c.closed
@@ -820,8 +825,22 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	case err != nil:
 		c.cancelCall(pc, err)
 	}
-	return c.wait(ctx, cc, pc)
+	if err := c.wait(ctx, cc, pc); err != nil {
+		var re *resultError
+		if errors.As(err, &re) {
+			return fmt.Errorf("hotpath: %q answered, but its result does not decode into %T: %w", method, resp, re.err)
+		}
+		return err
+	}
+	return nil
 }
+
+// resultError is an answer whose result did not decode into the caller's
+// resp: the call itself succeeded (Call names the method).
+type resultError struct{ err error }
+
+func (e *resultError) Error() string { return "hotpath: decoding a call's result: " + e.err.Error() }
+func (e *resultError) Unwrap() error { return e.err }
 
 // awaitReady waits, for a call about to be sent on a reconnected
 // connection, until the server's capabilities have arrived (see
@@ -969,7 +988,9 @@ func (c *Client) settle(pc *pendingCall, payload []byte, err error, wake bool) {
 		case *json.RawMessage:
 			*raw = append((*raw)[:0], payload...)
 		default:
-			err = unmarshal(c.opts.Codec, payload, pc.resp)
+			if derr := unmarshal(c.opts.Codec, payload, pc.resp); derr != nil {
+				err = &resultError{derr}
+			}
 		}
 	}
 	pc.err = err

@@ -774,6 +774,10 @@ func TestCallAfterDropSaysWhy(t *testing.T) {
 	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseTryAgainLater || !strings.Contains(err.Error(), "HP_TEST_BYE") {
 		t.Fatalf("a call after the drop: %v, want ErrDisconnected with the server's 1013 HP_TEST_BYE", err)
 	}
+	// One line, for logs (errors.Join put a newline in it).
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "hotpath: disconnected: ") {
+		t.Errorf("the error reads %q, want one line that begins with ErrDisconnected's", msg)
+	}
 }
 
 // A packet refused because the connection is closing fails with
@@ -786,7 +790,7 @@ func TestClientSendErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for st, want := range map[corkwriter.Status]error{corkwriter.Closed: ErrDisconnected, corkwriter.Dropped: ErrOverloaded, corkwriter.Sent: nil} {
+	for st, want := range map[corkwriter.Status]error{corkwriter.Closed: ErrDisconnected, corkwriter.Dropped: errOutboxFull, corkwriter.Sent: nil} {
 		if got := cc.sendError(st); got != want {
 			t.Errorf("%v while open: %v, want %v", st, got, want)
 		}
@@ -2071,5 +2075,25 @@ func TestAbnormalEndReadsAsLost(t *testing.T) {
 	}
 	if got := (&CloseError{Code: wsframe.CloseNormal}).Error(); got != "hotpath: connection closed (local, code 1000)" {
 		t.Fatalf("a local close: %q", got)
+	}
+}
+
+// A result that does not decode into the caller's resp fails that call
+// only, with an error that names the method and says the call itself was
+// answered (a first-user audit: it was the decoder's bare "json: cannot
+// unmarshal ..."). The decoder's error stays reachable (errors.As).
+func TestResultThatDoesNotDecode(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	ctx := context.Background()
+	var n int
+	err := c.Call(ctx, "echo/say", echoReq{Text: "hi"}, &n)
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), `"echo/say" answered, but its result does not decode into *int`) {
+		t.Fatalf("Call into the wrong type: %v", err)
+	}
+	var out echoReq
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "hi"}, &out); err != nil || out.Text != "hi" {
+		t.Fatalf("the next call: %+v, %v", out, err)
 	}
 }
