@@ -1191,9 +1191,12 @@ func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room stri
 }
 
 // Emit sends event with payload v to every member of room, the client
-// included unless exceptSelf. The client must be a member of room. Event
-// names starting with $ are the server's presence events: refused with
-// ErrBadRequest.
+// included unless exceptSelf. The client must be a member of room (by
+// its Join, or the server's Server.Join): the server drops an emit from a
+// non-member, or one Options.AllowEmit refuses, without an answer (it
+// counts it in Metrics.DroppedEvents), and Emit returns nil once the
+// packet is queued. Event names starting with $ are the server's presence
+// events: refused with ErrBadRequest.
 func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
 		return err

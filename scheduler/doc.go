@@ -57,7 +57,7 @@
 //
 // # Testing
 //
-// WithClock(NewFakeClock(t)) replaces the system clock: time moves only in
+// WithClock(NewFakeClock(start)) replaces the system clock: time moves only in
 // FakeClock.Advance, and batches are delivered synchronously inside it, so
 // timing tests are exact and never sleep.
 //
