@@ -84,6 +84,7 @@ type datagramHandler interface {
 type pktConn struct {
 	t      pktTransport
 	limits Limits
+	client bool // this end is the client: its turns never wait (uncork)
 
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and prefix)
@@ -91,12 +92,9 @@ type pktConn struct {
 	r     io.Reader
 	out   *corkwriter.Outbox
 	tried bool // the stream is a corkwriter.TryWriter
-	// client: this end is the client, whose turns never wait for the
-	// server to read (uncork).
-	client bool
-	q      segmentqueue.Queue
-	need   int
-	hdr    int
+	q     segmentqueue.Queue
+	need  int
+	hdr   int
 
 	// A message channel, or nil.
 	ch msgChannel
