@@ -2455,6 +2455,77 @@ func TestCallsQueuedDuringAClientTurn(t *testing.T) {
 	}
 }
 
+// Binary streams whose bytes nobody reads yet hold up no call, either
+// way. QUIC counts every stream's unread bytes against the connection's
+// window, which the control stream shares: with quic-go's default windows,
+// two downloads the client had not read yet stopped every call, and two
+// uploads their handlers had not read stopped every call the other way
+// (a liveness audit: 8 of 8 calls timed out). QUICConfig's windows leave
+// the control stream room past streamsUnread such streams; here 6
+// downloads and 6 uploads sit unread.
+func TestUnreadStreamsHoldNoCall(t *testing.T) {
+	r := testRouter()
+	HandleStream(r, "file/download", func(ctx context.Context, _ struct{}, s *Stream) error {
+		buf := make([]byte, 64<<10)
+		for range 256 { // 16 MiB at most: far past any window
+			if _, err := s.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	HandleStream(r, "file/later", func(ctx context.Context, _ struct{}, s *Stream) error {
+		<-ctx.Done() // reads nothing, as a handler busy elsewhere
+		return nil
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := range 12 {
+				method := "file/download"
+				if i%2 == 1 {
+					method = "file/later"
+				}
+				s, err := c.OpenStream(ctx, method, struct{}{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if i%2 == 1 {
+					go func() {
+						buf := make([]byte, 64<<10)
+						for range 256 {
+							if _, err := s.Write(buf); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}
+			// Time for the streams to fill their windows (a shorter wait
+			// would test less, not fail).
+			time.Sleep(300 * time.Millisecond)
+			for _, err := range allReturn(t, 8, 15*time.Second, "calls beside unread streams", func(i int) error {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				req := bytes.Repeat([]byte{byte(i)}, 64<<10)
+				var resp []byte
+				if err := c.Call(cctx, "echo/raw", req, &resp); err != nil || !bytes.Equal(resp, req) {
+					return fmt.Errorf("a call beside unread streams: %v", err)
+				}
+				return nil
+			}) {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
 // A live client whose listener blocks for longer than any write bound
 // loses nothing: what the server sends meanwhile waits in its outbox
 // (MaxOutboxBytes, 4 MiB by default), as on WebSocket. On SCTP a control

@@ -26,6 +26,16 @@ const ALPN = Subprotocol
 // (QUIC's default, 30 s, when 0) and QUIC keep-alives every 15 s, so that
 // a connection whose application is quiet, with a keepalive interval
 // longer than QUIC's idle timeout, is not dropped by QUIC underneath.
+//
+// Its flow-control windows keep binary streams from holding up calls.
+// Every stream's unread bytes count against the connection's window, which
+// the control stream shares: with quic-go's defaults (512 KiB per stream
+// at first, 768 KiB for the connection) two downloads the application had
+// not read yet stopped every call, both ways (a liveness audit). Here the
+// connection's window is fixed at connectionWindow and a stream's grows to
+// streamWindowMax at most, so streamsUnread streams may sit unread, at
+// their largest, before the control stream waits. The bytes a peer may
+// have in flight per connection stay at quic-go's 15 MiB, give or take.
 func QUICConfig(idleTimeout time.Duration) *quic.Config {
 	return &quic.Config{
 		EnableDatagrams:                  true,
@@ -33,8 +43,21 @@ func QUICConfig(idleTimeout time.Duration) *quic.Config {
 		MaxIdleTimeout:                   idleTimeout,
 		KeepAlivePeriod:                  15 * time.Second,
 		MaxIncomingStreams:               1024,
+		InitialStreamReceiveWindow:       streamWindow,
+		MaxStreamReceiveWindow:           streamWindowMax,
+		InitialConnectionReceiveWindow:   connectionWindow,
+		MaxConnectionReceiveWindow:       connectionWindow,
 	}
 }
+
+// The windows of QUICConfig: 15 streams at 1 MiB unread leave the control
+// stream 1 MiB.
+const (
+	streamWindow     = 256 << 10
+	streamWindowMax  = 1 << 20
+	streamsUnread    = 15
+	connectionWindow = (streamsUnread + 1) * streamWindowMax
+)
 
 // ListenQUIC listens on the UDP address addr for native hotpath QUIC
 // connections and, with the "h3" protocol, WebTransport sessions: tlsConf

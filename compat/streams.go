@@ -46,7 +46,9 @@ type (
 
 // Stream is a binary stream: raw bytes both ways, on a carrier stream of
 // its own beside the connection's control stream, so an upload or a
-// download never holds up a call (PROTOCOL.md §8.2). A client opens one
+// download never holds up a call (PROTOCOL.md §8.2), as long as its
+// reader reads: unread bytes of all streams count against the
+// connection's window (see QUICConfig). A client opens one
 // with Client.OpenStream; the server runs the handler registered with
 // HandleStream. Read and Write are those of an io.ReadWriter; a handler
 // that fails resets the stream, and the other end's Read or Write then
