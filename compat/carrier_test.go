@@ -2526,6 +2526,48 @@ func TestUnreadStreamsHoldNoCall(t *testing.T) {
 	}
 }
 
+// A client that reads all along is never dropped as a slow consumer for
+// the size of the answers it asked for. A turn's answers are queued until
+// it ends: 32 calls answered with 256 KiB each, in one batch or one read,
+// went past MaxOutboxBytes (4 MiB) and the client was disconnected
+// (1006); so were Async answers racing for the room; on WebRTC, whose
+// data channel never makes a write wait, the server read calls as fast as
+// they came and dropped the client once their answers passed the limit (a
+// liveness audit). An answer now waits for the queue to drain
+// (Peer.sendAnswer); only one that cannot in closeTimeout drops the peer.
+func TestLargeAnswersToAReadingClient(t *testing.T) {
+	r := testRouter()
+	Handle(r, "big", func(ctx context.Context, n int) ([]byte, error) { return make([]byte, n), nil })
+	Handle(r, "big/async", func(ctx context.Context, n int) ([]byte, error) { return make([]byte, n), nil }, Async())
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			before := e.srv.Metrics().SlowConsumers
+			for _, method := range []string{"big", "big/async"} {
+				for _, err := range allReturn(t, 32, 30*time.Second, method+" calls", func(int) error {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					var resp []byte
+					// 6.4 MB in all, past MaxOutboxBytes; each within
+					// WebRTC's message limit (256 KiB).
+					if err := c.Call(ctx, method, 200<<10, &resp); err != nil || len(resp) != 200<<10 {
+						return fmt.Errorf("%s: %d bytes, %v", method, len(resp), err)
+					}
+					return nil
+				}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if n := e.srv.Metrics().SlowConsumers - before; n != 0 {
+				t.Errorf("%d slow consumers, want none", n)
+			}
+		})
+	}
+}
+
 // A live client whose listener blocks for longer than any write bound
 // loses nothing: what the server sends meanwhile waits in its outbox
 // (MaxOutboxBytes, 4 MiB by default), as on WebSocket. On SCTP a control

@@ -91,7 +91,8 @@ type Options struct {
 	// SlowConsumer is what a room emit does to a member whose outbound
 	// queue is over Limits.MaxOutboxBytes: DropEvent (the default) skips
 	// that member for that event, Disconnect drops the member. Answers to
-	// calls are never skipped: a peer that does not read its answers is
+	// calls are never skipped: one the queue has no room for waits up to
+	// 3 s for it to drain, and a peer that takes nothing meanwhile is
 	// disconnected.
 	SlowConsumer SlowConsumerPolicy
 

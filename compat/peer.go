@@ -398,32 +398,51 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 }
 
 // sendAnswer sends an answer packet built after frame headroom. Inside a
-// batch it joins the batch's answers instead. An answer is never dropped:
-// a peer whose outbox cannot take one is disconnected.
+// batch it joins the batch's answers instead. An answer is never dropped.
+// One the outbox has no room for waits, up to closeTimeout, for what is
+// queued to leave (link.awaitRoom): a turn's answers are queued until it
+// ends, so a client that reads all along had many large answers to one
+// read dropped, and was disconnected with them (a liveness audit: 32
+// calls answered with 256 KiB each). A peer that takes nothing in that
+// time is disconnected.
 func (p *Peer) sendAnswer(b []byte, inTurn bool) {
 	if inTurn && p.batching {
 		p.batchItems = wire.AppendItem(p.batchItems, b[frameHeadroom:])
 		p.batchCount++
 		return
 	}
-	if p.sendPacket(b) == corkwriter.Dropped {
+	if p.send(b, true, inTurn) == corkwriter.Dropped {
 		p.dropSlow()
 	}
 }
 
 // sendPacket sends a packet built after frame headroom, compressed with
 // the negotiated dictionary when that pays.
-func (p *Peer) sendPacket(b []byte) corkwriter.Status {
+func (p *Peer) sendPacket(b []byte) corkwriter.Status { return p.send(b, false, false) }
+
+// send is sendPacket; for an answer, a packet the outbox has no room for
+// is sent again once what was queued has left (sendAnswer), until
+// closeTimeout.
+func (p *Peer) send(b []byte, answer, inTurn bool) corkwriter.Status {
 	p.srv.metrics.messagesOut.Add(1)
 	p.srv.metrics.bytesOut.Add(uint64(len(b) - frameHeadroom))
 	if d := p.dict.Load(); d != nil {
 		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
 			defer release()
 			p.srv.metrics.dictCompressed.Add(1)
-			return p.link.sendBuilt(cb)
+			b = cb
 		}
 	}
-	return p.link.sendBuilt(b)
+	st := p.link.sendBuilt(b)
+	if st != corkwriter.Dropped || !answer {
+		return st
+	}
+	// Others may take the room first (Async answers, events): try again
+	// each time the queue drains, until closeTimeout.
+	for deadline := time.Now().Add(closeTimeout); st == corkwriter.Dropped && p.link.awaitRoom(inTurn, deadline); {
+		st = p.link.sendBuilt(b)
+	}
+	return st
 }
 
 func (p *Peer) onBatch(body []byte) error {
@@ -465,7 +484,7 @@ func (p *Peer) onBatch(body []byte) error {
 			b = wire.Append(b, &wire.Packet{Kind: dispatch.KindBatch, Count: count, Payload: items[:end]})
 		}
 		*out = b[:0]
-		if p.sendPacket(b) == corkwriter.Dropped {
+		if p.send(b, true, true) == corkwriter.Dropped {
 			p.dropSlow()
 			return nil
 		}

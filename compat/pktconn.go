@@ -242,6 +242,24 @@ func uncork(out *corkwriter.Outbox, client bool) error {
 	return out.Uncork()
 }
 
+// awaitDrained is awaitRoom on an outbox: in a turn, the turn's answers so
+// far are written first (Uncork waits for the socket) and the outbox is
+// corked again for the rest of the turn.
+func awaitDrained(out *corkwriter.Outbox, inTurn bool, deadline time.Time) bool {
+	if inTurn {
+		out.Uncork()
+		defer out.Cork()
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-out.Drained():
+		return out.Err() == nil
+	case <-t.C:
+		return false
+	}
+}
+
 // turn runs the handling of one read, corked: everything the handlers send
 // meanwhile leaves in one write when it ends. A close asked for by another
 // goroutine meanwhile is sent after the turn's answers.
@@ -466,6 +484,22 @@ func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
 		st = corkwriter.Closed
 	}
 	return st
+}
+
+func (c *pktConn) awaitRoom(inTurn bool, deadline time.Time) bool {
+	if c.out != nil {
+		return awaitDrained(c.out, inTurn, deadline)
+	}
+	// A message channel (WebRTC): pion's writes never wait and tell no
+	// one when its queue shrinks but one callback, which is the
+	// application's to set; this rare path polls it.
+	for c.ch.buffered() > c.limits.MaxOutboxBytes/2 {
+		if time.Now().After(deadline) || c.isClosing() {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // putPrefix writes n as a uvarint filling dst, which is prefixLen(n) long.

@@ -36,6 +36,9 @@ type pmdConn struct {
 	// sendMu is held from compressing a frame to queueing it: with context
 	// takeover a compressed message must be sent before any later one.
 	sendMu sync.Mutex
+	// sendTakeover: this end's messages are compressed against the ones
+	// before, so one compressed and then dropped cannot be sent again.
+	sendTakeover bool
 
 	inflated *[]byte // the scratch buffer of the message being handled
 }
@@ -49,7 +52,11 @@ func newPMDConn(p pmdParams, c Compression, client bool) (*pmdConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pmdConn{dc: dc, threshold: c.Threshold}, nil
+	takeover := !p.ServerNoContextTakeover
+	if client {
+		takeover = !p.ClientNoContextTakeover
+	}
+	return &pmdConn{dc: dc, threshold: c.Threshold, sendTakeover: takeover}, nil
 }
 
 // worthCompressing reports whether a payload of n bytes is long enough to

@@ -660,6 +660,16 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 	return c.sendEncoded(b[start:])
 }
 
+// awaitRoom: with context takeover, a message compressed and then
+// dropped is in this end's history and not the peer's, and cannot be sent
+// again: the peer is disconnected as before.
+func (c *wsConn) awaitRoom(inTurn bool, deadline time.Time) bool {
+	if c.pmd != nil && c.pmd.sendTakeover {
+		return false
+	}
+	return awaitDrained(c.out, inTurn, deadline)
+}
+
 // sendPrepared queues a prepared broadcast message by reference: the plain
 // frame, or the compressed frame shared by every connection with the same
 // permessage-deflate window (built once, by the first that needs it).
