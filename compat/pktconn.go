@@ -492,14 +492,17 @@ func (c *pktConn) awaitRoom(inTurn bool, deadline time.Time) bool {
 	}
 	// A message channel (WebRTC): pion's writes never wait and tell no
 	// one when its queue shrinks but one callback, which is the
-	// application's to set; this rare path polls it.
-	for c.ch.buffered() > c.limits.MaxOutboxBytes/2 {
+	// application's to set; this rare path polls it, a millisecond at
+	// least each time, so that a retry that fails again cannot spin.
+	for {
+		time.Sleep(time.Millisecond)
+		if c.ch.buffered() == 0 {
+			return true
+		}
 		if time.Now().After(deadline) || c.isClosing() {
 			return false
 		}
-		time.Sleep(time.Millisecond)
 	}
-	return true
 }
 
 // putPrefix writes n as a uvarint filling dst, which is prefixLen(n) long.
