@@ -2568,6 +2568,66 @@ func TestLargeAnswersToAReadingClient(t *testing.T) {
 	}
 }
 
+// A Go client answers every server ask while its callers fill its
+// outbox. The answers went through the calls' queue, and one the outbox
+// refused was lost without a word: the server's Ask waited for its
+// timeout (a liveness audit: on QUIC, 2 to 8 of 8 asks of 256 KiB timed
+// out while 32 callers sent 256 KiB each). An answer is now sent on its
+// own and waits for room, as the server's do (clientConn.sendAnswer).
+func TestAskAnswersBesideAFullOutbox(t *testing.T) {
+	r := testRouter()
+	Handle(r, "ask/fan", func(ctx context.Context, n int) (int, error) {
+		p := PeerFrom(ctx)
+		failed := make(chan error, n)
+		for i := range n {
+			go func() {
+				actx, cancel := context.WithTimeout(ctx, 8*time.Second)
+				defer cancel()
+				req := bytes.Repeat([]byte{byte(i)}, 256<<10)
+				var resp []byte
+				err := p.Ask(actx, "client/echo", req, &resp)
+				if err == nil && !bytes.Equal(req, resp) {
+					err = errors.New("another answer")
+				}
+				failed <- err
+			}()
+		}
+		for range n {
+			if err := <-failed; err != nil {
+				return 0, &Error{Code: 4000, Message: "an ask: " + err.Error()}
+			}
+		}
+		return n, nil
+	}, Async())
+	Handle(r, "sink", func(ctx context.Context, req []byte) (struct{}, error) { return struct{}{}, nil })
+	e := newCarrierEnv(t, Options{Router: r})
+	h := NewRouter()
+	Handle(h, "client/echo", func(ctx context.Context, req []byte) ([]byte, error) { return req, nil })
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}, Handlers: h})
+			for _, err := range allReturn(t, 1+32, 30*time.Second, "asks and calls", func(i int) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if i == 0 {
+					var n int
+					return c.Call(ctx, "ask/fan", 8, &n)
+				}
+				// 8 MiB of calls, past the client's 4 MiB outbox: some are
+				// refused (ErrOverloaded), which is theirs to retry.
+				if err := c.Call(ctx, "sink", make([]byte, 256<<10), nil); err != nil && !errors.Is(err, ErrOverloaded) {
+					return err
+				}
+				return nil
+			}) {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
 // A live client whose listener blocks for longer than any write bound
 // loses nothing: what the server sends meanwhile waits in its outbox
 // (MaxOutboxBytes, 4 MiB by default), as on WebSocket. On SCTP a control

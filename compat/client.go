@@ -1745,12 +1745,40 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			e := askError(err)
 			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(wireMessage(e.Message)), Payload: e.Data}
 		}
-		if err := cc.enqueue(wire.Append(beginFrame(nil), &a)); errors.Is(err, ErrMessageTooBig) {
+		err = cc.sendAnswer(&a)
+		if errors.Is(err, ErrMessageTooBig) {
 			// The server still gets an answer, and the asker a reason.
 			a = wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: wire.CodeInternal, Message: []byte("answer over the message limit")}
-			cc.enqueue(wire.Append(beginFrame(nil), &a))
+			err = cc.sendAnswer(&a)
+		}
+		if errors.Is(err, ErrOverloaded) {
+			c.opts.Logger.Warn("hotpath: the answer to an ask was dropped: the outbound queue stayed full", "method", method)
 		}
 	}()
+}
+
+// sendAnswer sends the answer to a server's ask on its own, not through
+// the calls' queue: a batch the outbox refuses fails its calls, and an
+// answer lost with it left the server's Ask waiting for its timeout (a
+// liveness audit: 8 asks of 256 KiB while 32 callers filled the outbox).
+// One the outbox has no room for waits, up to closeTimeout, for the queue
+// to drain, as the server's answers do. It is built afresh for each try:
+// a WebSocket client masks a packet in place.
+func (cc *clientConn) sendAnswer(a *wire.Packet) error {
+	if err := cc.awaitReady(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(closeTimeout)
+	for {
+		b := wire.Append(beginFrame(nil), a)
+		if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
+			return err
+		}
+		st := cc.sendPacket(b)
+		if st != corkwriter.Dropped || !cc.link.awaitRoom(false, deadline) {
+			return cc.sendError(st)
+		}
+	}
 }
 
 // askError is the *Error an ask handler's error is answered with, as the
