@@ -2660,6 +2660,9 @@ func TestListenerThatBlocks(t *testing.T) {
 					t.Fatalf("emit: %+v, %v", r, err)
 				}
 			}
+			// Logged for the README (go test -run TestListenerThatBlocks -v).
+			start := time.Now()
+			defer func() { t.Logf("the last event %v after the emits", time.Since(start).Round(10*time.Millisecond)) }()
 			guard := time.After(30 * time.Second)
 			for i := range events {
 				select {

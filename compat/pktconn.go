@@ -89,12 +89,11 @@ type pktConn struct {
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and prefix)
 	// once the prefix is read.
-	r     io.Reader
-	out   *corkwriter.Outbox
-	tried bool // the stream is a corkwriter.TryWriter
-	q     segmentqueue.Queue
-	need  int
-	hdr   int
+	r    io.Reader
+	out  *corkwriter.Outbox
+	q    segmentqueue.Queue
+	need int
+	hdr  int
 
 	// A message channel, or nil.
 	ch msgChannel
@@ -118,7 +117,6 @@ type pktConn struct {
 // length-prefixed on the byte stream rw.
 func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
 	c := &pktConn{t: t, r: rw, limits: limits, done: make(chan struct{})}
-	_, c.tried = rw.(corkwriter.TryWriter)
 	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + maxPrefixLen + readBufSize + largeReadSize})
 	c.out = corkwriter.NewOutbox(rw, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
@@ -469,20 +467,11 @@ func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
 		return corkwriter.Closed
 	}
 	// Off the read loop (a client's call, an Async answer) the packet is
-	// written on the sender's goroutine, as a WebSocket's is: tried, on a
-	// stream that can be (every carrier's: deadlineTried), so that the
-	// sender never waits for a peer that stopped reading; on one that
-	// cannot (a test's pipe), in a turn of the sender's own, as the
-	// outbox would otherwise hand every such write to a goroutine.
-	inline := !c.tried && !c.inTurn.Load()
-	if inline {
-		c.out.Cork()
-	}
+	// tried on the sender's goroutine, as a WebSocket's is: every
+	// carrier's stream is a corkwriter.TryWriter (deadlineTried), so the
+	// sender never waits for a peer that stopped reading.
 	st := c.out.Send(b[start:])
 	c.wmu.RUnlock()
-	if inline && c.out.Uncork() != nil {
-		st = corkwriter.Closed
-	}
 	return st
 }
 
