@@ -125,6 +125,8 @@ type Outbox struct {
 	last     bool // SendLast took its frame: nothing more is accepted
 	stats    OutboxStats
 	drained  chan struct{} // closed when queued reaches 0 or err is set; made by Drained
+	room     chan struct{} // closed when queued falls to roomAt or err is set; made by Room
+	roomAt   int           // the most queued bytes that wake room's waiters
 
 	w        Writer // used only by the goroutine that set flushing
 	inline   bool   // producers may try a write on their own goroutine
@@ -409,10 +411,41 @@ func (o *Outbox) Drained() <-chan struct{} {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// Room returns a channel that is closed once a frame of n bytes would be
+// accepted under MaxQueued (the queue is empty, or at most MaxQueued-n
+// bytes are queued), or the outbox is closed. It is for a sender that must
+// not lose a frame the outbox refused (Dropped): it waits on Room and
+// sends again. Others may take the room first, so the send may be refused
+// again; the sender should also make sure that they stop trying meanwhile.
+// Waiting on Drained instead would need the queue to empty, which a steady
+// stream of other frames may never let happen.
+func (o *Outbox) Room(n int) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at := max(o.limit-n, 0)
+	if o.queued <= at || o.err != nil {
+		return closedChan
+	}
+	if o.room == nil {
+		o.room, o.roomAt = make(chan struct{}), at
+	} else {
+		// One channel for every waiter: it wakes at the room the
+		// smallest frame needs, and larger ones try and wait again.
+		o.roomAt = max(o.roomAt, at)
+	}
+	return o.room
+}
+
+// signalDrainedLocked wakes the waiters of Drained and Room whose
+// condition now holds.
 func (o *Outbox) signalDrainedLocked() {
 	if o.drained != nil && (o.queued == 0 || o.err != nil) {
 		close(o.drained)
 		o.drained = nil
+	}
+	if o.room != nil && (o.queued <= o.roomAt || o.err != nil) {
+		close(o.room)
+		o.room = nil
 	}
 }
 

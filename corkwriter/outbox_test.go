@@ -453,6 +453,79 @@ func TestOutboxDrained(t *testing.T) {
 	}
 }
 
+// gateWriter is a connection whose every Write waits for a release, and
+// says when one began: a test can hold the flusher inside one write.
+type gateWriter struct {
+	entered chan int      // the length of each write, as it begins
+	release chan struct{} // one receive lets one write complete
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.entered <- len(p)
+	<-g.release
+	return len(p), nil
+}
+
+// Room wakes a sender once a frame of its size fits, while Drained would
+// wait for the queue to empty.
+func TestOutboxRoom(t *testing.T) {
+	g := &gateWriter{entered: make(chan int, 4), release: make(chan struct{})}
+	o := NewOutbox(g, &OutboxOptions{MaxQueued: 1000})
+	defer close(g.release)
+	defer o.Close()
+	if o.Send(make([]byte, 600)) != Queued {
+		t.Fatal("the first frame was not queued")
+	}
+	<-g.entered // the flusher holds the first frame
+	if o.Send(make([]byte, 300)) != Queued {
+		t.Fatal("the second frame was not queued")
+	}
+	if st := o.Send(make([]byte, 200)); st != Dropped {
+		t.Fatalf("a frame past MaxQueued: %v, want Dropped", st)
+	}
+	room, drained := o.Room(200), o.Drained()
+	select {
+	case <-room:
+		t.Fatal("room for 200 bytes with 900 of 1000 queued")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.release <- struct{}{} // the first frame leaves: 300 queued
+	select {
+	case <-room:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no room for 200 bytes with 300 of 1000 queued")
+	}
+	select {
+	case <-drained:
+		t.Fatal("drained with 300 bytes queued")
+	default:
+	}
+	if st := o.Send(make([]byte, 200)); st != Queued {
+		t.Fatalf("the frame again once there is room: %v, want Queued", st)
+	}
+	<-g.entered             // the flusher writes the 300 bytes
+	g.release <- struct{}{} // they leave
+	<-g.entered             // and it writes the 200 bytes
+	huge := o.Room(5000)
+	select {
+	case <-huge:
+		t.Fatal("a frame larger than MaxQueued has room before the queue is empty")
+	default:
+	}
+	g.release <- struct{}{}
+	select {
+	case <-huge:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a frame larger than MaxQueued has no room in an empty outbox")
+	}
+	o.Close()
+	select {
+	case <-o.Room(5000):
+	default:
+		t.Fatal("Room of a closed outbox blocks")
+	}
+}
+
 func TestOutboxQueueSharedWritesOnAFlusherAndCoalesces(t *testing.T) {
 	a, b := tcpPair(t) // a real socket: writev carries several frames
 	o := NewOutbox(a, nil)
