@@ -1775,7 +1775,7 @@ func (cc *clientConn) sendAnswer(a *wire.Packet) error {
 			return err
 		}
 		st := cc.sendPacket(b)
-		if st != corkwriter.Dropped || !cc.link.awaitRoom(false, deadline) {
+		if st != corkwriter.Dropped || !cc.link.awaitRoom(b, false, deadline) {
 			return cc.sendError(st)
 		}
 	}

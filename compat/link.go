@@ -40,13 +40,14 @@ type link interface {
 	// afterwards: it may be queued by reference (a room emit's packet,
 	// shared by its members, is).
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
-	// awaitRoom waits, until deadline, for everything queued for the
-	// peer to be written, so that an answer the outbox had no room for
-	// can be sent again; inTurn says the caller is the read loop in a
-	// turn, whose queue leaves only when the turn ends: it is written
-	// first. It reports false when the queue did not drain in time, or
-	// the link has no queue to wait on.
-	awaitRoom(inTurn bool, deadline time.Time) bool
+	// awaitRoom waits, until deadline, for room for a packet built in
+	// b (see beginFrame) in the queue for the peer, so that an answer the
+	// outbox had no room for can be sent again; inTurn says the caller is
+	// the read loop in a turn, whose queue leaves only when the turn
+	// ends: it is written first. It reports false when no room came in
+	// time, or the link has no queue to wait on. Others may take the room
+	// first: a send after it may be refused again.
+	awaitRoom(b []byte, inTurn bool, deadline time.Time) bool
 	// ping sends a keepalive probe that the other end answers.
 	ping()
 	// maxPacket is the largest packet the carrier takes, 0 for no limit

@@ -44,6 +44,7 @@ type Peer struct {
 	droppedSlow      atomic.Bool   // counted as a slow consumer (dropSlow)
 	keepaliveHandle  atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
 	inflight         atomic.Int32  // Async calls running
+	answersWaiting   atomic.Int32  // answers waiting for room in the outbox: nothing else enters it (send)
 	// loopCtx is the context of the handlers that run on the read loop
 	// (synchronous methods, events), marked so that Ask can tell them;
 	// inLoopHandler is set while one runs. Both are the read loop's.
@@ -399,12 +400,13 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 
 // sendAnswer sends an answer packet built after frame headroom. Inside a
 // batch it joins the batch's answers instead. An answer is never dropped.
-// One the outbox has no room for waits, up to closeTimeout, for what is
-// queued to leave (link.awaitRoom): a turn's answers are queued until it
-// ends, so a client that reads all along had many large answers to one
-// read dropped, and was disconnected with them (a liveness audit: 32
-// calls answered with 256 KiB each). A peer that takes nothing in that
-// time is disconnected.
+// One the outbox has no room for waits, up to closeTimeout, for room
+// (link.awaitRoom): a turn's answers are queued until it ends, so a client
+// that reads all along had many large answers to one read dropped, and
+// was disconnected with them (a liveness audit: 32 calls answered with
+// 256 KiB each). Meanwhile the peer's outbox takes no events, asks or
+// room emits (see send). A peer that makes no room in that time is
+// disconnected.
 func (p *Peer) sendAnswer(b []byte, inTurn bool) {
 	if inTurn && p.batching {
 		p.batchItems = wire.AppendItem(p.batchItems, b[frameHeadroom:])
@@ -421,9 +423,18 @@ func (p *Peer) sendAnswer(b []byte, inTurn bool) {
 func (p *Peer) sendPacket(b []byte) corkwriter.Status { return p.send(b, false, false) }
 
 // send is sendPacket; for an answer, a packet the outbox has no room for
-// is sent again once what was queued has left (sendAnswer), until
-// closeTimeout.
+// is sent again once there is room (sendAnswer), until closeTimeout.
+//
+// While an answer waits, other packets are refused as if the outbox were
+// full: otherwise a server sending events faster than the peer reads
+// takes every bit of room the peer makes, and the answer waits until the
+// peer is disconnected (a liveness audit: a flood of Peer.Event beside
+// 200 KiB answers dropped the client on QUIC, WebTransport, SCTP and
+// WebRTC). Events can be dropped; an answer cannot.
 func (p *Peer) send(b []byte, answer, inTurn bool) corkwriter.Status {
+	if !answer && p.answersWaiting.Load() > 0 {
+		return corkwriter.Dropped
+	}
 	p.srv.metrics.messagesOut.Add(1)
 	p.srv.metrics.bytesOut.Add(uint64(len(b) - frameHeadroom))
 	if d := p.dict.Load(); d != nil {
@@ -437,9 +448,12 @@ func (p *Peer) send(b []byte, answer, inTurn bool) corkwriter.Status {
 	if st != corkwriter.Dropped || !answer {
 		return st
 	}
-	// Others may take the room first (Async answers, events): try again
-	// each time the queue drains, until closeTimeout.
-	for deadline := time.Now().Add(closeTimeout); st == corkwriter.Dropped && p.link.awaitRoom(inTurn, deadline); {
+	// Others may take the room first (other answers; room emits under
+	// SlowConsumer Disconnect): try again each time there is room, until
+	// closeTimeout.
+	p.answersWaiting.Add(1)
+	defer p.answersWaiting.Add(-1)
+	for deadline := time.Now().Add(closeTimeout); st == corkwriter.Dropped && p.link.awaitRoom(b, inTurn, deadline); {
 		st = p.link.sendBuilt(b)
 	}
 	return st

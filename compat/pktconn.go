@@ -240,10 +240,11 @@ func uncork(out *corkwriter.Outbox, client bool) error {
 	return out.Uncork()
 }
 
-// awaitDrained is awaitRoom on an outbox: in a turn, the turn's answers so
-// far are written first (Uncork waits for the socket) and the outbox is
-// corked again for the rest of the turn.
-func awaitDrained(out *corkwriter.Outbox, inTurn bool, deadline time.Time) bool {
+// awaitOutboxRoom is awaitRoom on an outbox, for a frame of up to n
+// bytes: in a turn, the turn's answers so far are written first (Uncork
+// waits for the socket) and the outbox is corked again for the rest of
+// the turn.
+func awaitOutboxRoom(out *corkwriter.Outbox, n int, inTurn bool, deadline time.Time) bool {
 	if inTurn {
 		out.Uncork()
 		defer out.Cork()
@@ -251,7 +252,7 @@ func awaitDrained(out *corkwriter.Outbox, inTurn bool, deadline time.Time) bool 
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
-	case <-out.Drained():
+	case <-out.Room(n):
 		return out.Err() == nil
 	case <-t.C:
 		return false
@@ -475,9 +476,9 @@ func (c *pktConn) sendBuilt(b []byte) corkwriter.Status {
 	return st
 }
 
-func (c *pktConn) awaitRoom(inTurn bool, deadline time.Time) bool {
+func (c *pktConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	if c.out != nil {
-		return awaitDrained(c.out, inTurn, deadline)
+		return awaitOutboxRoom(c.out, len(b), inTurn, deadline) // its length prefix fits the headroom
 	}
 	// A message channel (WebRTC): pion's writes never wait and tell no
 	// one when its queue shrinks but one callback, which is the
@@ -485,7 +486,7 @@ func (c *pktConn) awaitRoom(inTurn bool, deadline time.Time) bool {
 	// least each time, so that a retry that fails again cannot spin.
 	for {
 		time.Sleep(time.Millisecond)
-		if c.ch.buffered() == 0 {
+		if n := c.ch.buffered(); n == 0 || n+len(b) <= c.limits.MaxOutboxBytes {
 			return true
 		}
 		if time.Now().After(deadline) || c.isClosing() {

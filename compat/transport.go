@@ -663,11 +663,17 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 // awaitRoom: with context takeover, a message compressed and then
 // dropped is in this end's history and not the peer's, and cannot be sent
 // again: the peer is disconnected as before.
-func (c *wsConn) awaitRoom(inTurn bool, deadline time.Time) bool {
+func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	if c.pmd != nil && c.pmd.sendTakeover {
 		return false
 	}
-	return awaitDrained(c.out, inTurn, deadline)
+	n := len(b) // the header fits the headroom
+	if c.pmd != nil {
+		// What deflate may add to a message that does not compress (5
+		// bytes per stored block of up to 64 KiB), with a margin.
+		n += len(b)>>12 + 64
+	}
+	return awaitOutboxRoom(c.out, n, inTurn, deadline)
 }
 
 // sendPrepared queues a prepared broadcast message by reference: the plain
