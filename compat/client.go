@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -193,6 +194,9 @@ type clientConn struct {
 	// serverMaxMessage is the server's maxMessage capability, 0 until
 	// known.
 	serverMaxMessage atomic.Int64
+	// sentCapabilities is the payload of the client's capabilities: a
+	// server that sends it back is an echo server (errEchoServer).
+	sentCapabilities []byte
 
 	qmu      sync.Mutex
 	queue    []byte // encoded packets waiting, as batch items
@@ -412,6 +416,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		pairs = wire.AppendPair(pairs, "dict", "zstd:"+d.ID()+",deflate:"+d.ID())
 		n++
 	}
+	cc.sentCapabilities = pairs
 	cc.sendPacket(wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
 	return cc, nil
 }
@@ -1652,6 +1657,9 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:
+		if bytes.Equal(p.Payload, cc.sentCapabilities) {
+			return errEchoServer
+		}
 		for k, v := range p.Pairs() {
 			switch string(k) {
 			case "dict":
@@ -1680,6 +1688,11 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 	}
 	return nil
 }
+
+// errEchoServer ends a connection whose server sent the client's own
+// capabilities back: a server in echo mode (Options.Echo, hotpath -echo),
+// which would echo every call too and answer none.
+var errEchoServer = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_ECHO_SERVER: the server echoed the client's capabilities (a server in echo mode answers no calls)"}
 
 // chooseDictionary installs the dictionary codec the server chose.
 func (cc *clientConn) chooseDictionary(choice string) {

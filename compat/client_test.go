@@ -2097,3 +2097,25 @@ func TestResultThatDoesNotDecode(t *testing.T) {
 		t.Fatalf("the next call: %+v, %v", out, err)
 	}
 }
+
+// A Go client that dials a server in echo mode (hotpath -echo, for
+// conformance tools) gets its own capabilities back, echoed: Dial said
+// nothing and the first call waited for its deadline. Dial now fails and
+// says why.
+func TestDialAnEchoServer(t *testing.T) {
+	_, addr := newTestServer(t, Options{Echo: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+addr+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial of an echo server succeeded")
+	}
+	if !strings.Contains(err.Error(), "echo") {
+		t.Errorf("Dial: %v; want it to say the server echoed", err)
+	}
+	t.Log(err)
+	if ctx.Err() != nil {
+		t.Errorf("Dial returned at its context's end: %v", err)
+	}
+}
