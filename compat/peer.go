@@ -37,11 +37,13 @@ type Peer struct {
 	// until then. Set by the read loop, read by every sender.
 	dict atomic.Pointer[dictCodec]
 
-	closed atomic.Bool
+	// The 4-byte fields go in pairs: a Peer per connection stays in a
+	// 256-byte allocation.
+	closed      atomic.Bool
+	droppedSlow atomic.Bool // counted as a slow consumer (dropSlow)
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
 	clientMaxMessage atomic.Int64
-	droppedSlow      atomic.Bool   // counted as a slow consumer (dropSlow)
 	keepaliveHandle  atomic.Uint64 // a scheduler.Handle: re-armed by the keepalive goroutine
 	inflight         atomic.Int32  // Async calls running
 	answersWaiting   atomic.Int32  // answers waiting for room in the outbox: nothing else enters it (send)
