@@ -374,8 +374,13 @@ type dialEndError struct {
 
 func (e *dialEndError) Error() string {
 	msg := "hotpath: " + e.url + ": the connection ended before the server's capabilities"
-	if why := e.why(); why != nil {
+	why := e.why()
+	if why != nil {
 		msg += ": " + why.Error()
+	}
+	var ce *CloseError
+	if errors.As(why, &ce) && ce.Reason == errEchoServer.Reason {
+		msg += ": the server sent the client's capabilities back, as a server in echo mode does, which answers no calls"
 	}
 	return msg
 }
@@ -1692,7 +1697,7 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 // errEchoServer ends a connection whose server sent the client's own
 // capabilities back: a server in echo mode (Options.Echo, hotpath -echo),
 // which would echo every call too and answer none.
-var errEchoServer = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_ECHO_SERVER: the server echoed the client's capabilities (a server in echo mode answers no calls)"}
+var errEchoServer = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_ECHO_SERVER"}
 
 // chooseDictionary installs the dictionary codec the server chose.
 func (cc *clientConn) chooseDictionary(choice string) {
