@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh runs every test of every hotpath module, as CI does: gofmt,
-# go vet, go test -race, a bounded run of every fuzz target, a quick run of
-# the bench runner, the browser client's tests under Node, and the interop
+# go vet, go test -race, a bounded run of every fuzz target, one iteration
+# of every benchmark, a quick run of the bench runner, the browser client's tests under Node, and the interop
 # suites against real clients (Node ws, Python websockets, Chromium, Go
 # peers), which install what they need on a fresh Debian machine (apt:
 # chromium, python3-websockets; npm ci). It exits non-zero on the first
@@ -37,6 +37,11 @@ go test -race -count=1 "$MODULES"
 
 step "fuzz targets, $FUZZTIME each"
 go run ./fuzz -time "$FUZZTIME"
+
+step "every module's benchmarks, one iteration each (they build, run and end)"
+# BenchmarkRoomEmit waited for ever for presence events once they coalesced,
+# and nothing noticed: a benchmark only runs when someone measures.
+go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 600s "$MODULES"
 
 step "bench runner (quick sanity run of one cheap scenario)"
 go run ./bench -quick -only '^framewrite$'
