@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test.sh runs every test of every hotpath module, as CI does: gofmt,
 # go vet, go test -race, a bounded run of every fuzz target, one iteration
-# of every benchmark, a quick run of the bench runner, the browser client's tests under Node, and the interop
-# suites against real clients (Node ws, Python websockets, Chromium, Go
-# peers), which install what they need on a fresh Debian machine (apt:
-# chromium, python3-websockets; npm ci). It exits non-zero on the first
-# failing step.
+# of every benchmark, a quick run of the bench runner, the browser
+# client's tests under Node, and the interop suites against real clients
+# (Node ws, Python websockets, Chromium, Go peers), which install what they
+# need on a fresh Debian machine (apt: chromium, python3-websockets; npm
+# ci). It exits non-zero on the first failing step.
 #
 #   ./test.sh                  everything
 #   FUZZTIME=2000x ./test.sh   a longer fuzz pass (default 300x per target)
