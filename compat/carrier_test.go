@@ -2637,56 +2637,83 @@ func TestAskAnswersBesideAFullOutbox(t *testing.T) {
 }
 
 // A client that reads all along gets its large answers while the server
-// floods it with events faster than it reads them. An answer the outbox
-// had no room for waited for the queue to drain completely, which the
-// flood never let happen, and the client was dropped after closeTimeout
-// (a liveness audit, F3). Now nothing but answers enters the queue while
-// an answer waits (Peer.Event returns ErrOverloaded meanwhile), and the
-// answer goes in as soon as there is room for it.
+// floods it with events, or room emits, faster than it reads them. An
+// answer the outbox had no room for waited for the queue to drain
+// completely, which the flood never let happen, and the client was
+// dropped after closeTimeout (a liveness audit, F3). Now nothing but
+// answers enters the queue while an answer waits (Peer.Event returns
+// ErrOverloaded meanwhile; a room emit skips the member), and the answer
+// goes in as soon as there is room for it.
 func TestAnswersBesideAnEventFlood(t *testing.T) {
+	var srv atomic.Pointer[Server]
 	r := testRouter()
 	Handle(r, "big", func(ctx context.Context, n int) ([]byte, error) { return make([]byte, n), nil })
-	Handle(r, "flood", func(ctx context.Context, size int) (struct{}, error) {
+	Handle(r, "flood", func(ctx context.Context, room string) (struct{}, error) {
 		p := PeerFrom(ctx)
 		go func() {
-			payload := make([]byte, size)
+			payload := make([]byte, 32<<10)
 			for i := 0; i < 1_000_000 && p.Context().Err() == nil; i++ {
-				if err := p.Event("flood", payload); errors.Is(err, ErrOverloaded) {
-					time.Sleep(50 * time.Microsecond)
-				} else if err != nil {
-					return
+				full := false
+				if room == "" {
+					err := p.Event("flood", payload)
+					if err != nil && !errors.Is(err, ErrOverloaded) {
+						return
+					}
+					full = err != nil
+				} else {
+					res, err := srv.Load().Emit(room, "flood", payload)
+					if err != nil {
+						return
+					}
+					full = res.Dropped > 0
+				}
+				if full {
+					// As soon as the client read a little: a server
+					// that sends whenever there is room.
+					runtime.Gosched()
 				}
 			}
 		}()
 		return struct{}{}, nil
 	})
 	e := newCarrierEnv(t, Options{Router: r})
+	srv.Store(e.srv)
 	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
-		t.Run(carrierName(carrier), func(t *testing.T) {
-			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
-			var floods atomic.Int64
-			c.On("flood", func(Message) { floods.Add(1) })
-			before := e.srv.Metrics().SlowConsumers
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if err := c.Call(ctx, "flood", 32<<10, nil); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 16 {
-				var resp []byte
-				// Each within WebRTC's message limit (256 KiB).
-				if err := c.Call(ctx, "big", 200<<10, &resp); err != nil || len(resp) != 200<<10 {
-					t.Fatalf("call %d: %d bytes, %v (%d flood events read)", i, len(resp), err, floods.Load())
+		for _, flood := range []string{"events", "emits"} {
+			t.Run(carrierName(carrier)+"/"+flood, func(t *testing.T) {
+				c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				var floods atomic.Int64
+				c.On("flood", func(Message) { floods.Add(1) })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				room := ""
+				if flood == "emits" {
+					room = "flood-" + carrierName(carrier)
+					c.OnRoom(room, "flood", func(Message) { floods.Add(1) })
+					if _, err := c.Join(ctx, room); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if n := e.srv.Metrics().SlowConsumers - before; n != 0 {
-				t.Errorf("%d slow consumers, want none", n)
-			}
-			if floods.Load() == 0 {
-				t.Error("no flood event arrived: the test floods nothing")
-			}
-			_ = c.Close() // ends the flood
-		})
+				before := e.srv.Metrics().SlowConsumers
+				if err := c.Call(ctx, "flood", room, nil); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 8 {
+					var resp []byte
+					// Each within WebRTC's message limit (256 KiB).
+					if err := c.Call(ctx, "big", 200<<10, &resp); err != nil || len(resp) != 200<<10 {
+						t.Fatalf("call %d: %d bytes, %v (%d flood events read)", i, len(resp), err, floods.Load())
+					}
+				}
+				if n := e.srv.Metrics().SlowConsumers - before; n != 0 {
+					t.Errorf("%d slow consumers, want none", n)
+				}
+				if floods.Load() == 0 {
+					t.Error("no flood event arrived: the test floods nothing")
+				}
+				_ = c.Close() // ends the flood
+			})
+		}
 	}
 }
 

@@ -244,20 +244,20 @@ func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) 
 			res.Dropped++ // not sent: the member would close its connection (1009)
 			continue
 		}
-		if p.answersWaiting.Load() > 0 && rs.srv.opts.SlowConsumer != Disconnect {
-			// Its outbox is kept for an answer waiting for room, as
-			// from its events (Peer.send). Under Disconnect the emit
-			// goes in if it fits: a member is not disconnected for
-			// the wait of an answer.
-			res.Dropped++
-			continue
-		}
 		var st corkwriter.Status
 		sent := false
 		if unreliable {
 			st, sent = p.link.sendDatagram(pkt)
 		}
-		if !sent {
+		switch {
+		case sent:
+		case p.answersWaiting.Load() > 0 && rs.srv.opts.SlowConsumer != Disconnect:
+			// Its outbox is kept for an answer waiting for room, as
+			// from its events (Peer.send). Under Disconnect the emit
+			// goes in if it fits: a member is not disconnected for
+			// the wait of an answer.
+			st = corkwriter.Dropped
+		default:
 			st = p.link.sendPrepared(bc)
 		}
 		switch st {
