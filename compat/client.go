@@ -750,6 +750,11 @@ func (c *Client) awaitDone() {
 func (c *Client) current() (*clientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.currentLocked()
+}
+
+// currentLocked is current with c.mu held.
+func (c *Client) currentLocked() (*clientConn, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
@@ -811,6 +816,11 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 
 	pc := getPendingCall(resp)
 	c.mu.Lock()
+	if err := c.stillCurrentLocked(cc); err != nil {
+		c.mu.Unlock()
+		putPendingCall(pc)
+		return err
+	}
 	id := c.newID()
 	pc.id = id
 	if hasDeadline {
@@ -843,6 +853,20 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		return err
 	}
 	return nil
+}
+
+// stillCurrentLocked returns nil if cc is still the client's connection,
+// with c.mu held, and otherwise why not. A call is added to the pending
+// table only then: the end of cc clears c.conn and fails the calls in the
+// table under c.mu, so a call added after that was failed by nobody, and
+// one without a deadline, queued behind another caller's packet, waited
+// for ever (a reconnect audit: 1 call in about 500 dropped connections).
+func (c *Client) stillCurrentLocked(cc *clientConn) error {
+	now, err := c.currentLocked()
+	if err == nil && now != cc {
+		err = ErrDisconnected // cc ended, and a reconnect replaced it
+	}
+	return err
 }
 
 // resultError is an answer whose result did not decode into the caller's
@@ -1174,6 +1198,11 @@ func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room stri
 	var ans joinAnswer
 	pc := getPendingCall(&ans)
 	c.mu.Lock()
+	if err := c.stillCurrentLocked(cc); err != nil {
+		c.mu.Unlock()
+		putPendingCall(pc)
+		return 0, err
+	}
 	pc.id = c.newID()
 	c.pending.add(pc)
 	c.mu.Unlock()
