@@ -156,6 +156,10 @@ type Client struct {
 	dropped error       // why the last connection ended, while conn is nil
 	closed  bool
 	rooms   map[string]bool // rooms to rejoin after a reconnect
+	// joining tracks the user's Joins in flight, by room: a Leave of the
+	// room meanwhile marks them left, so that their answer does not record
+	// the room for rejoining after the Leave forgot it.
+	joining map[string]*joinsInFlight
 	// memberMu orders a rejoin's Join after a reconnect with the user's
 	// Leave of the same room: a rejoin looks at rooms and queues its Join
 	// under it, Leave forgets the room under it, so the Join either sees
@@ -281,6 +285,7 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		url:      url,
 		opts:     opts,
 		rooms:    map[string]bool{},
+		joining:  map[string]*joinsInFlight{},
 		handlers: map[listenerKey]*emitter.Emitter[Message]{},
 		done:     make(chan struct{}),
 	}
@@ -1149,13 +1154,33 @@ func (c *Client) deliver(key listenerKey, m Message) {
 // rejoins it after a reconnect until Leave, or until the server refuses a
 // rejoin with ErrUnauthorized (Options.AllowJoin).
 func (c *Client) Join(ctx context.Context, room string) (int, error) {
-	n, err := c.membership(ctx, dispatch.KindJoin, room)
-	if err == nil {
-		c.mu.Lock()
-		c.rooms[room] = true
-		c.mu.Unlock()
+	c.mu.Lock()
+	j := c.joining[room]
+	if j == nil {
+		j = &joinsInFlight{}
+		c.joining[room] = j
 	}
+	j.n++
+	c.mu.Unlock()
+	n, err := c.membership(ctx, dispatch.KindJoin, room)
+	c.mu.Lock()
+	if err == nil && !j.left {
+		c.rooms[room] = true
+	}
+	if j.n--; j.n == 0 && c.joining[room] == j {
+		delete(c.joining, room)
+	}
+	c.mu.Unlock()
 	return n, err
+}
+
+// joinsInFlight counts the Joins of a room in flight; left is set by a
+// Leave of the room issued meanwhile. A Join recorded the room when its
+// answer came, after a Leave issued later had forgotten it, and the
+// reconnect that followed joined the room again (a reconnect audit).
+type joinsInFlight struct {
+	n    int
+	left bool
 }
 
 // Leave removes the client from room and returns the member count. The
@@ -1166,6 +1191,10 @@ func (c *Client) Leave(ctx context.Context, room string) (int, error) {
 	c.memberMu.Lock()
 	c.mu.Lock()
 	delete(c.rooms, room)
+	if j := c.joining[room]; j != nil {
+		j.left = true
+		delete(c.joining, room) // Joins issued from now on count anew
+	}
 	c.mu.Unlock()
 	c.memberMu.Unlock()
 	return c.membership(ctx, dispatch.KindLeave, room)

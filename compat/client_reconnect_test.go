@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // Every caller returns when the connection drops under it, whatever it
@@ -65,5 +67,62 @@ func TestCallersReturnWhenTheConnectionDrops(t *testing.T) {
 			t.Fatal("and still after Close")
 		}
 		return
+	}
+}
+
+// A Leave issued while a Join of the same room is in flight sticks: the
+// Join's answer, which came after the Leave forgot the room, recorded it
+// again, and the next reconnect joined the room behind the user's back
+// (a reconnect audit: 5 runs of 5).
+func TestLeaveDuringJoinSticksAcrossReconnect(t *testing.T) {
+	joinSeen := make(chan struct{}, 1)
+	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
+		if room == "X" {
+			select {
+			case joinSeen <- struct{}{}:
+			default:
+			}
+			time.Sleep(50 * time.Millisecond) // the Leave is sent meanwhile
+		}
+		return nil
+	}})
+	connected := make(chan struct{}, 4)
+	c := dialClient(t, addr, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	joined := make(chan error, 1)
+	go func() { _, err := c.Join(ctx, "X"); joined <- err }()
+	<-joinSeen
+	_, err := c.Leave(ctx, "X")
+	if jerr := <-joined; jerr != nil || err != nil {
+		t.Fatalf("Join: %v, Leave: %v", jerr, err)
+	}
+	if _, err := c.Join(ctx, "Y"); err != nil { // a room that stays
+		t.Fatal(err)
+	}
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(wsframe.CloseInternalError, "drop")
+	}
+	select {
+	case <-connected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Members("Y") != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := s.Members("Y"); m != 1 {
+		t.Fatalf("room Y has %d members after the reconnect, want 1 (rejoined)", m)
+	}
+	time.Sleep(200 * time.Millisecond) // the rejoins go one by one, X's maybe after Y's
+	if m := s.Members("X"); m != 0 {
+		t.Errorf("the client is a member of X again after the reconnect (%d), though it left it", m)
 	}
 }
