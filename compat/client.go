@@ -52,6 +52,8 @@ type ClientOptions struct {
 	// WebRTC configures webrtc+http:// and webrtc+https:// URLs.
 	WebRTC WebRTCOptions
 	// Handlers answers the server's asks; nil answers every ask NotFound.
+	// A handler's ctx ends at the ask's timeout, or when the connection
+	// it came on ends (a drop, Close).
 	Handlers *Router
 	// Dictionary, when set, is offered to the server for per-message
 	// compression (PROTOCOL.md §6). Build it with RouterDictionary from the
@@ -66,8 +68,8 @@ type ClientOptions struct {
 	// CallTimeout bounds a call whose context has no deadline; 0: none.
 	CallTimeout time.Duration
 	// ConnectTimeout bounds each connection attempt, Dial's (within its
-	// ctx) and every reconnect's: the carrier's handshakes and the
-	// upgrade or signalling. 10 s by default.
+	// ctx) and every reconnect's: the carrier's handshakes, the upgrade or
+	// signalling, and the server's capabilities. 10 s by default.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval is how long the server may stay silent before the
 	// client pings it; 25 s by default, or half of IdleTimeout when that is
@@ -103,7 +105,9 @@ type ClientOptions struct {
 // Reconnect is the reconnection policy: capped exponential backoff with
 // jitter, from MinDelay to MaxDelay, the actual delay drawn uniformly from
 // the upper half of the current step so a fleet of clients does not
-// reconnect in lockstep.
+// reconnect in lockstep. The step doubles after each failed attempt, and
+// after a connection that the server ended within MaxDelay of sending its
+// capabilities; it starts over from MinDelay after one that served longer.
 type Reconnect struct {
 	Disabled bool
 	MinDelay time.Duration // 100 ms by default
@@ -114,8 +118,9 @@ type Reconnect struct {
 type State uint8
 
 const (
-	// Connected: calls go to the server; reported after each reconnect
-	// (Dial returns connected, without reporting it).
+	// Connected: calls go to the server; reported after each reconnect,
+	// once the server's capabilities have arrived (Dial returns
+	// connected, without reporting it).
 	Connected State = iota + 1
 	// Reconnecting: the connection dropped and the client is dialing
 	// again; calls fail with ErrDisconnected meanwhile.
@@ -198,6 +203,14 @@ type clientConn struct {
 	// serverMaxMessage is the server's maxMessage capability, 0 until
 	// known.
 	serverMaxMessage atomic.Int64
+	// asksCtx is the parent of the ask handlers' contexts, canceled
+	// when the connection ends: a handler waiting on its ctx ran on after
+	// Close until the ask's timeout (30 s by default; a reconnect audit).
+	asksCtx    context.Context
+	cancelAsks context.CancelFunc
+	// readyAt is when the server's capabilities arrived, in UnixNano; 0
+	// before.
+	readyAt atomic.Int64
 	// sentCapabilities is the payload of the client's capabilities: a
 	// server that sends it back is an echo server (errEchoServer).
 	sentCapabilities []byte
@@ -416,6 +429,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		return nil, c.connectError(ctx, err)
 	}
 	cc := &clientConn{c: c, link: l, ready: make(chan struct{}), ended: make(chan struct{})}
+	cc.asksCtx, cc.cancelAsks = context.WithCancel(context.Background())
 	if ws, ok := l.(*wsConn); ok {
 		cc.shared = ws.shared
 	}
@@ -483,8 +497,18 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 
 // run serves connections until Close: it reads one until it drops, fails
 // the calls in flight, and reconnects with backoff.
+//
+// The backoff starts over only after a connection that served for
+// Reconnect.MaxDelay at least. One that the server ended sooner counts as
+// a failed attempt: a server that refuses the client after the handshake
+// (an authentication refused on QUIC or SCTP, where the upgrade checks
+// come after it) or closes every connection at once (over a quota) was
+// asked again every MinDelay, for ever (a reconnect audit: 36 attempts in
+// 3 s).
 func (c *Client) run(cc *clientConn) {
 	defer close(c.done)
+	step := c.opts.Reconnect.MinDelay
+	var settled chan struct{} // closed when a reconnected cc's settleReconnect is done
 	for first := true; ; first = false {
 		stopWatch := cc.watchLiveness()
 		err := cc.link.run(cc)
@@ -508,6 +532,10 @@ func (c *Client) run(cc *clientConn) {
 			c.settle(pc, nil, err, true)
 		}
 		close(cc.ended) // after the drain: see settleRefused
+		cc.cancelAsks()
+		if settled != nil {
+			<-settled // its Connected, rejoins or giving up come first
+		}
 		if first && !cc.isReady() {
 			// Dial's connection, ended before the server's capabilities:
 			// Dial fails with err, and nothing is retried.
@@ -521,15 +549,48 @@ func (c *Client) run(cc *clientConn) {
 			c.watch.close()
 			return
 		}
+		if cc.servedFor() >= c.opts.Reconnect.MaxDelay {
+			step = c.opts.Reconnect.MinDelay
+		} else if !first {
+			step = min(2*step, c.opts.Reconnect.MaxDelay)
+		}
 		c.setState(Reconnecting)
-		cc = c.reconnect()
+		cc, step = c.reconnect(step)
 		if cc == nil {
 			c.setState(Closed)
 			c.timeouts.Stop()
 			c.watch.close() // or the caller's context keeps the client
 			return
 		}
+		settled = make(chan struct{})
+		go c.settleReconnect(cc, settled)
 	}
+}
+
+// settleReconnect waits, within ConnectTimeout, for the capabilities of
+// a reconnected connection, as Dial does for the first one; then the
+// client is Connected and rejoins its rooms. A connection whose server
+// sends none in time is given up, and run tries again. It was Connected
+// as soon as the carrier's handshake was done: calls, emits and events
+// waited for the capabilities of a server that had hung after its
+// upgrade until IdleTimeout (a reconnect audit: 7 s with a 1 s
+// ConnectTimeout), and OnState said Connected to a server that refused
+// the client a moment later.
+func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
+	defer close(done)
+	t := time.NewTimer(c.opts.ConnectTimeout)
+	defer t.Stop()
+	select {
+	case <-cc.ready:
+	case <-cc.ended:
+		return
+	case <-t.C:
+		c.opts.Logger.Info("hotpath: reconnect failed", "err", fmt.Errorf("no capabilities from the server: %w", &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout}))
+		cc.link.abort()
+		return
+	}
+	c.setState(Connected)
+	c.rejoin(cc)
 }
 
 // watchLiveness pings the server once it has been silent for
@@ -583,22 +644,22 @@ func (w *livenessWatch) check() {
 	w.timer.Load().Reset(time.Until(next))
 }
 
-// reconnect dials until it succeeds or the client is closed, then rejoins
-// the rooms the client was in.
-func (c *Client) reconnect() *clientConn {
-	step := c.opts.Reconnect.MinDelay
+// reconnect dials, after a delay of about step and then doubling it up to
+// Reconnect.MaxDelay after each failure, until a connection is made or
+// the client is closed (nil). It returns the step it ended at.
+func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 	for attempt := 1; ; attempt++ {
 		delay := step/2 + rand.N(step/2+1)
 		select {
 		case <-time.After(delay):
 		case <-c.closedCh():
-			return nil
+			return nil, step
 		}
 		cc, err := c.connectUnlessClosed()
 		if err != nil {
 			select {
 			case <-c.closedCh():
-				return nil // the attempt was given up for Close
+				return nil, step // the attempt was given up for Close
 			default:
 			}
 			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
@@ -609,17 +670,11 @@ func (c *Client) reconnect() *clientConn {
 		if c.closed {
 			c.mu.Unlock()
 			cc.link.abort()
-			return nil
+			return nil, step
 		}
 		c.conn = cc
-		rooms := make([]string, 0, len(c.rooms))
-		for r := range c.rooms {
-			rooms = append(rooms, r)
-		}
 		c.mu.Unlock()
-		c.setState(Connected)
-		go c.rejoin(rooms)
-		return cc
+		return cc, step
 	}
 }
 
@@ -640,7 +695,17 @@ func (c *Client) connectUnlessClosed() (*clientConn, error) {
 	return c.connect(ctx)
 }
 
-func (c *Client) rejoin(rooms []string) {
+// rejoin joins cc, a reconnected connection, to the rooms the client is
+// in. It stops when cc is no longer the client's (dropped: the next
+// connection rejoins; closed: none does), without a word for the rooms
+// left: after Close, OnRejoinError was called for each of them.
+func (c *Client) rejoin(cc *clientConn) {
+	c.mu.Lock()
+	rooms := make([]string, 0, len(c.rooms))
+	for r := range c.rooms {
+		rooms = append(rooms, r)
+	}
+	c.mu.Unlock()
 	for _, r := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := c.membershipIf(ctx, dispatch.KindJoin, r, func() bool {
@@ -651,6 +716,12 @@ func (c *Client) rejoin(rooms []string) {
 		cancel()
 		if err == nil || err == errNotRejoined {
 			continue
+		}
+		c.mu.Lock()
+		gone := c.stillCurrentLocked(cc) != nil
+		c.mu.Unlock()
+		if gone {
+			return
 		}
 		// Refused by the server (Options.AllowJoin), the room is left:
 		// asking again at every reconnect would not change that.
@@ -1384,6 +1455,16 @@ func (cc *clientConn) enqueue(b []byte) error {
 	return cc.flushQueue(true)
 }
 
+// servedFor is how long cc served, from its server's capabilities to now:
+// 0 if they never came.
+func (cc *clientConn) servedFor() time.Duration {
+	at := cc.readyAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, at))
+}
+
 // isReady reports whether the server's capabilities have arrived.
 func (cc *clientConn) isReady() bool {
 	select {
@@ -1745,7 +1826,10 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		}
 		// Ready once the limits are stored: senders waiting for them
 		// (awaitReady) go on, and Dial returns.
-		cc.readyOnce.Do(func() { close(cc.ready) })
+		cc.readyOnce.Do(func() {
+			cc.readyAt.Store(time.Now().UnixNano())
+			close(cc.ready)
+		})
 	default:
 		return errUnknownKind
 	}
@@ -1803,7 +1887,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 	}
 	go func() {
 		defer cc.asksRunning.Add(-1)
-		ctx := context.Background()
+		ctx := cc.asksCtx
 		if timeoutMS > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond)

@@ -2,11 +2,18 @@ package compat
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
 
@@ -124,5 +131,260 @@ func TestLeaveDuringJoinSticksAcrossReconnect(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the rejoins go one by one, X's maybe after Y's
 	if m := s.Members("X"); m != 0 {
 		t.Errorf("the client is a member of X again after the reconnect (%d), though it left it", m)
+	}
+}
+
+// stateLog records a client's OnState reports.
+type stateLog struct {
+	mu sync.Mutex
+	s  []State
+}
+
+func (l *stateLog) add(s State) {
+	l.mu.Lock()
+	l.s = append(l.s, s)
+	l.mu.Unlock()
+}
+
+func (l *stateLog) count(s State) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range l.s {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// A server that refuses the client after the carrier's handshake (QUIC
+// and SCTP check the upgrade after it), or closes every connection at
+// once, is asked again with a growing delay, and OnState never says
+// Connected to it. The backoff started over at every connection the
+// carrier made: 36 attempts in 3 s on QUIC with MinDelay 100 ms, each
+// reported Connected (a reconnect audit).
+func TestReconnectBacksOffFromARefusingServer(t *testing.T) {
+	var refuse atomic.Bool
+	var attempts atomic.Int32
+	e := newCarrierEnv(t, Options{
+		CheckOrigin: func(*http.Request) bool { return true },
+		Authenticate: func(r *http.Request) (any, error) {
+			if refuse.Load() {
+				attempts.Add(1)
+				return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "token revoked"}
+			}
+			return "ok", nil
+		},
+	})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			refuse.Store(false)
+			var states stateLog
+			c := e.dial(t, carrier, ClientOptions{OnState: states.add, Logger: slog.New(slog.DiscardHandler),
+				Reconnect: Reconnect{MinDelay: 100 * time.Millisecond, MaxDelay: 5 * time.Second}})
+			refuse.Store(true)
+			attempts.Store(0)
+			for _, p := range e.srv.snapshotPeers() {
+				if p.Carrier() == carrier {
+					p.closeWith(wsframe.CloseInternalError, "drop")
+				}
+			}
+			time.Sleep(2 * time.Second)
+			// Delays of 50-100, 100-200, 200-400, 400-800 and 800-1600 ms
+			// fit at most 5 attempts in 2 s; every 100 ms would be 20.
+			if n := attempts.Load(); n > 8 {
+				t.Errorf("%d attempts in 2 s: no backoff", n)
+			}
+			if n := states.count(Connected); n > 0 {
+				t.Errorf("OnState said Connected %d times, while every attempt was refused", n)
+			}
+			c.Close()
+		})
+	}
+	t.Run("closed-at-once", func(t *testing.T) {
+		var conns atomic.Int32
+		var closeAll atomic.Bool
+		s, addr := newTestServer(t, Options{OnConnect: func(p *Peer) {
+			if closeAll.Load() {
+				conns.Add(1)
+				p.closeWith(wsframe.ClosePolicyViolation, "over quota")
+			}
+		}})
+		c := dialClient(t, addr, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+			Reconnect: Reconnect{MinDelay: 100 * time.Millisecond, MaxDelay: 5 * time.Second}})
+		closeAll.Store(true)
+		for _, p := range s.snapshotPeers() {
+			p.closeWith(wsframe.CloseInternalError, "drop")
+		}
+		time.Sleep(2 * time.Second)
+		if n := conns.Load(); n > 8 {
+			t.Errorf("%d connections in 2 s to a server that closes each at once: no backoff", n)
+		}
+		c.Close()
+	})
+}
+
+// A reconnect to a server that hangs after the upgrade gives the
+// connection up at ConnectTimeout, as Dial does, and what waited for it
+// fails then. Emit, which has no context, waited for the server's
+// capabilities until IdleTimeout (7 s with IdleTimeout 4 s and
+// ConnectTimeout 1 s; a reconnect audit), and OnState said Connected.
+func TestReconnectToAServerThatHangs(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	// A proxy to the server for the first connection; the next ones are
+	// upgraded and then never answered.
+	first := make(chan net.Conn, 1)
+	go func() {
+		for n := 0; n < 100; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				go func() {
+					defer conn.Close()
+					ws.Upgrader{Protocol: func([]byte) bool { return true }}.Upgrade(conn)
+					io.Copy(io.Discard, conn)
+				}()
+				continue
+			}
+			first <- conn
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				conn.Close()
+				return
+			}
+			go func() { io.Copy(up, conn); up.Close() }()
+			go func() { io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	var states stateLog
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{
+		Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Second, IdleTimeout: 4 * time.Second,
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		OnState:   states.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	(<-first).Close()
+	time.Sleep(100 * time.Millisecond) // reconnected to the hung server
+	start := time.Now()
+	err = c.Emit("r", "e", 1, false)
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("Emit waited %v for a server that hangs (ConnectTimeout 1 s): %v", d, err)
+	}
+	if err == nil {
+		t.Error("Emit to a server that hangs returned nil")
+	}
+	if n := states.count(Connected); n > 0 {
+		t.Errorf("OnState said Connected %d times to a server that hangs", n)
+	}
+}
+
+// Close ends the rejoins of a reconnect: OnRejoinError was called for
+// every room not rejoined yet after Close had returned (a reconnect
+// audit: 36 of 40 rooms), with the error of the client's own close.
+func TestCloseEndsTheRejoins(t *testing.T) {
+	var slow atomic.Bool
+	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
+		if slow.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}})
+	var closed atomic.Bool
+	var after atomic.Int32
+	connected := make(chan struct{}, 4)
+	c := dialClient(t, addr, ClientOptions{
+		Logger:    slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
+		OnRejoinError: func(room string, err error, left bool) {
+			if closed.Load() {
+				after.Add(1)
+			}
+		},
+	})
+	ctx := context.Background()
+	for i := range 40 {
+		if _, err := c.Join(ctx, fmt.Sprintf("room%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow.Store(true)
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(wsframe.CloseInternalError, "drop")
+	}
+	select {
+	case <-connected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	time.Sleep(100 * time.Millisecond) // a few rooms rejoined
+	c.Close()
+	closed.Store(true)
+	time.Sleep(500 * time.Millisecond)
+	if n := after.Load(); n > 0 {
+		t.Errorf("OnRejoinError called %d times after Close returned", n)
+	}
+}
+
+// An ask handler's ctx ends when its connection does: one waiting on it
+// ran on after Close until the ask's timeout (a reconnect audit, on
+// WebSocket and QUIC).
+func TestAskHandlerEndsWithTheConnection(t *testing.T) {
+	r := NewRouter()
+	Handle(r, "test/ask", func(ctx context.Context, _ struct{}) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		var out string
+		return out, PeerFrom(ctx).Ask(ctx, "ui/block", "q", &out)
+	}, Async())
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			asked := make(chan struct{}, 1)
+			handlerDone := make(chan error, 1)
+			asks := NewRouter()
+			Handle(asks, "ui/block", func(ctx context.Context, _ string) (string, error) {
+				asked <- struct{}{}
+				select {
+				case <-ctx.Done():
+					handlerDone <- nil
+				case <-time.After(10 * time.Second):
+					handlerDone <- errors.New("its ctx never ended")
+				}
+				return "", ctx.Err()
+			})
+			c := e.dial(t, carrier, ClientOptions{Handlers: asks, Logger: slog.New(slog.DiscardHandler)})
+			go c.Call(context.Background(), "test/ask", struct{}{}, nil)
+			select {
+			case <-asked:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no ask")
+			}
+			c.Close()
+			select {
+			case err := <-handlerDone:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Error("the ask handler still runs 3 s after Close returned")
+			}
+		})
 	}
 }

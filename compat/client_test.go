@@ -1751,8 +1751,7 @@ func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
 		}
 		silent <- nc
 	}()
-	states := make(chan State, 10)
-	c := dialClient(t, ln.Addr().String(), ClientOptions{OnState: func(st State) { states <- st }, Reconnect: Reconnect{MinDelay: time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{MinDelay: time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
 	var nc net.Conn
 	select {
 	case nc = <-silent:
@@ -1760,11 +1759,17 @@ func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reconnect")
 	}
-	for st := State(0); st != Connected; {
-		select {
-		case st = <-states:
-		case <-time.After(5 * time.Second):
-			t.Fatal("never reported Connected")
+	// The reconnected connection is the client's, not Connected: that
+	// waits for the capabilities (settleReconnect).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		cc := c.conn
+		c.mu.Unlock()
+		if cc != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reconnected connection never became the client's")
 		}
 	}
 	for _, call := range []func(ctx context.Context) error{
