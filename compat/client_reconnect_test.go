@@ -388,3 +388,38 @@ func TestAskHandlerEndsWithTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// A call reading its own answer returns at its deadline while the client
+// closes: it read on until the closing handshake's deadline, 3 s later,
+// when the server did not answer the close (a reconnect audit: 3.1 s for
+// a 300 ms ctx).
+func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
+	r := testRouter()
+	Handle(r, "test/block", func(ctx context.Context, ms int) (string, error) {
+		time.Sleep(time.Duration(ms) * time.Millisecond) // on the read loop: the close waits
+		return "done", nil
+	})
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil { // the loop hands the reads over
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res := make(chan error, 1)
+	go func() {
+		var out string
+		res <- c.Call(ctx, "test/block", 2000, &out)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	if err := <-res; !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrDisconnected) && !errors.Is(err, ErrClosed) {
+		t.Errorf("the call: %v", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("a call with a 300 ms ctx returned after %v", d)
+	}
+	<-closed
+}

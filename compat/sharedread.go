@@ -65,7 +65,10 @@ type sharedReads struct {
 	lingerArmed atomic.Bool  // linger is pending; set by whoever arms it
 	releasedAt  atomic.Int64 // when the token was last let go of, in monoNow nanoseconds
 	wake        atomic.Bool  // the read deadline was set to wake a reading caller
-	failure     error        // why a caller's read ended the connection; owned by the token
+	// closeDeadline is the closing handshake's read deadline, in
+	// UnixNano, set under the wsConn's wmu: a woken reader puts it back.
+	closeDeadline int64
+	failure       error // why a caller's read ended the connection; owned by the token
 
 	callerReads atomic.Uint64 // how many times a caller took the token
 }
@@ -242,14 +245,12 @@ func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 }
 
 // wakeReader wakes a caller blocked in readUntil: its call was settled by
-// another goroutine. Once the connection is closing, the closing
-// handshake's deadline stays, and the reader ends with it.
+// another goroutine. Once the connection is closing too: the caller held
+// its call past its ctx until the closing handshake's deadline (3 s; a
+// reconnect audit), and takeWake puts that deadline back.
 func (c *wsConn) wakeReader() {
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
-	if c.closing {
-		return
-	}
 	c.shared.wake.Store(true)
 	c.nc.SetReadDeadline(time.Now())
 }
@@ -263,8 +264,12 @@ func (c *wsConn) takeWake(err error) bool {
 	}
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
-	if c.closing || !c.shared.wake.Swap(false) {
+	if !c.shared.wake.Swap(false) {
 		return false
+	}
+	if c.closing {
+		c.nc.SetReadDeadline(time.Unix(0, c.shared.closeDeadline))
+		return true
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	if c.closeRequest.Load() != nil {

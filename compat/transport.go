@@ -520,11 +520,14 @@ func (c *wsConn) sendClose(code wsframe.CloseCode, reason string) {
 		frame = wsframe.AppendCloseFrame(nil, code, reason)
 	}
 	c.out.SendLast(frame)
-	// Under wmu, so that wakeReader, which checks closing under it too,
-	// never moves this deadline.
+	// Under wmu, so that a caller woken by wakeReader, which takes wmu
+	// too, puts this deadline back (takeWake).
 	deadline := time.Now().Add(closeTimeout)
 	c.nc.SetReadDeadline(deadline)
 	c.nc.SetWriteDeadline(deadline)
+	if c.shared != nil {
+		c.shared.closeDeadline = deadline.UnixNano()
+	}
 	c.wmu.Unlock()
 }
 
