@@ -231,9 +231,13 @@ func (c *Conn) AppendCompressedFrame(dst []byte, op wsframe.Opcode, payload []by
 		return dst, false
 	}
 	masked := c.role == wsframe.Client
-	// The compressed payload is shorter than payload, so its header is no
-	// longer than payload's: reserve that much, compress after it, then
-	// slide the body down to the header's real size.
+	// Reserve the header payload's length would need, compress after it,
+	// then slide the body to the header's real size: down, usually, as
+	// the compressed payload is shorter; up when it is not, which
+	// AppendCompressed allows with context takeover and an empty history
+	// (an incompressible message of 120-125 or 65,530-65,535 bytes then
+	// needed a larger header, and the slide down cut the body's end: the
+	// peer inflated other bytes without an error; a modules audit).
 	reserve := wsframe.HeaderSize(int64(len(payload)), masked)
 	start := len(dst)
 	out, ok := c.AppendCompressed(append(dst, zeroHeader[:reserve]...), payload)
@@ -242,7 +246,10 @@ func (c *Conn) AppendCompressedFrame(dst []byte, op wsframe.Opcode, payload []by
 	}
 	n := len(out) - start - reserve
 	hs := wsframe.HeaderSize(int64(n), masked)
-	copy(out[start+hs:], out[start+reserve:])
+	if hs > reserve {
+		out = append(out, zeroHeader[:hs-reserve]...)
+	}
+	copy(out[start+hs:], out[start+reserve:start+reserve+n])
 	out = out[:start+hs+n]
 	h := wsframe.Header{Flags: wsframe.Fin | wsframe.Rsv1, Opcode: op, Length: int64(n)}
 	if masked {
