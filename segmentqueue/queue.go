@@ -91,8 +91,10 @@ type Queue struct {
 	lent *buffer
 
 	// want is the byte count the last Reserve asked to hold contiguously
-	// from the first byte; Fill sizes and places its reads by it. It is a
-	// hint: a stale one costs at most a larger chunk.
+	// from the first byte; Fill sizes and places its reads by it. Every
+	// removal clears it: left set after a Next, it made every later Fill
+	// into the empty queue read into a fresh chunk of that size, which an
+	// idle connection then held (a modules audit: 1 MiB for 2 bytes).
 	want int
 
 	inline [inlineSegments]segment
@@ -340,6 +342,7 @@ func (q *Queue) Discard(n int) error {
 		if first := &q.ring[q.head]; n >= 0 && n < len(first.buf) {
 			first.buf = first.buf[n:]
 			q.length -= n
+			q.want = 0
 			return nil
 		}
 	}
@@ -373,6 +376,7 @@ func (q *Queue) Next(n int) ([]byte, error) {
 			out := first.buf[:n:n]
 			first.buf = first.buf[n:]
 			q.length -= n
+			q.want = 0
 			return out, nil
 		}
 	}
@@ -396,6 +400,7 @@ func (q *Queue) nextSlow(n int) ([]byte, error) {
 		out := first.buf[:n:n]
 		first.buf = first.buf[n:]
 		q.length -= n
+		q.want = 0
 		if len(first.buf) == 0 {
 			// The chunk behind out must outlive the segment: lend it
 			// instead of pooling it.
