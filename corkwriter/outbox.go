@@ -169,6 +169,10 @@ func (o *Outbox) Send(p []byte) Status { return o.enqueue(p, false, true, false)
 // is still written, p last. It is for a protocol's closing frame (RFC 6455
 // §5.5.1: no data frame after a close frame), so that senders need no lock
 // of their own to stay ahead of it. A second SendLast returns Closed.
+// MaxQueued does not refuse it: a refused closing frame would have been
+// lost for good, since the outbox accepts nothing after it either (a
+// modules audit), and it is one frame, so the queue passes its limit by
+// that much at most.
 func (o *Outbox) SendLast(p []byte) Status { return o.enqueue(p, true, true, true) }
 
 // SendShared queues p by reference, without copying: p must never be
@@ -204,7 +208,7 @@ func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
 		o.mu.Unlock()
 		return Sent
 	}
-	if o.queued > 0 && o.queued+len(p) > o.limit {
+	if o.queued > 0 && o.queued+len(p) > o.limit && !last {
 		if o.overflow == DropOnBackpressure {
 			o.stats.Dropped++
 			o.mu.Unlock()

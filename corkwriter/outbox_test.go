@@ -653,3 +653,42 @@ func TestNilWriterPanicsAtTheCaller(t *testing.T) {
 		o.Send([]byte("x"))
 	})
 }
+
+// A closing frame is never refused for MaxQueued: SendLast into a full
+// outbox returned Dropped and still marked the outbox finished, so the
+// frame could not be sent again and was lost for good (a modules audit).
+func TestOutboxSendLastPastTheLimit(t *testing.T) {
+	for _, policy := range []Policy{DropOnBackpressure, CloseOnBackpressure} {
+		a, b := net.Pipe() // nobody reads b yet
+		o := NewOutbox(a, &OutboxOptions{MaxQueued: 1000, Overflow: policy})
+		if st := o.Send(make([]byte, 900)); st != Queued {
+			t.Fatalf("first frame: %v", st)
+		}
+		closeFrame := []byte{0x88, 0x02, 0x03, 0xe8}
+		big := bytes.Repeat(closeFrame, 40) // 160 bytes: past the limit
+		if st := o.SendLast(big); st != Queued {
+			t.Errorf("policy %d: SendLast into a full outbox: %v, want Queued", policy, st)
+		}
+		if st := o.Send([]byte("data")); st != Closed {
+			t.Errorf("policy %d: a send after SendLast: %v, want Closed", policy, st)
+		}
+		got := make(chan []byte, 1)
+		go func() {
+			all := make([]byte, 900+len(big))
+			b.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.ReadFull(b, all)
+			if err != nil {
+				all = nil
+			}
+			got <- all
+		}()
+		if all := <-got; !bytes.HasSuffix(all, big) {
+			t.Errorf("policy %d: the peer read %d bytes without the closing frame at their end", policy, len(all))
+		}
+		if err := o.Err(); err != nil {
+			t.Errorf("policy %d: Err %v", policy, err)
+		}
+		a.Close()
+		b.Close()
+	}
+}
