@@ -53,7 +53,13 @@ func NewZstd(d *Dictionary, opts CodecOptions) (*Zstd, error) {
 	}
 	dopts := []zstd.DOption{
 		zstd.WithDecoderConcurrency(0),
-		zstd.WithDecoderMaxMemory(uint64(opts.MaxDecoded)),
+		// Not below 1 KiB: the decoder takes a single-segment frame's
+		// window as its content size or 1 KiB, whichever is larger, and
+		// refuses a window over its memory limit, so a MaxDecoded below
+		// 1 KiB refused every message (a modules audit). The cap itself
+		// is checked against the frame's content size first
+		// (AppendDecompress).
+		zstd.WithDecoderMaxMemory(uint64(max(opts.MaxDecoded, 1<<10))),
 		zstd.WithDecoderMaxWindow(window),
 	}
 	c := &Zstd{dict: d, opts: opts, window: window}
