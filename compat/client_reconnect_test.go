@@ -113,14 +113,7 @@ func TestLeaveDuringJoinSticksAcrossReconnect(t *testing.T) {
 	if _, err := c.Join(ctx, "Y"); err != nil { // a room that stays
 		t.Fatal(err)
 	}
-	for _, p := range s.snapshotPeers() {
-		p.closeWith(wsframe.CloseInternalError, "drop")
-	}
-	select {
-	case <-connected:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no reconnect")
-	}
+	dropAndAwaitReconnect(t, s, connected)
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Members("Y") != 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -325,14 +318,7 @@ func TestCloseEndsTheRejoins(t *testing.T) {
 		}
 	}
 	slow.Store(true)
-	for _, p := range s.snapshotPeers() {
-		p.closeWith(wsframe.CloseInternalError, "drop")
-	}
-	select {
-	case <-connected:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no reconnect")
-	}
+	dropAndAwaitReconnect(t, s, connected)
 	time.Sleep(100 * time.Millisecond) // a few rooms rejoined
 	c.Close()
 	closed.Store(true)
@@ -422,4 +408,18 @@ func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
 		t.Errorf("a call with a 300 ms ctx returned after %v", d)
 	}
 	<-closed
+}
+
+// dropAndAwaitReconnect closes every connection of s with 1011 and waits
+// for connected, the client's next Connected.
+func dropAndAwaitReconnect(t *testing.T, s *Server, connected <-chan struct{}) {
+	t.Helper()
+	for _, p := range s.snapshotPeers() {
+		p.closeWith(wsframe.CloseInternalError, "drop")
+	}
+	select {
+	case <-connected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect")
+	}
 }
