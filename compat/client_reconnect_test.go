@@ -247,13 +247,7 @@ func TestReconnectToAServerThatHangs(t *testing.T) {
 				continue
 			}
 			first <- conn
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				conn.Close()
-				return
-			}
-			go func() { io.Copy(up, conn); up.Close() }()
-			go func() { io.Copy(conn, up); conn.Close() }()
+			proxy(conn, addr)
 		}
 	}()
 	var states stateLog
@@ -422,4 +416,16 @@ func dropAndAwaitReconnect(t *testing.T, s *Server, connected <-chan struct{}) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reconnect")
 	}
+}
+
+// proxy relays conn to and from a new TCP connection to addr, each way
+// until either side ends.
+func proxy(conn net.Conn, addr string) {
+	up, err := net.Dial("tcp", addr)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	go func() { io.Copy(up, conn); up.Close() }()
+	go func() { io.Copy(conn, up); conn.Close() }()
 }

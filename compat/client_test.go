@@ -1937,13 +1937,7 @@ func relayFirst(t *testing.T, addr string) (string, func() net.Conn) {
 				continue
 			}
 			first.Store(&conn)
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				conn.Close()
-				return
-			}
-			go func() { io.Copy(up, conn); up.Close() }()
-			go func() { io.Copy(conn, up); conn.Close() }()
+			proxy(conn, addr)
 		}
 	}()
 	return ln.Addr().String(), func() net.Conn { return *first.Load() }
