@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -185,3 +186,39 @@ func TestPMDRoomEmitSharedPerWindow(t *testing.T) {
 }
 
 func deflatesSoFar() uint64 { return deflatecache.Deflates() }
+
+// With context takeover, the first message the server compresses may come
+// out longer than it went in, and an incompressible one of 65,530-65,535
+// bytes then needs a longer frame header: deflatecache cut the end of
+// its body, and the client inflated other bytes without an error (a
+// modules audit; deflatecache's TestCompressedFrameHeaderGrowth).
+func TestPMDTakeoverEchoesAnIncompressibleMessage(t *testing.T) {
+	_, addr := newTestServer(t, Options{Echo: true, Compression: Compression{ContextTakeover: true}})
+	c := dialPMD(t, addr, "permessage-deflate")
+	if strings.Contains(c.Extensions(), "server_no_context_takeover") {
+		t.Fatalf("the server keeps no window: %q", c.Extensions())
+	}
+	msg := make([]byte, 65_533)
+	rand.NewChaCha8([32]byte{7}).Read(msg)
+	c.WriteRaw(wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, msg, wsframe.Fin, wsframe.NewMaskKey()))
+	c.NC.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var raw []byte
+	buf := make([]byte, 64<<10)
+	for {
+		h, n, err := wsframe.ParseHeader(raw)
+		if err == nil && len(raw) >= n+int(h.Length) {
+			if h.Flags&wsframe.Rsv1 == 0 {
+				t.Fatal("the echo was not compressed: the case is not tested")
+			}
+			if body := inflateMessage(t, raw[n:n+int(h.Length)]); !bytes.Equal(body, msg) {
+				t.Fatalf("the echo of %d random bytes came back as %d other bytes", len(msg), len(body))
+			}
+			return
+		}
+		k, err := c.NC.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, buf[:k]...)
+	}
+}
