@@ -486,7 +486,7 @@ func (c *pktConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	// least each time, so that a retry that fails again cannot spin.
 	for {
 		time.Sleep(time.Millisecond)
-		if n := c.ch.buffered(); n == 0 || n+len(b) <= c.limits.MaxOutboxBytes {
+		if c.channelHasRoom(len(b)) {
 			return true
 		}
 		if time.Now().After(deadline) || c.isClosing() {
@@ -538,7 +538,7 @@ func (c *pktConn) writeMessage(pkt []byte) corkwriter.Status {
 	if len(pkt) > maxChannelMessage {
 		return corkwriter.Dropped
 	}
-	if b := c.ch.buffered(); b > 0 && b+len(pkt) > c.limits.MaxOutboxBytes {
+	if !c.channelHasRoom(len(pkt)) {
 		return corkwriter.Dropped
 	}
 	if err := c.ch.writeMessage(pkt); err != nil {
@@ -546,6 +546,14 @@ func (c *pktConn) writeMessage(pkt []byte) corkwriter.Status {
 		return corkwriter.Closed
 	}
 	return corkwriter.Sent
+}
+
+// channelHasRoom reports whether a message channel takes n more bytes:
+// it holds nothing, or at most MaxOutboxBytes with them, as an outbox
+// would (which always takes a frame when empty).
+func (c *pktConn) channelHasRoom(n int) bool {
+	b := c.ch.buffered()
+	return b == 0 || b+n <= c.limits.MaxOutboxBytes
 }
 
 func (c *pktConn) sendDatagram(pkt []byte) (corkwriter.Status, bool) {

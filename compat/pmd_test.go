@@ -61,19 +61,26 @@ func TestPMDNegotiatedAndEchoCompressed(t *testing.T) {
 	msg := []byte(strings.Repeat(`{"event":"tick","price":101.25}`, 20))
 	c.WriteRaw(wsframe.AppendMaskedFrame(nil, wsframe.OpText, deflateMessage(t, msg), wsframe.Fin|wsframe.Rsv1, wsframe.NewMaskKey()))
 	// The echo comes back compressed: read the raw frame to see RSV1.
+	h, body := readRawFrame(t, c)
+	if h.Flags&wsframe.Rsv1 == 0 {
+		t.Fatal("echo was not compressed")
+	}
+	if got := inflateMessage(t, body); !bytes.Equal(got, msg) {
+		t.Fatalf("echo inflates to %q", got)
+	}
+}
+
+// readRawFrame reads the next frame from c as it came, header flags and
+// compressed body included, within 5 s.
+func readRawFrame(t *testing.T, c *wstest.Conn) (wsframe.Header, []byte) {
+	t.Helper()
 	c.NC.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var raw []byte
-	buf := make([]byte, 4096)
+	buf := make([]byte, 64<<10)
 	for {
 		h, n, err := wsframe.ParseHeader(raw)
 		if err == nil && len(raw) >= n+int(h.Length) {
-			if h.Flags&wsframe.Rsv1 == 0 {
-				t.Fatal("echo was not compressed")
-			}
-			if got := inflateMessage(t, raw[n:n+int(h.Length)]); !bytes.Equal(got, msg) {
-				t.Fatalf("echo inflates to %q", got)
-			}
-			return
+			return h, raw[n : n+int(h.Length)]
 		}
 		k, err := c.NC.Read(buf)
 		if err != nil {
@@ -201,24 +208,11 @@ func TestPMDTakeoverEchoesAnIncompressibleMessage(t *testing.T) {
 	msg := make([]byte, 65_533)
 	rand.NewChaCha8([32]byte{7}).Read(msg)
 	c.WriteRaw(wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, msg, wsframe.Fin, wsframe.NewMaskKey()))
-	c.NC.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var raw []byte
-	buf := make([]byte, 64<<10)
-	for {
-		h, n, err := wsframe.ParseHeader(raw)
-		if err == nil && len(raw) >= n+int(h.Length) {
-			if h.Flags&wsframe.Rsv1 == 0 {
-				t.Fatal("the echo was not compressed: the case is not tested")
-			}
-			if body := inflateMessage(t, raw[n:n+int(h.Length)]); !bytes.Equal(body, msg) {
-				t.Fatalf("the echo of %d random bytes came back as %d other bytes", len(msg), len(body))
-			}
-			return
-		}
-		k, err := c.NC.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw = append(raw, buf[:k]...)
+	h, body := readRawFrame(t, c)
+	if h.Flags&wsframe.Rsv1 == 0 {
+		t.Fatal("the echo was not compressed: the case is not tested")
+	}
+	if got := inflateMessage(t, body); !bytes.Equal(got, msg) {
+		t.Fatalf("the echo of %d random bytes came back as %d other bytes", len(msg), len(got))
 	}
 }

@@ -329,10 +329,10 @@ func (s *Server) emit(room string, except *Peer, event string, v any, unreliable
 // Join adds p to room and returns the room's member count, as a client's
 // Join does but without asking Options.AllowJoin. It fails with
 // ErrBadRequest (errors.Is) for a room name the protocol cannot carry or
-// past Limits.MaxRooms, and with ErrClosed once p's connection has ended. The Go client rejoins
-// after a reconnect only the rooms it joined itself: a server that joins
-// its peers (from OnConnect, say) does it again for the new connection,
-// which is a new Peer.
+// past Limits.MaxRooms, and with ErrClosed once p's connection has ended.
+// The Go client rejoins after a reconnect only the rooms it joined itself:
+// a server that joins its peers (from OnConnect, say) does it again for
+// the new connection, which is a new Peer.
 func (s *Server) Join(p *Peer, room string) (int, error) { return s.rooms.join(p, room) }
 
 // Leave removes p from room and returns the room's member count.
