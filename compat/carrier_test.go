@@ -848,11 +848,12 @@ func TestQUICUnexpectedStreams(t *testing.T) {
 			if tc.opener == "server" {
 				opener = p.link
 			}
-			// The client may close the connection as soon as it sees the
-			// stream, before the server's write of its first byte
+			// The other end may close the connection as soon as it sees
+			// the stream, before the opener's write of its first byte
 			// returns: that write's error is then the expected close,
-			// which the checks below see.
-			if err := open(opener, tc.uni); err != nil && tc.opener == "client" {
+			// which the checks below see (a WebTransport client's write
+			// failed so, with the close's reason, in 1 CI run).
+			if err := open(opener, tc.uni); err != nil && tc.opener == "client" && !strings.Contains(err.Error(), unexpectedStreamReason) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			clientCloses := tc.opener == "server"
