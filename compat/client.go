@@ -146,7 +146,10 @@ func (s State) String() string {
 // ErrDisconnected is returned by calls made while the client is
 // reconnecting or after its connection dropped, and by calls in flight
 // when it dropped (the server may or may not have run those), joined with
-// why the connection ended: CloseStatus gives its close code.
+// why the connection ended: CloseStatus gives its close code. While
+// reconnect attempts fail, the error says the last one's failure too, and
+// a refusal's *HTTPError (Authenticate's 401 or 403 on WebSocket,
+// WebTransport or WebRTC) is found by errors.As.
 var ErrDisconnected = errors.New("hotpath: disconnected")
 
 // Client is a connection to a hotpath server that reconnects when it
@@ -648,6 +651,9 @@ func (w *livenessWatch) check() {
 // Reconnect.MaxDelay after each failure, until a connection is made or
 // the client is closed (nil). It returns the step it ended at.
 func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
+	c.mu.Lock()
+	dropped := c.dropped
+	c.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		delay := step/2 + rand.N(step/2+1)
 		select {
@@ -663,6 +669,9 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 			default:
 			}
 			c.opts.Logger.Info("hotpath: reconnect failed", "attempt", attempt, "err", err)
+			c.mu.Lock()
+			c.dropped = &reconnectError{dropped: dropped, attempt: attempt, err: err}
+			c.mu.Unlock()
 			step = min(2*step, c.opts.Reconnect.MaxDelay)
 			continue
 		}
@@ -676,6 +685,35 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 		c.mu.Unlock()
 		return cc, step
 	}
+}
+
+// reconnectError is the error of calls made while reconnect attempts
+// fail: the last connection's end, which CloseStatus reads, with the last
+// attempt's failure. A client whose reconnects were refused (a token
+// revoked: Authenticate's 401 on WebSocket, WebTransport or WebRTC, where
+// the refusal is the upgrade's answer) failed its calls with the old
+// connection's drop for as long as it tried, and only the Info log said
+// why.
+type reconnectError struct {
+	dropped error // ErrDisconnected with why the last connection ended
+	attempt int
+	err     error
+}
+
+func (e *reconnectError) Error() string {
+	return fmt.Sprintf("%v; reconnect attempt %d failed: %v", e.dropped, e.attempt, e.err)
+}
+
+// Unwrap gives the drop, and the attempt's failure only when it is the
+// server's refusal (an *HTTPError, for errors.As): a dial that timed out
+// would otherwise make a call that failed at once match
+// context.DeadlineExceeded, as a call that timed out does.
+func (e *reconnectError) Unwrap() []error {
+	var refused *HTTPError
+	if errors.As(e.err, &refused) {
+		return []error{e.dropped, refused}
+	}
+	return []error{e.dropped}
 }
 
 // connectUnlessClosed is one reconnect attempt, given up when Close is

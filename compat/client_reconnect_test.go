@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -428,4 +429,73 @@ func proxy(conn net.Conn, addr string) {
 	}
 	go func() { io.Copy(up, conn); up.Close() }()
 	go func() { io.Copy(conn, up); conn.Close() }()
+}
+
+// Calls made while reconnects are refused say so. A client whose token
+// was revoked failed its calls with the old connection's drop for as long
+// as it tried; only the Info log had the 401. The drop's close code stays
+// what CloseStatus reads.
+func TestCallsWhileReconnectsAreRefused(t *testing.T) {
+	var refuse atomic.Bool
+	e := newCarrierEnv(t, Options{
+		CheckOrigin: func(*http.Request) bool { return true },
+		Authenticate: func(r *http.Request) (any, error) {
+			if refuse.Load() {
+				return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "token revoked"}
+			}
+			return "ok", nil
+		},
+	})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierWebTransport, CarrierWebRTC, CarrierQUIC, CarrierSCTP} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			refuse.Store(false)
+			c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+				Reconnect: Reconnect{MinDelay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond}})
+			refuse.Store(true)
+			for _, p := range e.srv.snapshotPeers() {
+				if p.Carrier() == carrier {
+					p.closeWith(wsframe.CloseInternalError, "drop")
+				}
+			}
+			// QUIC and SCTP refuse after their handshake: the refusal is
+			// the next connection's end, a 1008 with the message.
+			// webtransport-go gives a refused CONNECT's status without
+			// its body.
+			wantText := "token revoked"
+			if carrier == CarrierWebTransport {
+				wantText = "HTTP 401"
+			}
+			var err error
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				err = c.Call(context.Background(), "echo/raw", []byte("x"), nil)
+				if err != nil && strings.Contains(err.Error(), wantText) {
+					break
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), wantText) {
+				t.Fatalf("calls while reconnects are refused: %v; want the refusal (%q)", err, wantText)
+			}
+			if !errors.Is(err, ErrDisconnected) {
+				t.Errorf("%v does not match ErrDisconnected", err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%v matches context.DeadlineExceeded", err)
+			}
+			switch carrier {
+			case CarrierQUIC, CarrierSCTP:
+				if code := CloseStatus(err); code != wsframe.ClosePolicyViolation {
+					t.Errorf("CloseStatus = %d, want 1008 (the refusal)", code)
+				}
+			default:
+				var refused *HTTPError
+				if !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized {
+					t.Errorf("errors.As(%v, *HTTPError) = %v", err, refused)
+				}
+				if code := CloseStatus(err); code != wsframe.CloseInternalError {
+					t.Errorf("CloseStatus = %d, want 1011 (the drop's)", code)
+				}
+			}
+			c.Close()
+		})
+	}
 }
