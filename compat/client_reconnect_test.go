@@ -499,3 +499,60 @@ func TestCallsWhileReconnectsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// OpenStream on a reconnected connection that ends before the server's
+// capabilities (a refusal after the QUIC handshake) says why, as a call
+// does: it returned a bare ErrDisconnected.
+func TestOpenStreamOnARefusedReconnect(t *testing.T) {
+	var refuse atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	e := newCarrierEnv(t, Options{
+		Authenticate: func(r *http.Request) (any, error) {
+			if !refuse.Load() {
+				return "ok", nil
+			}
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "token revoked"}
+		},
+	})
+	c := e.dial(t, CarrierQUIC, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 20 * time.Millisecond, MaxDelay: time.Second}})
+	refuse.Store(true)
+	for _, p := range e.srv.snapshotPeers() {
+		p.closeWith(wsframe.CloseInternalError, "drop")
+	}
+	select {
+	case <-entered: // the reconnect's handshake is done; its upgrade waits
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		current := c.conn != nil
+		c.mu.Unlock()
+		if current {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reconnected connection is not the client's")
+		}
+	}
+	opened := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.OpenStream(ctx, "file/echo", "")
+		opened <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // OpenStream waits for the capabilities
+	close(release)
+	err := <-opened
+	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.ClosePolicyViolation || !strings.Contains(err.Error(), "token revoked") {
+		t.Fatalf("OpenStream on a refused reconnect: %v; want ErrDisconnected with the refusal's 1008", err)
+	}
+}

@@ -346,8 +346,8 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	// (PROTOCOL.md §8.2).
 	select {
 	case <-cc.ready:
-	case <-pc.done:
-		return nil, ErrDisconnected
+	case <-cc.ended:
+		return nil, c.endError(cc) // why, as a call's error says
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
