@@ -744,8 +744,9 @@ const defaultTimers = {
  * @typedef {object} ReconnectOptions
  * @property {number} [minDelay=250] first backoff step, ms
  * @property {number} [maxDelay=10000] largest backoff step, ms
- * @property {number} [stableAfter=5000] a connection that stayed open this
- *   long resets the backoff to minDelay when it drops
+ * @property {number} [stableAfter=5000] a connection that served this long
+ *   (from the server's capabilities) resets the backoff to minDelay when it
+ *   drops
  */
 
 /**
@@ -759,7 +760,8 @@ const defaultTimers = {
  *   channel through the signalling endpoint at url (after WebTransport,
  *   before WebSocket)
  * @property {number} [callTimeout=30000] timeout of calls, joins and leaves that give none, ms; 0: none
- * @property {number} [connectTimeout=10000] how long an opening handshake may take, ms; 0: no limit
+ * @property {number} [connectTimeout=10000] how long an opening handshake may
+ *   take, through the server's capabilities, ms; 0: no limit
  * @property {number} [keepaliveInterval=25000] silence from the server, ms,
  *   after which the client sends it a Ping packet (§4.8)
  * @property {number} [idleTimeout=60000] silence, ms, after which the
@@ -801,7 +803,7 @@ export class Client {
   #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks;
   #state = 'connecting';
   #closed = false;
-  #conn = null; // {ws, carrier, openedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
+  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
   #unreliableSent = 0;
   #queue = []; // pending entries and {packet, conn} items, in order
   #flushScheduled = false;
@@ -1032,7 +1034,8 @@ export class Client {
   }
 
   /**
-   * Listens to connection state changes: {state: 'open'}, {state:
+   * Listens to connection state changes: {state: 'open'} (once the
+   * server's capabilities arrived), {state:
    * 'reconnecting', error, delay, attempt} (error is the CloseError that
    * ended the last connection, delay the ms until the next attempt), and
    * {state: 'closed', error} after close() or when reconnecting is off.
@@ -1065,7 +1068,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
+    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
     this.#conn = conn;
     this.#open(conn, 0);
     if (this.#connectTimeout === 0) return;
@@ -1116,14 +1119,27 @@ export class Client {
     };
   }
 
+  // onOpen: the carrier is open. The connect timeout runs on until the
+  // server's capabilities arrive (#onReady): a server that hung after its
+  // upgrade kept what was queued waiting until idleTimeout.
   #onOpen(conn) {
     if (conn !== this.#conn) return;
-    this.#timers.clearTimeout(conn.timer);
     conn.openedAt = this.#timers.now();
     conn.lastRead = conn.openedAt;
     this.#watchLiveness(conn);
     // Capabilities first, alone: it may not be a batch item (§4.7).
     conn.ws.send(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }));
+  }
+
+  // onReady: the server's first capabilities arrived on conn. Only now is
+  // the connection open: a server that closes at once after the upgrade
+  // (over a quota, or refusing the client) was reported open at every
+  // attempt. The rejoins go first, so that queued emits find the rooms
+  // joined; then the queue leaves.
+  #onReady(conn) {
+    this.#timers.clearTimeout(conn.timer);
+    conn.ready = true;
+    conn.servedAt = this.#timers.now();
     const joining = new Set();
     for (const e of this.#pending.values()) if (e.kind === 'join') joining.add(e.room);
     const rejoins = [];
@@ -1140,7 +1156,6 @@ export class Client {
         },
       }));
     }
-    // Rejoins go first, so that queued emits find the rooms joined.
     this.#queue.unshift(...rejoins);
     this.#setState('open');
     this.#flush();
@@ -1251,8 +1266,7 @@ export class Client {
         if (Number.isInteger(maxBatch) && maxBatch > 0) this.#maxBatch = Math.min(this.#maxBatch, maxBatch);
         if (Number.isInteger(maxMessage) && maxMessage > 0) this.#maxMessage = maxMessage;
         // What waited for the server's limits leaves now (see #flush).
-        conn.ready = true;
-        this.#flush();
+        if (!conn.ready) this.#onReady(conn); else this.#flush();
         return;
       }
       default: // a kind only clients send
@@ -1338,7 +1352,9 @@ export class Client {
       return;
     }
     const { minDelay, maxDelay, stableAfter } = this.#reconnect;
-    if (conn.openedAt >= 0 && this.#timers.now() - conn.openedAt >= stableAfter) {
+    // Served, not open: waiting for capabilities that never came is no
+    // service.
+    if (conn.servedAt >= 0 && this.#timers.now() - conn.servedAt >= stableAfter) {
       this.#step = minDelay;
       this.#attempt = 0;
     }

@@ -869,3 +869,56 @@ test('keepalive: idleTimeout 0 sends no Ping and never times out; bad values are
   assert.throws(make({ keepaliveInterval: 0 }), RangeError);
   assert.throws(make({ idleTimeout: -1 }), RangeError);
 });
+
+// Reconnect audit of the browser client (the Go client's findings 2-6 and
+// what else its reconnect, close and queue paths got wrong).
+
+test('a server that closes at once after the upgrade is never reported open, and the backoff keeps growing', () => {
+  // A refused reconnect (over quota, authentication refused after the
+  // handshake): 'open' was reported at every attempt.
+  const { client, net, clock } = newClient();
+  const seen = states(client);
+  const delays = [];
+  for (let i = 0; i < 5; i++) {
+    net.last.open({ capabilities: false });
+    net.last.drop(1008, 'HP_UNAUTHORIZED');
+    delays.push(seen.at(-1).delay);
+    clock.advance(seen.at(-1).delay);
+  }
+  assert.deepEqual(delays, [250, 500, 1000, 2000, 4000]);
+  assert.deepEqual(seen.filter((s) => s.state === 'open'), [], 'open without the server\'s capabilities');
+  client.close();
+});
+
+test('a server that hangs after the upgrade is given up at connectTimeout, and the backoff keeps growing', async () => {
+  // The connect timeout ended at the upgrade: a call queued for a server
+  // that never sent its capabilities waited until idleTimeout (60 s)
+  // instead of connectTimeout (10 s).
+  const { client, net, clock } = newClient();
+  const seen = states(client);
+  const answer = client.call('a/b', null, { timeout: 0 });
+  const delays = [];
+  for (let i = 0; i < 4; i++) {
+    const ws = net.last;
+    ws.open({ capabilities: false });
+    clock.advance(9_999);
+    assert.equal(net.sockets.length, i + 1, 'not given up before connectTimeout');
+    clock.advance(1);
+    assert.ok(ws.closedWith, 'the hung socket is closed at connectTimeout');
+    assert.equal(seen.at(-1).state, 'reconnecting');
+    assert.equal(seen.at(-1).error.reason, 'HP_ERR_CONNECT_TIMEOUT');
+    delays.push(seen.at(-1).delay);
+    clock.advance(seen.at(-1).delay);
+  }
+  // Waiting 10 s for capabilities is not 10 s of service.
+  assert.deepEqual(delays, [250, 500, 1000, 2000]);
+  assert.deepEqual(seen.filter((s) => s.state === 'open'), []);
+  const ws = net.last;
+  ws.open();
+  await settle();
+  assert.equal(ws.packets[0].method, 'a/b', 'the queued call leaves on the connection that serves');
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json(7) });
+  assert.equal(await answer, 7);
+  assert.equal(seen.at(-1).state, 'open');
+  client.close();
+});
