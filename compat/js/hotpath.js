@@ -1436,6 +1436,12 @@ export class Client {
       err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets already wait for the connection`);
     }
     if (err !== null) {
+      // A packet of the client's own for one connection (a Ping, a Pong,
+      // an ask's answer) has no caller to throw to: it was thrown out of
+      // the liveness timer or the message handler, an uncaught exception
+      // that also stopped the liveness watch. It is dropped: the server
+      // that sent no capabilities is given up at idleTimeout as it is.
+      if (item.packet !== undefined && item.conn !== undefined) return;
       if (item.packet === undefined) this.#settle(item, err);
       throw err;
     }

@@ -922,3 +922,19 @@ test('a server that hangs after the upgrade is given up at connectTimeout, and t
   assert.equal(seen.at(-1).state, 'open');
   client.close();
 });
+
+test('a keepalive Ping or a Pong that finds the queue full before the server\'s capabilities does not throw', async () => {
+  // #add threw the queue-full RPCError out of the liveness timer (an
+  // uncaught exception; the liveness watch stopped) and out of onmessage.
+  const { client, net, clock } = newClient({ connectTimeout: 0, keepaliveInterval: 1000, idleTimeout: 3000, maxQueue: 2 });
+  const seen = states(client);
+  net.last.open({ capabilities: false });
+  const calls = [client.call('a/b'), client.call('a/b')];
+  for (const c of calls) c.catch(() => {});
+  assert.doesNotThrow(() => net.last.receive({ kind: 'ping', data: 'x' }));
+  assert.doesNotThrow(() => clock.advance(1000));
+  clock.advance(2000);
+  assert.equal(seen.at(-1).state, 'reconnecting', 'the silent server is given up at idleTimeout');
+  assert.equal(seen.at(-1).error.reason, 'HP_IDLE_TIMEOUT');
+  client.close();
+});
