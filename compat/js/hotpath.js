@@ -1303,6 +1303,11 @@ export class Client {
       const result = await fn(params, { method: p.method, signal: ac.signal });
       answer = encodePacket({ kind: 'answer', id: p.id, status: 0, payload: encodeJSON(result) });
     } catch (err) {
+      // A handler that gave up for its signal (the ask's timeout, or the
+      // connection's end: a drop, close()) answers nobody, and that is no
+      // unexpected error: onError heard of each such handler, even after
+      // close() had returned.
+      if (ac.signal.aborted && (err === ac.signal.reason || err?.name === 'AbortError')) return;
       answer = this.#errorAnswer(p.id, err);
     } finally {
       this.#timers.clearTimeout(timer);

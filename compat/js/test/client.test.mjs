@@ -938,3 +938,25 @@ test('a keepalive Ping or a Pong that finds the queue full before the server\'s 
   assert.equal(seen.at(-1).error.reason, 'HP_IDLE_TIMEOUT');
   client.close();
 });
+
+test('an ask handler that rejects with its signal\'s reason when the connection ends is not reported as an error', async () => {
+  for (const [end, how] of [['close', 'reason'], ['drop', 'reason'], ['close', 'AbortError']]) {
+    const { client, net } = connected();
+    const reported = [];
+    client.onError((err) => reported.push(err));
+    let signal;
+    client.handle('slow', (params, meta) => {
+      signal = meta.signal;
+      return new Promise((resolve, reject) => meta.signal.addEventListener('abort', () => {
+        reject(how === 'reason' ? meta.signal.reason : new DOMException('The operation was aborted', 'AbortError'));
+      }));
+    });
+    net.last.receive({ kind: 'ask', id: 1, method: 'slow', timeout: 0, payload: '' });
+    await settle();
+    if (end === 'close') client.close(); else net.last.drop(1006);
+    await settle();
+    assert.equal(signal.aborted, true);
+    assert.deepEqual(reported.map((e) => e.message), [], `after ${end}, rejected with ${how}`);
+    client.close();
+  }
+});
