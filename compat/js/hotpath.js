@@ -810,6 +810,7 @@ export class Client {
   #pending = new Map(); // id → entry of a call, join or leave
   #nextId = 0;
   #rooms = new Set(); // rooms to be in, rejoined after a reconnect
+  #roomIntent = new Map(); // room → its latest join, leave or rejoin entry, while pending
   #listeners = new Map(); // key → Set of listeners
   #handlers = new Map(); // ask method → handler
   #capabilities = null;
@@ -939,8 +940,10 @@ export class Client {
   join(room, { timeout = this.#callTimeout } = {}) {
     return new Promise((resolve, reject) => {
       checkName(room, 'room');
+      const e = this.#entry('join', { room, timeout, resolve, reject });
       this.#rooms.add(room);
-      this.#add(this.#entry('join', { room, timeout, resolve, reject }));
+      this.#roomIntent.set(room, e);
+      this.#add(e);
     });
   }
 
@@ -953,8 +956,10 @@ export class Client {
   leave(room, { timeout = this.#callTimeout } = {}) {
     return new Promise((resolve, reject) => {
       checkName(room, 'room');
+      const e = this.#entry('leave', { room, timeout, resolve, reject });
       this.#rooms.delete(room);
-      this.#add(this.#entry('leave', { room, timeout, resolve, reject }));
+      this.#roomIntent.set(room, e);
+      this.#add(e);
     });
   }
 
@@ -1145,7 +1150,7 @@ export class Client {
     const rejoins = [];
     for (const room of this.#rooms) {
       if (joining.has(room)) continue;
-      rejoins.push(this.#entry('join', {
+      const e = this.#entry('join', {
         room,
         rejoin: true,
         timeout: this.#callTimeout,
@@ -1154,7 +1159,9 @@ export class Client {
           if (err instanceof CloseError) return; // closed by its owner
           this.#report(new Error(`hotpath: rejoining room ${JSON.stringify(room)} failed: ${err.message}`, { cause: err }));
         },
-      }));
+      });
+      this.#roomIntent.set(room, e);
+      rejoins.push(e);
     }
     this.#queue.unshift(...rejoins);
     this.#setState('open');
@@ -1396,16 +1403,22 @@ export class Client {
   // settle completes a pending entry once. A failed join forgets its
   // room; a failed rejoin after a reconnect only when the server refused
   // it (Unauthorized), as the Go client does: one that timed out or found
-  // the server overloaded is tried again at the next reconnect.
+  // the server overloaded is tried again at the next reconnect. Only the
+  // latest join or leave of a room decides: a join that fails after
+  // another join or a leave of its room was issued forgets nothing (the
+  // first of two joins timing out forgot the room the second joined).
   #settle(e, err, value) {
     if (this.#pending.get(e.id) !== e) return;
     this.#pending.delete(e.id);
     this.#timers.clearTimeout(e.timer);
+    if (e.kind !== 'call' && this.#roomIntent.get(e.room) === e) {
+      this.#roomIntent.delete(e.room);
+      if (err !== null && e.kind === 'join' && (!e.rejoin || (err instanceof RPCError && err.code === Code.Unauthorized))) this.#rooms.delete(e.room);
+    }
     if (err === null) {
       e.resolve(value);
       return;
     }
-    if (e.kind === 'join' && (!e.rejoin || (err instanceof RPCError && err.code === Code.Unauthorized))) this.#rooms.delete(e.room);
     e.reject(err);
   }
 

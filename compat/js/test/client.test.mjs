@@ -960,3 +960,47 @@ test('an ask handler that rejects with its signal\'s reason when the connection 
     client.close();
   }
 });
+
+test('a join that fails does not forget its room when a later join of it is in flight or done', async () => {
+  // Two joins of one room: the first timing out deleted the room the
+  // second joined, so emits were refused and no reconnect rejoined it.
+  const { client, net, clock } = connected();
+  const first = client.join('lobby', { timeout: 100 });
+  await settle();
+  const second = client.join('lobby');
+  await settle();
+  const ids = net.last.packets.map((p) => p.id);
+  assert.equal(ids.length, 2);
+  clock.advance(100);
+  await assert.rejects(first, (err) => err instanceof RPCError && err.code === Code.Timeout);
+  net.last.receive({ kind: 'result', id: ids[1], payload: json({ room: 'lobby', members: 1 }) });
+  await second;
+  assert.deepEqual(client.rooms, ['lobby']);
+  assert.doesNotThrow(() => client.emit('lobby', 'x', 1));
+  await settle();
+  net.last.drop(1006);
+  clock.advance(250);
+  net.last.open();
+  assert.deepEqual(net.last.packets.map((p) => [p.kind, p.room]), [['join', 'lobby']], 'rejoined');
+  client.close();
+});
+
+test('a join or leave refused for its arguments leaves the rooms as they were', async () => {
+  // join added the room before its timeout was checked: a join refused
+  // at once was rejoined at every reconnect, and emits to it were sent.
+  const { client, net, clock } = connected();
+  await assert.rejects(client.join('lobby', { timeout: -1 }), RangeError);
+  assert.deepEqual(client.rooms, []);
+  assert.throws(() => client.emit('lobby', 'x', 1), /not a member/);
+  const joined = client.join('hall');
+  await settle();
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json({ room: 'hall', members: 1 }) });
+  await joined;
+  await assert.rejects(client.leave('hall', { timeout: 2 ** 40 }), RangeError);
+  assert.deepEqual(client.rooms, ['hall']);
+  net.last.drop(1006);
+  clock.advance(250);
+  net.last.open();
+  assert.deepEqual(net.last.packets.map((p) => [p.kind, p.room]), [['join', 'hall']]);
+  client.close();
+});
