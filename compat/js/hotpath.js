@@ -1301,6 +1301,9 @@ export class Client {
     const timer = p.timeout > 0
       ? this.#timers.setTimeout(() => ac.abort(new RPCError(Code.Timeout, 'ask timed out')), Math.min(p.timeout, MAX_DELAY))
       : null;
+    // Aborted with its connection, the ask needs its timer no more: a
+    // handler that never settles kept it (and a Node process) alive.
+    ac.signal.addEventListener('abort', () => this.#timers.clearTimeout(timer), { once: true });
     let answer;
     try {
       const fn = this.#handlers.get(p.method);

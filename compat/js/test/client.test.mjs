@@ -1004,3 +1004,18 @@ test('a join or leave refused for its arguments leaves the rooms as they were', 
   assert.deepEqual(net.last.packets.map((p) => [p.kind, p.room]), [['join', 'hall']]);
   client.close();
 });
+
+test('an ask\'s timeout timer ends with its connection, even when the handler never settles', async () => {
+  // It was cleared only when the handler settled: under Node, a closed
+  // client's process stayed alive until the ask's timeout (up to 24.8 days).
+  for (const end of ['close', 'drop']) {
+    const { client, net, clock } = connected({ reconnect: false });
+    let signal;
+    client.handle('stuck', (params, meta) => { signal = meta.signal; return new Promise(() => {}); });
+    net.last.receive({ kind: 'ask', id: 1, method: 'stuck', timeout: 60_000, payload: '' });
+    await settle();
+    if (end === 'close') client.close(); else net.last.drop(1006);
+    assert.equal(signal.aborted, true);
+    assert.equal(clock.nextIn(), Infinity, `a timer left after ${end}`);
+  }
+});
