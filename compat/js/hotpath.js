@@ -1001,7 +1001,7 @@ export class Client {
   emitUnreliable(room, event, data, { exceptSelf = false } = {}) {
     const packet = this.#emitPacket(room, event, data, exceptSelf);
     const conn = this.#conn;
-    if (conn !== null && conn.openedAt >= 0 && conn.ws.transmitUnreliable?.(packet)) {
+    if (conn !== null && conn.ready && conn.ws.transmitUnreliable?.(packet)) {
       this.#unreliableSent++;
       return;
     }

@@ -1019,3 +1019,31 @@ test('an ask\'s timeout timer ends with its connection, even when the handler ne
     assert.equal(clock.nextIn(), Infinity, `a timer left after ${end}`);
   }
 });
+
+test('emitUnreliable sends no datagram before the server\'s capabilities; the emit waits behind the rejoin', async () => {
+  // It went out as soon as the carrier opened: before the server's
+  // capabilities (PROTOCOL.md §4.9) and before the rejoin, so a server
+  // dropped it as a non-member's.
+  const { client, net, clock } = connected();
+  const joined = client.join('r');
+  await settle();
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json({ room: 'r', members: 1 }) });
+  await joined;
+  net.last.drop(1006);
+  clock.advance(250);
+  const ws = net.last;
+  const datagrams = [];
+  ws.transmitUnreliable = (packet) => { datagrams.push(packet); return true; };
+  ws.open({ capabilities: false });
+  client.emitUnreliable('r', 'pos', { x: 1 });
+  await settle();
+  assert.deepEqual(datagrams, []);
+  assert.equal(client.unreliableSent, 0);
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json']] });
+  await settle();
+  const items = ws.packets[0].items.map((i) => decodePacket(i));
+  assert.deepEqual(items.map((p) => [p.kind, p.room]), [['join', 'r'], ['emit', 'r']]);
+  client.emitUnreliable('r', 'pos', { x: 2 });
+  assert.equal(datagrams.length, 1, 'once open, a datagram');
+  client.close();
+});
