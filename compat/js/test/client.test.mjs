@@ -1047,3 +1047,59 @@ test('emitUnreliable sends no datagram before the server\'s capabilities; the em
   assert.equal(datagrams.length, 1, 'once open, a datagram');
   client.close();
 });
+
+test('a leave issued while a join of the room is in flight sticks across a reconnect', async () => {
+  // The Go client's finding 3: the join's later answer recorded the room.
+  const { client, net, clock } = connected();
+  const joined = client.join('lobby');
+  await settle();
+  const left = client.leave('lobby');
+  await settle();
+  const [join, leave] = net.last.packets;
+  net.last.receive({ kind: 'result', id: join.id, payload: json({ room: 'lobby', members: 1 }) });
+  net.last.receive({ kind: 'result', id: leave.id, payload: json({ room: 'lobby', members: 0 }) });
+  await joined;
+  await left;
+  assert.deepEqual(client.rooms, []);
+  net.last.drop(1006);
+  clock.advance(250);
+  net.last.open();
+  assert.deepEqual(net.last.packets, [], 'nothing rejoined');
+  client.close();
+});
+
+test('a call issued in the task whose connection drops leaves on the next connection', async () => {
+  // The Go client's finding 1 (a call registered after the drop had
+  // failed the table waited for ever): here it waits in the queue.
+  const { client, net, clock } = connected();
+  const answer = client.call('a/b', null, { timeout: 0 });
+  net.last.drop(1006);
+  await settle();
+  clock.advance(250);
+  net.last.open();
+  await settle();
+  assert.equal(net.last.packets[0].method, 'a/b');
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json(1) });
+  assert.equal(await answer, 1);
+  client.close();
+});
+
+test('no rejoin error is reported after close, with rejoins in flight', async () => {
+  // The Go client's finding 5.
+  const { client, net, clock } = connected();
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  const joined = [client.join('a'), client.join('b')];
+  await settle();
+  for (const p of net.last.packets[0].items.map((i) => decodePacket(i))) net.last.receive({ kind: 'result', id: p.id, payload: json({}) });
+  await Promise.all(joined);
+  net.last.drop(1006);
+  clock.advance(250);
+  net.last.open();
+  await settle();
+  assert.equal(net.last.packets[0].kind, 'batch', 'the rejoins are in flight');
+  client.close();
+  clock.advance(120_000);
+  await settle();
+  assert.deepEqual(reported, []);
+});
