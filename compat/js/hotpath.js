@@ -870,8 +870,9 @@ export class Client {
   /** 'connecting', 'open', 'reconnecting' or 'closed'. */
   get state() { return this.#state; }
 
-  /** What the open connection runs over: 'webtransport', 'webrtc' or
-   * 'websocket'; null while not open. */
+  /** What the connection runs over: 'webtransport', 'webrtc' or
+   * 'websocket', from the moment its carrier opens (before the server's
+   * capabilities, and so before state is 'open'); null until then. */
   get carrier() { return this.#conn?.openedAt >= 0 ? this.#conn.carrier : null; }
 
   /** The server's capabilities (§4.9) as an object, once it sent them. */
