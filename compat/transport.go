@@ -468,12 +468,15 @@ func (c *wsConn) sendFrame(op wsframe.Opcode, payload []byte, flags wsframe.Flag
 	defer scratchBufs.Put(bp)
 	if c.pmd != nil && !op.IsControl() && c.pmd.worthCompressing(len(payload)) {
 		c.pmd.sendMu.Lock()
-		frame, ok := c.pmd.dc.AppendCompressedFrame((*bp)[:0], op, payload)
-		if ok {
-			*bp = frame[:0]
-			st := c.sendEncoded(frame)
-			c.pmd.sendMu.Unlock()
-			return st
+		if c.takeoverRoom(len(payload)) {
+			frame, ok := c.pmd.dc.AppendCompressedFrame((*bp)[:0], op, payload)
+			if ok {
+				*bp = frame[:0]
+				st := c.sendEncoded(frame)
+				c.pmd.sendMu.Unlock()
+				c.lostCompressed(st)
+				return st
+			}
 		}
 		c.pmd.sendMu.Unlock()
 	}
@@ -689,11 +692,52 @@ func (c *wsConn) sendPrepared(bc *broadcast) corkwriter.Status {
 	}
 	c.pmd.sendMu.Lock()
 	defer c.pmd.sendMu.Unlock()
+	if !c.takeoverRoom(len(p.Payload())) {
+		return c.queueShared(p.Frame())
+	}
 	frame, err := c.pmd.dc.BroadcastFrame(p)
 	if err != nil {
 		frame = p.Frame()
 	}
-	return c.queueShared(frame)
+	st := c.queueShared(frame)
+	if err == nil {
+		c.lostCompressed(st)
+	}
+	return st
+}
+
+// takeoverRoom reports whether a message of n bytes may be compressed now
+// (c.pmd.sendMu held): always without context takeover; with it, only if
+// the outbox has room for it. With context takeover a message joins this
+// end's window as it is compressed, and one the outbox then refused
+// (Dropped: a full outbox drops events and room emits, and the connection
+// stays) was missing from the peer's window: every later message that
+// referred back to it inflated, on the peer, into other bytes, without an
+// error (an audit: Peer.Event and Server.Emit to a client that had
+// fallen behind). Without room the message is sent plain, which joins no
+// window, and the outbox refuses it or not.
+func (c *wsConn) takeoverRoom(n int) bool {
+	if !c.pmd.sendTakeover {
+		return true
+	}
+	limit := c.limits.MaxOutboxBytes
+	if limit <= 0 {
+		limit = corkwriter.DefaultMaxQueued
+	}
+	q := c.out.Queued()
+	// The compressed frame is at most what deflate adds to a message that
+	// does not shrink (5 bytes per stored block of up to 64 KiB) longer.
+	return q == 0 || q+n+n>>12+64+wsframe.MaxHeaderSize <= limit
+}
+
+// lostCompressed ends the connection when the outbox refused a message
+// compressed with context takeover after all (another sender took the
+// room after takeoverRoom): the peer's window no longer matches this
+// end's, and it would inflate later messages into other bytes.
+func (c *wsConn) lostCompressed(st corkwriter.Status) {
+	if st == corkwriter.Dropped && c.pmd.sendTakeover {
+		c.abort()
+	}
 }
 
 // sendDatagram: a WebSocket has no datagrams.
