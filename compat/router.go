@@ -66,7 +66,10 @@ func Async() MethodOption { return func(m *method) { m.async = true } }
 // Handle registers fn as the handler of method name ("unit/method" by
 // convention). The request is decoded with the connection's codec into a
 // Req (a raw []byte or json.RawMessage request receives the payload as is);
-// the Resp is encoded the same way.
+// the Resp is encoded the same way. A raw request of a method without
+// Async aliases the connection's read buffer: it is valid only until fn
+// returns, and fn copies it to keep it (an Async method's raw request is a
+// copy of its own).
 //
 // ctx is canceled when the caller's timeout passes or the connection
 // closes; PeerFrom(ctx) returns the calling connection. A returned *Error
@@ -144,6 +147,9 @@ func appendResult[Resp any](codec Codec, dst []byte, resp *Resp) ([]byte, error)
 // HandleEvent registers fn for the events named name that clients send
 // (PROTOCOL.md §4.3). An event that does not decode into a T is dropped and
 // counted; a panic in fn is logged and counted, and the connection lives on.
+// A raw T ([]byte, json.RawMessage) aliases the connection's read buffer,
+// as a synchronous method's raw request does (see Handle): it is valid
+// only until fn returns.
 func HandleEvent[T any](r *Router, name string, fn func(ctx context.Context, v T)) {
 	e := &eventHandler{
 		name: name,
