@@ -101,7 +101,7 @@ func readInflated(t *testing.T, c *wstest.Conn, dc *deflatecache.Conn, want int)
 // With ContextTakeover, a server event that the full outbox refused had
 // joined the connection's compression history already: every later message
 // referring to it inflated, on the client, against bytes it never got.
-func TestAuditPMDTakeoverDroppedEventKeepsStream(t *testing.T) {
+func TestPMDTakeoverDroppedEventKeepsStream(t *testing.T) {
 	peers := make(chan *Peer, 1)
 	_, addr := newTestServer(t, Options{
 		Compression: Compression{ContextTakeover: true, Threshold: 16},
@@ -150,7 +150,7 @@ func TestAuditPMDTakeoverDroppedEventKeepsStream(t *testing.T) {
 // The same with a room emit under the default SlowConsumer policy
 // (DropEvent): the member that missed an emit stays connected, so its
 // stream must stay whole.
-func TestAuditPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
+func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 	peers := make(chan *Peer, 1)
 	s, addr := newTestServer(t, Options{
 		Compression: Compression{ContextTakeover: true, Threshold: 16},
