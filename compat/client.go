@@ -1081,8 +1081,9 @@ func (c *Client) wait(ctx context.Context, cc *clientConn, pc *pendingCall) erro
 func (c *Client) readOwnAnswer(ctx context.Context, cc *clientConn, ws *wsConn, pc *pendingCall) {
 	pc.reader.Store(ws)
 	if ctx.Done() != nil {
-		c.watch.begin(c, ctx, callRef{pc, pc.id})
-		defer c.watch.end()
+		ref := callRef{pc, pc.id}
+		c.watch.begin(c, ctx, ref)
+		defer c.watch.end(ref)
 	}
 	ws.readUntil(cc, &pc.settled)
 }

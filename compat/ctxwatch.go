@@ -54,12 +54,18 @@ func (w *ctxWatch) begin(c *Client, ctx context.Context, ref callRef) {
 	}
 }
 
-// end records that nobody reads any more. After the client closed, the
-// registration is not kept.
-func (w *ctxWatch) end() {
+// end records that ref's caller stopped reading. It runs after the caller
+// let go of the read token, so another caller may have taken it and begun
+// meanwhile: its record is kept. Cleared unconditionally, a canceled
+// context of the next reader went unnoticed, and its call waited for its
+// answer past the cancel (a concurrency audit: seconds, for a handler that
+// takes that long). After the client closed, the registration is not kept.
+func (w *ctxWatch) end(ref callRef) {
 	w.mu.Lock()
-	w.reading, w.readingCtx = callRef{}, nil
-	if w.closed && w.stop != nil {
+	if w.reading == ref {
+		w.reading, w.readingCtx = callRef{}, nil
+	}
+	if w.closed && w.stop != nil && w.reading.pc == nil {
 		w.stop()
 		w.done, w.stop = nil, nil
 	}
