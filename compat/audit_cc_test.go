@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -45,7 +46,12 @@ func auditRouter() *Router {
 // server's peers to zero, and fails with the goroutines left otherwise.
 func auditSettle(t *testing.T, s *Server, base int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
+	auditSettleWithin(t, s, base, what, 8*time.Second)
+}
+
+func auditSettleWithin(t *testing.T, s *Server, base int, what string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		n := runtime.NumGoroutine()
 		if n <= base && s.Peers() == 0 {
@@ -327,5 +333,418 @@ func TestAuditCancelOfReaderWhoTookTheTokenFromAnEndingReader(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("the canceled call still waits 2 s after its cancel: its reader's context is not watched")
+	}
+}
+
+// auditStreamRouter is auditRouter with the binary streams of
+// streamRouter.
+func auditStreamRouter() *Router {
+	r := auditRouter()
+	HandleStream(r, "file/echo", func(ctx context.Context, prefix string, s *Stream) error {
+		if _, err := s.Write([]byte(prefix)); err != nil {
+			return err
+		}
+		_, err := io.Copy(s, s)
+		return err
+	})
+	return r
+}
+
+// auditPump sends events and room emits to every peer until stop.
+func auditPump(s *Server, room string, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+			for _, p := range s.snapshotPeers() {
+				p.Event("tick", i)
+			}
+			s.Emit(room, "news", i)
+		}
+	}()
+	return &wg
+}
+
+// Listeners are added and removed while events and room emits arrive and
+// calls are answered; one blocks a moment now and then. Every listener
+// left registered gets events, an off leaves no entry behind, and the
+// client closes clean.
+func TestAuditListenersComeAndGo(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: auditRouter(), Limits: Limits{MaxInFlight: 1 << 20}})
+	for _, carrier := range auditCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			base := auditBaseline(t, e, carrier)
+			cl := e.dial(t, carrier, ClientOptions{})
+			if _, err := cl.Join(context.Background(), "r"); err != nil {
+				t.Fatal(err)
+			}
+			var steady atomic.Int64
+			offSteady := cl.OnRoom("r", "news", func(Message) { steady.Add(1) })
+			stop := make(chan struct{})
+			pump := auditPump(e.srv, "r", stop)
+			stopAt := time.Now().Add(1500 * time.Millisecond)
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for g := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(g), 7))
+					for i := 0; time.Now().Before(stopAt); i++ {
+						switch r.IntN(3) {
+						case 0:
+							var n atomic.Int64
+							block := r.IntN(10) == 0
+							fn := func(m Message) {
+								n.Add(1)
+								if block {
+									time.Sleep(time.Millisecond)
+								}
+							}
+							var off func()
+							if r.IntN(2) == 0 {
+								off = cl.On("tick", fn)
+							} else {
+								off = cl.OnRoom("r", "news", fn)
+							}
+							time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
+							off()
+							if r.IntN(4) == 0 {
+								off() // twice does nothing
+							}
+						case 1: // a listener that removes itself
+							var off atomic.Pointer[func()]
+							var once sync.Once
+							done := make(chan struct{})
+							fn := cl.On("tick", func(Message) {
+								if f := off.Load(); f != nil {
+									once.Do(func() { (*f)(); close(done) })
+								}
+							})
+							off.Store(&fn)
+							select {
+							case <-done:
+							case <-time.After(2 * time.Second):
+								errs <- fmt.Errorf("a listener got no tick in 2 s")
+								fn()
+								return
+							}
+						default:
+							want := fmt.Sprintf("%d/%d", g, i)
+							var out string
+							ctx, cancel := context.WithCancel(context.Background())
+							if r.IntN(3) == 0 {
+								time.AfterFunc(time.Duration(r.IntN(1000))*time.Microsecond, cancel)
+							}
+							err := cl.Call(ctx, "audit/slowecho", want, &out)
+							cancel()
+							if !(err == nil && out == want) && !(errors.Is(err, context.Canceled) && out == "") {
+								errs <- fmt.Errorf("call %q = %q, %v", want, out, err)
+								return
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			cl.mu.Lock()
+			if cc := cl.conn; cc != nil && cc.shared != nil {
+				t.Logf("callers took the read token %d times", cc.shared.callerReads.Load())
+			}
+			cl.mu.Unlock()
+			before := steady.Load()
+			time.Sleep(100 * time.Millisecond)
+			if steady.Load() == before {
+				t.Error("the listener left registered gets no emits any more")
+			}
+			close(stop)
+			pump.Wait()
+			offSteady()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			cl.handlersMu.RLock()
+			left := len(cl.handlers)
+			cl.handlersMu.RUnlock()
+			if left != 0 {
+				t.Errorf("%d listener entries left after every off", left)
+			}
+			cl.Close()
+			auditSettle(t, e.srv, base, "after the listeners")
+		})
+	}
+}
+
+// Close, twice and at once, races calls (answered, canceled, hanging),
+// joins and leaves, emits and events, listeners, the server's asks whose
+// handlers wait for their ctx, and streams (QUIC, WebTransport): every
+// one returns, with its answer or an error of the client's end, soon
+// after Close, and nothing is left running.
+func TestAuditCloseRacesEverything(t *testing.T) {
+	r := auditStreamRouter()
+	Handle(r, "audit/ask", func(ctx context.Context, q string) (string, error) {
+		var answer string
+		err := PeerFrom(ctx).Ask(ctx, "ui/wait", q, &answer)
+		return answer, err
+	}, Async())
+	e := newCarrierEnv(t, Options{Router: r, Limits: Limits{MaxInFlight: 1 << 20}})
+	handlers := NewRouter()
+	Handle(handlers, "ui/wait", func(ctx context.Context, q string) (string, error) {
+		if rand.IntN(2) == 0 {
+			return q, nil
+		}
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	for _, carrier := range auditCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			base := auditBaseline(t, e, carrier)
+			stop := make(chan struct{})
+			pump := auditPump(e.srv, "r", stop)
+			var okMu sync.Mutex
+			okCount := map[string]int{}
+			defer func() { t.Logf("succeeded before Close: %v", okCount) }()
+			for round := range 6 {
+				cl := e.dial(t, carrier, ClientOptions{Handlers: handlers})
+				cl.On("tick", func(Message) {})
+				var wg sync.WaitGroup
+				var closed atomic.Bool
+				var closedAt atomic.Int64
+				errs := make(chan error, 64)
+				check := func(what string, err error) {
+					if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrDisconnected) || errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+						return
+					}
+					var he *Error
+					if errors.As(err, &he) && (he.Code == ErrCanceled.Code || he.Code == ErrUnavailable.Code) {
+						return // an ask the client's end canceled
+					}
+					errs <- fmt.Errorf("round %d: %s: %v", round, what, err)
+				}
+				for g := range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rr := rand.New(rand.NewPCG(uint64(g), uint64(round)))
+						for i := 0; !closed.Load() || time.Since(time.Unix(0, closedAt.Load())) < 20*time.Millisecond; i++ {
+							start := time.Now()
+							var what string
+							var err error
+							switch rr.IntN(8) {
+							case 0:
+								what = "call"
+								want := fmt.Sprintf("%d/%d", g, i)
+								var out string
+								if err = cl.Call(context.Background(), "audit/slowecho", want, &out); err == nil && out != want {
+									err = fmt.Errorf("answer %q for %q", out, want)
+								}
+							case 1:
+								what = "hanging call"
+								ctx, cancel := context.WithCancel(context.Background())
+								time.AfterFunc(time.Duration(rr.IntN(5000))*time.Microsecond, cancel)
+								err = cl.Call(ctx, "audit/hang", "x", nil)
+								cancel()
+							case 2:
+								what = "join/leave"
+								if _, err = cl.Join(context.Background(), "r"); err == nil {
+									_, err = cl.Leave(context.Background(), "r")
+								}
+							case 3:
+								what = "emit"
+								if err = cl.Emit("r", "chat", i, rr.IntN(2) == 0); err == nil {
+									err = cl.Event("ev", i)
+								}
+							case 4:
+								what = "listener"
+								off := cl.OnRoom("r", "news", func(Message) {})
+								time.Sleep(time.Duration(rr.IntN(1000)) * time.Microsecond)
+								off()
+							case 5:
+								what = "ask"
+								var out string
+								err = cl.Call(context.Background(), "audit/ask", "q", &out)
+							case 6:
+								what = "stream"
+								if carrier != CarrierQUIC && carrier != CarrierWebTransport {
+									continue
+								}
+								ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+								var s *Stream
+								s, err = cl.OpenStream(ctx, "file/echo", ">")
+								if err == nil {
+									buf := make([]byte, 4)
+									if _, err = s.Write([]byte("abc")); err == nil {
+										_, err = io.ReadFull(s, buf)
+									}
+									s.Close()
+								}
+								cancel()
+							default:
+								what = "timed call"
+								ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rr.IntN(3))*time.Millisecond)
+								err = cl.Call(ctx, "audit/slowecho", "y", nil)
+								cancel()
+							}
+							check(what, err)
+							if err == nil && !closed.Load() {
+								okMu.Lock()
+								okCount[what]++
+								okMu.Unlock()
+							}
+							if closed.Load() && time.Since(start) > 2*time.Second {
+								errs <- fmt.Errorf("round %d: %s returned %v after %v, Close being called", round, what, err, time.Since(start))
+							}
+						}
+					}()
+				}
+				time.Sleep(time.Duration(5+rand.IntN(150)) * time.Millisecond)
+				closedAt.Store(time.Now().UnixNano())
+				closed.Store(true)
+				var closers sync.WaitGroup
+				for range 2 {
+					closers.Add(1)
+					go func() { defer closers.Done(); cl.Close() }()
+				}
+				finished := make(chan struct{})
+				go func() { closers.Wait(); wg.Wait(); close(finished) }()
+				select {
+				case <-finished:
+				case <-time.After(10 * time.Second):
+					buf := make([]byte, 1<<20)
+					buf = buf[:runtime.Stack(buf, true)]
+					t.Fatalf("round %d: Close or a caller hangs\n%s", round, buf)
+				}
+				if err := cl.Close(); err != nil {
+					t.Errorf("a third Close: %v", err)
+				}
+				close(errs)
+				for err := range errs {
+					t.Error(err)
+				}
+			}
+			close(stop)
+			pump.Wait()
+			auditSettle(t, e.srv, base, "after Close")
+		})
+	}
+}
+
+// Dial's ctx is canceled at random moments of the handshake: Dial returns
+// soon, and no connection, goroutine or server peer is left behind. The
+// server keeps a handshake the client gave up on for up to
+// handshakeTimeout (SCTP, WebRTC), so the goroutines are counted after
+// that, once for every carrier.
+func TestAuditDialCanceled(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: auditRouter()})
+	took := map[Carrier]time.Duration{}
+	for _, carrier := range auditCarriers {
+		auditBaseline(t, e, carrier)
+		start := time.Now()
+		cl := e.dial(t, carrier, ClientOptions{})
+		took[carrier] = time.Since(start)
+		cl.Close()
+	}
+	time.Sleep(500 * time.Millisecond)
+	base := runtime.NumGoroutine()
+	for _, carrier := range auditCarriers {
+		var ok, failed int
+		for i := range 16 {
+			ctx, cancel := context.WithCancel(context.Background())
+			d := time.Duration(rand.Int64N(int64(took[carrier]) * 3 / 2))
+			if i%4 == 0 {
+				d = 0
+			}
+			time.AfterFunc(d, cancel)
+			opts := ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig()}
+			opts.WebRTC.LoopbackOnly = true
+			begin := time.Now()
+			c, err := Dial(ctx, e.urls[carrier], opts)
+			if time.Since(begin) > d+3*time.Second {
+				t.Errorf("%s: Dial canceled after %v returned after %v: %v", carrierName(carrier), d, time.Since(begin), err)
+			}
+			cancel()
+			if err == nil {
+				ok++
+				var out echoReq
+				if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+					t.Errorf("%s: a call on a client dialed with a ctx canceled later: %v", carrierName(carrier), err)
+				}
+				c.Close()
+			} else {
+				failed++
+			}
+		}
+		t.Logf("%s: dial takes %v; %d dialed, %d canceled", carrierName(carrier), took[carrier], ok, failed)
+	}
+	auditSettleWithin(t, e.srv, base, "after the canceled dials", handshakeTimeout+4*time.Second)
+}
+
+// A burst of calls beyond pendingScanMax in flight, so the pending table
+// switches to its map and back, while a third of them are canceled at
+// random moments: every call still gets its own answer or its cancel.
+func TestAuditBurstBeyondScanTable(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: auditRouter(), Limits: Limits{MaxInFlight: 1 << 20}})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			base := auditBaseline(t, e, carrier)
+			cl := e.dial(t, carrier, ClientOptions{})
+			errs := make(chan error, 1024)
+			var peak atomic.Int32
+			sampling := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					if n := cl.pending.size.Load(); n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-sampling:
+						return
+					case <-time.After(100 * time.Microsecond):
+					}
+				}
+			}()
+			for round := range 4 {
+				var wg sync.WaitGroup
+				for g := range 3 * pendingScanMax / 2 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						want := fmt.Sprintf("%d/%d", round, g)
+						ctx, cancel := context.WithCancel(context.Background())
+						defer cancel()
+						canceled := g%3 == 0
+						if canceled {
+							time.AfterFunc(time.Duration(rand.IntN(5000))*time.Microsecond, cancel)
+						}
+						var out string
+						err := cl.Call(ctx, "audit/slowecho", want, &out)
+						if !(err == nil && out == want) && !(canceled && errors.Is(err, context.Canceled) && out == "") {
+							errs <- fmt.Errorf("call %q = %q, %v", want, out, err)
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			close(sampling)
+			<-sampled
+			if peak.Load() <= pendingScanMax {
+				t.Errorf("at most %d calls were in flight: the table never switched to its map", peak.Load())
+			}
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			cl.Close()
+			auditSettle(t, e.srv, base, "after the bursts")
+		})
 	}
 }
