@@ -325,6 +325,13 @@ func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, s
 // method, with req as its request, and returns it once the server accepted
 // it. It fails with the server's *Error (NotFound, Overloaded, ...), or
 // ErrStreamsUnsupported on a carrier without streams.
+//
+// ctx bounds the opening; canceling it later does not touch the stream.
+// Its deadline, though, travels with the request as a call's does, and
+// the server's stream handler gets it on its ctx: a handler that stops on
+// its ctx ends a stream opened with a 5 s deadline after 5 s, whatever it
+// still carries. Open a long transfer with a ctx without a deadline (or
+// with one for the whole transfer).
 func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Stream, error) {
 	if err := checkName("method", method); err != nil {
 		return nil, err
