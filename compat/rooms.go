@@ -113,9 +113,13 @@ func (rs *rooms) leave(p *Peer, name string) int {
 		}
 		return 0
 	}
+	// Out of the room before p.roomsMu is released: a Join of p to the
+	// same room in between would find r still in the table and add p to
+	// it a second time, and this remove would take out one entry of two
+	// and leave a member that no Leave or close removes.
 	delete(p.rooms, name)
-	p.roomsMu.Unlock()
 	n := rs.remove(r, p)
+	p.roomsMu.Unlock()
 	rs.presence(r, "$leave", n)
 	rs.onLeave.Emit(RoomEvent{Room: name, Peer: p, Members: n})
 	return n
