@@ -257,6 +257,12 @@ func (s *Server) serveLink(l link, up *upgrade) {
 	if s.opts.OnConnect != nil && !s.runHook("OnConnect", func() { s.opts.OnConnect(p) }) {
 		// What the hook set up for the connection is unknown: end it.
 		ce := &CloseError{Code: wsframe.CloseInternalError, Reason: "HP_ERR_INTERNAL"}
+		// The Peer ends as a started one does (start): the hook may have
+		// handed it to goroutines that wait on its Context, Ask, or
+		// Join it to rooms, which must not keep it for good.
+		p.closed.Store(true)
+		p.cancel()
+		p.failAsks(ce)
 		s.unregister(p, ce)
 		l.refuse(ce.Code, ce.Reason)
 		s.conns.done()

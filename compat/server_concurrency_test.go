@@ -1,7 +1,8 @@
 package compat
 
 import (
-	_ "context"
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +71,55 @@ func TestServerJoinLeaveSamePeerRace(t *testing.T) {
 	}
 	c.Close()
 	waitFor(t, func() bool { return s.Peers() == 0 })
+}
+
+// A connection whose OnConnect panicked ends as any other does for the
+// Peer the hook was given (and may have handed to other goroutines): its
+// Context is canceled, its Asks fail at once, and Server.Join refuses it
+// with ErrClosed instead of adding a dead member to the room for good.
+func TestOnConnectPanicEndsThePeer(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	asked := make(chan error, 1)
+	s, addr := newTestServer(t, Options{
+		AskTimeout: 20 * time.Second,
+		OnConnect: func(p *Peer) {
+			peers <- p
+			started := make(chan struct{})
+			go func() {
+				close(started)
+				asked <- p.Ask(context.Background(), "nobody/answers", nil, nil)
+			}()
+			<-started
+			time.Sleep(10 * time.Millisecond) // the Ask is pending, most often
+			panic("boom")
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := Dial(ctx, "ws://"+addr+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}}); err == nil {
+		c.Close()
+		t.Fatal("Dial succeeded past an OnConnect that panicked")
+	}
+	p := <-peers
+	select {
+	case <-p.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Error("the Peer's Context is not canceled after its OnConnect panicked")
+	}
+	select {
+	case err := <-asked:
+		if err == nil {
+			t.Error("an Ask of the Peer whose OnConnect panicked succeeded")
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("an Ask of the Peer whose OnConnect panicked is still waiting")
+	}
+	if _, err := s.Join(p, "r"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Server.Join of the Peer whose OnConnect panicked: %v, want ErrClosed", err)
+	}
+	if n := s.Members("r"); n != 0 {
+		t.Errorf("%d members in a room only the ended Peer joined", n)
+	}
+	s.Leave(p, "r")
+	waitFor(t, func() bool { return s.Peers() == 0 && s.Metrics().Connections == 0 })
 }
