@@ -353,7 +353,10 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 // long as their connection, are not waited for: their handlers' contexts
 // are canceled and the streams reset with Unavailable (9) at once. When
 // ctx ends first, the remaining connections and the SCTP and WebRTC
-// handshakes in progress are dropped and Shutdown returns ctx's error.
+// handshakes in progress are dropped and Shutdown returns ctx's error,
+// within shutdownDropGrace (1 s) even when a handler or hook of a dropped
+// connection does not return (one that called Shutdown, say). Shutdown
+// may be called from handlers and hooks, and more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutting.Store(true)
@@ -375,7 +378,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			p.link.abort()
 		}
 		s.handshakes.closeAll()
-		<-s.conns.idle()
+		// Dropped connections end at once, but for one whose handler or
+		// hook does not return: a synchronous handler or OnDisconnect
+		// that called Shutdown itself (it waits for its own connection),
+		// or one that ignores its ctx. Those are not waited for long.
+		t := time.NewTimer(shutdownDropGrace)
+		select {
+		case <-s.conns.idle():
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	s.mu.Lock()
 	wt := s.wt
@@ -387,6 +399,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.timeouts.Stop()
 	return err
 }
+
+// shutdownDropGrace is how long a Shutdown whose ctx ended waits for the
+// connections it dropped to end.
+const shutdownDropGrace = time.Second
 
 func (s *Server) snapshotPeers() []*Peer {
 	s.mu.Lock()

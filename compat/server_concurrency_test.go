@@ -3,6 +3,8 @@ package compat
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -122,4 +124,38 @@ func TestOnConnectPanicEndsThePeer(t *testing.T) {
 	}
 	s.Leave(p, "r")
 	waitFor(t, func() bool { return s.Peers() == 0 && s.Metrics().Connections == 0 })
+}
+// Shutdown called from a synchronous handler (an admin method, say) waits
+// for its own connection, which cannot end while that handler runs: it
+// must still return once its ctx ends, as the docs say, and not hang.
+func TestShutdownFromHandlerReturnsByItsCtx(t *testing.T) {
+	var s *Server
+	returned := make(chan error, 1)
+	r := testRouter()
+	Handle(r, "admin/stop", func(ctx context.Context, _ struct{}) (struct{}, error) {
+		sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		returned <- s.Shutdown(sctx)
+		return struct{}{}, nil
+	})
+	s, err := NewServer(Options{Router: r, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln) // no Shutdown in a cleanup: it would hang with the bug
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	go c.Call(context.Background(), "admin/stop", nil, nil)
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown from a handler: %v, want its ctx's deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown called from a handler did not return 5 s after its ctx ended")
+	}
+	waitFor(t, func() bool { return s.Peers() == 0 })
 }
