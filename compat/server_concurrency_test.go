@@ -3,9 +3,13 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -158,4 +162,281 @@ func TestShutdownFromHandlerReturnsByItsCtx(t *testing.T) {
 		t.Fatal("Shutdown called from a handler did not return 5 s after its ctx ended")
 	}
 	waitFor(t, func() bool { return s.Peers() == 0 })
+}
+// Members that stay in a room while others join and leave it from many
+// goroutines end with the room's true count in the last presence event
+// they got, coalesced or one per change.
+func TestPresenceConvergesUnderChurn(t *testing.T) {
+	for _, interval := range []time.Duration{-1, 10 * time.Millisecond} {
+		t.Run(interval.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var peers []*Peer
+			s, addr := newTestServer(t, Options{PresenceInterval: interval, OnConnect: func(p *Peer) {
+				mu.Lock()
+				peers = append(peers, p)
+				mu.Unlock()
+			}})
+			const stay, churn = 3, 6
+			last := make([]atomic.Int64, stay)
+			for i := range stay {
+				c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				for _, ev := range []string{"$join", "$leave"} {
+					c.OnRoom("p", ev, func(m Message) {
+						var pp presencePayload
+						if err := m.Decode(&pp); err == nil {
+							last[i].Store(int64(pp.Members))
+						}
+					})
+				}
+				if _, err := c.Join(context.Background(), "p"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range churn {
+				dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			}
+			waitFor(t, func() bool { return s.Peers() == stay+churn })
+			mu.Lock()
+			movers := append([]*Peer(nil), peers[stay:]...)
+			mu.Unlock()
+			for round := range 20 {
+				var wg sync.WaitGroup
+				for i, p := range movers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for k := range 20 + (i*i+round)%3%2 { // joined at the end when odd
+							if k%2 == 0 {
+								s.Join(p, "p")
+							} else {
+								s.Leave(p, "p")
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				want := int64(s.Members("p"))
+				deadline := time.Now().Add(2 * time.Second)
+				for i := range stay {
+					for last[i].Load() != want && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if got := last[i].Load(); got != want {
+						t.Fatalf("round %d: member %d's last presence event says %d members, the room has %d", round, i, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A busy application drives the server's API from many goroutines on
+// every carrier while peers join and leave (themselves and by
+// Server.Join/Leave), are asked, sent events, closed by the server and
+// reconnect: no member gets a room emit twice or out of order,
+// OnDisconnect runs once per OnConnect and no synchronous handler after
+// it, every Ask returns, and once the clients are gone the connections
+// gauge is 0, the room table empty and, after Shutdown (twice at once),
+// no goroutine is left.
+func TestServerAPIUnderConcurrentUse(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("serve", func(t *testing.T) {
+		var (
+			s                 *Server
+			mu                sync.Mutex
+			live              = map[*Peer]bool{}
+			gone              = map[*Peer]bool{}
+			connects, discons atomic.Int64
+			asksOut, asksIn   atomic.Int64
+		)
+		fail := func(format string, args ...any) { t.Errorf(format, args...) }
+		r := testRouter()
+		Handle(r, "work/ask", func(ctx context.Context, _ struct{}) (struct{}, error) {
+			asksOut.Add(1)
+			defer asksIn.Add(1)
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			PeerFrom(ctx).Ask(actx, "ping", nil, nil)
+			s.Emit("all", "side", 0)
+			return struct{}{}, nil
+		}, Async())
+		Handle(r, "work/mark", func(ctx context.Context, _ struct{}) (struct{}, error) {
+			p := PeerFrom(ctx)
+			mu.Lock()
+			if gone[p] {
+				fail("peer %d: a synchronous handler ran after its OnDisconnect", p.ID())
+			}
+			mu.Unlock()
+			s.Join(p, "r0")
+			return struct{}{}, nil
+		})
+		e := newCarrierEnv(t, Options{
+			Router:           r,
+			PresenceInterval: 5 * time.Millisecond,
+			AllowJoin: func(p *Peer, room string) error {
+				if room == "deny" {
+					return ErrUnauthorized
+				}
+				return nil
+			},
+			OnConnect: func(p *Peer) {
+				connects.Add(1)
+				if _, err := s.Join(p, "all"); err != nil {
+					fail("peer %d: Server.Join from OnConnect: %v", p.ID(), err)
+				}
+				mu.Lock()
+				live[p] = true
+				mu.Unlock()
+			},
+			OnDisconnect: func(p *Peer, err error) {
+				discons.Add(1)
+				mu.Lock()
+				if gone[p] || !live[p] {
+					fail("peer %d: OnDisconnect again, or without OnConnect", p.ID())
+				}
+				delete(live, p)
+				gone[p] = true
+				mu.Unlock()
+				s.Leave(p, "all") // it left already: a no-op
+				s.Emit("r1", "bye", p.ID())
+			},
+		})
+		s = e.srv
+		randomPeer := func(rng *rand.Rand) *Peer {
+			mu.Lock()
+			defer mu.Unlock()
+			for p := range live {
+				if rng.IntN(3) == 0 {
+					return p
+				}
+			}
+			for p := range live {
+				return p
+			}
+			return nil
+		}
+		handlers := NewRouter()
+		Handle(handlers, "ping", func(ctx context.Context, _ struct{}) (struct{}, error) { return struct{}{}, nil })
+		carriers := append([]Carrier{CarrierWebSocket}, goCarriers...)
+		var clients []*Client
+		for _, c := range carriers {
+			cl := e.dial(t, c, ClientOptions{Handlers: handlers, Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}})
+			var last atomic.Int64
+			cl.OnRoom("all", "tick", func(m Message) {
+				var seq int64
+				if err := m.Decode(&seq); err != nil {
+					return
+				}
+				if prev := last.Swap(seq); seq <= prev {
+					fail("%s: tick %d after tick %d", carrierName(c), seq, prev)
+				}
+			})
+			clients = append(clients, cl)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		loop := func(seed uint64, pause time.Duration, body func(rng *rand.Rand)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(seed, 1))
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(pause):
+					}
+					body(rng)
+				}
+			}()
+		}
+		var seq int64
+		loop(1, time.Millisecond, func(*rand.Rand) {
+			seq++
+			s.Emit("all", "tick", seq)
+		})
+		loop(2, time.Millisecond, func(rng *rand.Rand) {
+			if p := randomPeer(rng); p != nil {
+				room := fmt.Sprintf("r%d", rng.IntN(4))
+				if rng.IntN(2) == 0 {
+					s.Join(p, room)
+				} else {
+					s.Leave(p, room)
+				}
+				s.EmitExcept(room, p, "x", 1)
+			}
+		})
+		loop(3, 5*time.Millisecond, func(rng *rand.Rand) {
+			if p := randomPeer(rng); p != nil {
+				p.Event("ev", 1)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				p.Ask(ctx, "ping", nil, nil)
+				cancel()
+			}
+		})
+		loop(4, 300*time.Millisecond, func(rng *rand.Rand) {
+			if p := randomPeer(rng); p != nil {
+				p.Close()
+			}
+		})
+		for i, cl := range clients {
+			loop(uint64(10+i), 2*time.Millisecond, func(rng *rand.Rand) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				room := fmt.Sprintf("r%d", rng.IntN(4))
+				switch rng.IntN(5) {
+				case 0:
+					cl.Join(ctx, room)
+				case 1:
+					cl.Leave(ctx, room)
+				case 2:
+					cl.Call(ctx, "work/ask", nil, nil)
+				case 3:
+					cl.Call(ctx, "work/mark", nil, nil)
+				case 4:
+					if _, err := cl.Join(ctx, "deny"); err == nil {
+						fail("a Join AllowJoin refuses succeeded")
+					}
+				}
+			})
+		}
+		time.Sleep(2 * time.Second)
+		close(stop)
+		wg.Wait()
+		for _, cl := range clients {
+			cl.Close()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && (s.Peers() != 0 || s.Metrics().Connections != 0 || connects.Load() != discons.Load() || asksOut.Load() != asksIn.Load()) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if s.Peers() != 0 || s.Metrics().Connections != 0 || connects.Load() != discons.Load() || asksOut.Load() != asksIn.Load() {
+			t.Fatalf("after the clients closed: %d peers, gauge %d, %d OnConnect and %d OnDisconnect, %d asking handlers of %d returned", s.Peers(), s.Metrics().Connections, connects.Load(), discons.Load(), asksIn.Load(), asksOut.Load())
+		}
+		if n := roomTableCheck(t, s); n != 0 {
+			t.Errorf("%d rooms left with no connection", n)
+		}
+		t.Logf("%d connections, %d ticks", connects.Load(), seq)
+		var sd sync.WaitGroup
+		for range 2 {
+			sd.Add(1)
+			go func() {
+				defer sd.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := s.Shutdown(ctx); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+			}()
+		}
+		sd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
 }
