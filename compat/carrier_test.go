@@ -32,6 +32,7 @@ import (
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 )
 
@@ -2916,5 +2917,39 @@ func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 	defer cancel()
 	if err := c.Call(cctx, "echo/raw", []byte("x"), nil); err != nil {
 		t.Fatalf("a call after the listener returned: %v", err)
+	}
+}
+
+// An HTTP/3 connection that opens no WebTransport session is closed
+// after webTransportIdle (handshakeTimeout), as a native QUIC connection
+// that opens no control stream is. It was kept until QUIC's idle timeout,
+// and for ever when its client sent keepalives: a WebTransport dial given
+// up after the QUIC handshake left its server-side connection behind.
+func TestIdleHTTP3ConnectionClosed(t *testing.T) {
+	defer func(d time.Duration) { webTransportIdle = d }(webTransportIdle)
+	webTransportIdle = 300 * time.Millisecond
+	e := newCarrierEnv(t, Options{})
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{http3.NextProtoH3}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qcfg := QUICConfig(0)
+	qcfg.KeepAlivePeriod = 100 * time.Millisecond
+	qc, err := quic.DialAddr(ctx, e.urls[CarrierQUIC][len("quic://"):], tc, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("an HTTP/3 connection without a request was still open after 3 s")
+	}
+	// A session keeps its connection, however quiet.
+	c := e.dial(t, CarrierWebTransport, ClientOptions{})
+	time.Sleep(4 * webTransportIdle)
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatalf("a call on a session quiet for %v: %v", 4*webTransportIdle, err)
 	}
 }

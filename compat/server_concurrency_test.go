@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"runtime"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,6 +129,7 @@ func TestOnConnectPanicEndsThePeer(t *testing.T) {
 	s.Leave(p, "r")
 	waitFor(t, func() bool { return s.Peers() == 0 && s.Metrics().Connections == 0 })
 }
+
 // Shutdown called from a synchronous handler (an admin method, say) waits
 // for its own connection, which cannot end while that handler runs: it
 // must still return once its ctx ends, as the docs say, and not hang.
@@ -163,6 +164,7 @@ func TestShutdownFromHandlerReturnsByItsCtx(t *testing.T) {
 	}
 	waitFor(t, func() bool { return s.Peers() == 0 })
 }
+
 // Members that stay in a room while others join and leave it from many
 // goroutines end with the room's true count in the last presence event
 // they got, coalesced or one per change.

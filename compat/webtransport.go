@@ -21,7 +21,13 @@ import (
 // session.
 func (s *Server) webTransport() *webtransport.Server {
 	s.wtOnce.Do(func() {
-		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport)}
+		// IdleTimeout: an HTTP/3 connection with no request or session
+		// open is closed. One whose client finished the QUIC handshake and
+		// sent no CONNECT (a dial given up, or a peer holding connections)
+		// was kept until QUIC's idle timeout, for ever when the client
+		// sent keepalives; native QUIC gives the control stream
+		// handshakeTimeout likewise.
+		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport), IdleTimeout: webTransportIdle}
 		// Options.CheckOrigin runs in prepareUpgrade, as for WebSocket.
 		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }}
 		s.mu.Lock()
@@ -61,6 +67,10 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		s.serveLink(newStreamConn(newWTTransport(sess, nil), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
 	}()
 }
+
+// webTransportIdle is how long an HTTP/3 connection may stay without a
+// request or a session (a variable for the tests).
+var webTransportIdle = handshakeTimeout
 
 // wtTransport is a WebTransport session under a pktConn.
 type wtTransport struct {
