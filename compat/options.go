@@ -111,7 +111,11 @@ type Options struct {
 	// when the client did, the client's close, Remote true. They
 	// run on the connection's goroutine and should not block. A panic in
 	// either is logged and counted; one in OnConnect closes that
-	// connection with 1011.
+	// connection with 1011. OnDisconnect runs once the connection's
+	// synchronous handlers have returned; Async methods, stream handlers
+	// and handlers of events that came as datagrams may still run then
+	// (their contexts are canceled): do not free what they use there
+	// without a lock or a count of your own.
 	OnConnect    func(p *Peer)
 	OnDisconnect func(p *Peer, err error)
 
