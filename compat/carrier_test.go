@@ -416,10 +416,9 @@ func TestQUICPartialPackets(t *testing.T) {
 	}
 }
 
-// streamRouter serves "file/echo", a stream that echoes what it reads,
-// and "file/sum", which counts an upload and answers the count.
-func streamRouter() *Router {
-	r := testRouter()
+// handleEchoStream serves "file/echo" on r: a stream that sends its
+// request (a prefix), then echoes what it reads.
+func handleEchoStream(r *Router) {
 	HandleStream(r, "file/echo", func(ctx context.Context, prefix string, s *Stream) error {
 		if _, err := s.Write([]byte(prefix)); err != nil {
 			return err
@@ -427,6 +426,13 @@ func streamRouter() *Router {
 		_, err := io.Copy(s, s)
 		return err
 	})
+}
+
+// streamRouter serves "file/echo", a stream that echoes what it reads,
+// and "file/sum", which counts an upload and answers the count.
+func streamRouter() *Router {
+	r := testRouter()
+	handleEchoStream(r)
 	HandleStream(r, "file/sink", func(ctx context.Context, _ string, s *Stream) error {
 		_, err := io.Copy(io.Discard, s)
 		return err

@@ -340,13 +340,7 @@ func TestCancelOfAReaderThatTookTheTokenFromAnEndingReader(t *testing.T) {
 // streamRouter.
 func concurrencyStreamRouter() *Router {
 	r := concurrencyRouter()
-	HandleStream(r, "file/echo", func(ctx context.Context, prefix string, s *Stream) error {
-		if _, err := s.Write([]byte(prefix)); err != nil {
-			return err
-		}
-		_, err := io.Copy(s, s)
-		return err
-	})
+	handleEchoStream(r)
 	return r
 }
 

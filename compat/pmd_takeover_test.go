@@ -124,17 +124,7 @@ func TestPMDTakeoverDroppedEventKeepsStream(t *testing.T) {
 		got, err := readInflated(t, c, dc, len(sent)+1)
 		done <- result{got, err}
 	}()
-	ok := false
-	for range 100 {
-		if p.Event("tick", dropped) == nil {
-			ok = true
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Fatal("the outbox never drained")
-	}
+	sendWhenRoom(t, p, dropped)
 	all := append(sent, dropped)
 	r := <-done
 	for i := range r.got {
@@ -182,17 +172,7 @@ func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 	// An event of the same bytes, compressed against the connection's
 	// window, which holds the dropped emit.
 	p := <-peers
-	ok := false
-	for range 100 {
-		if p.Event("tick", dropped) == nil {
-			ok = true
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Fatal("the outbox never drained")
-	}
+	sendWhenRoom(t, p, dropped)
 	all := append(sent, dropped)
 	r := <-done
 	for i, p := range r.got[min(1, len(r.got)):] {
@@ -203,4 +183,17 @@ func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("after %d of %d emits: %v", len(r.got), len(all), r.err)
 	}
+}
+
+// sendWhenRoom sends v to p as event "tick" once p's outbox takes it,
+// trying for 2 s.
+func sendWhenRoom(t *testing.T, p *Peer, v string) {
+	t.Helper()
+	for range 100 {
+		if p.Event("tick", v) == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the outbox never drained")
 }
