@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/deflatecache"
+	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
 
@@ -196,4 +198,47 @@ func sendWhenRoom(t *testing.T, p *Peer, v string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the outbox never drained")
+}
+
+// With ContextTakeover, a turn's answers that do not fit the outbox wait
+// for room, as without it: an answer is compressed only when the outbox
+// takes it, so one refused is sent again, plain or compressed, without a
+// gap in the windows. The reading client was disconnected (1006) at the
+// first answer the outbox refused.
+func TestPMDTakeoverAnswersWaitForRoom(t *testing.T) {
+	r := testRouter()
+	Handle(r, "rand", func(ctx context.Context, n int) ([]byte, error) {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rand.Uint32()) // incompressible: fills the outbox
+		}
+		return b, nil
+	})
+	_, addr := newTestServer(t, Options{
+		Router:      r,
+		Compression: Compression{ContextTakeover: true, Threshold: 16},
+		Limits:      Limits{MaxOutboxBytes: 64 << 10},
+	})
+	c := dialPMD(t, addr, "permessage-deflate")
+	dc := takeoverInflater(t, c, deflatecache.ClientOffer{})
+	// Eight calls in one write, read in one turn: 160 KiB of answers
+	// against a 64 KiB outbox.
+	const calls, size = 8, 20 << 10
+	var burst []byte
+	for id := uint32(1); id <= calls; id++ {
+		pkt := wire.AppendCall(nil, dispatch.KindCall, id, "rand", 0, []byte("20480"))
+		burst = wsframe.AppendMaskedFrame(burst, wsframe.OpBinary, pkt, wsframe.Fin, wsframe.NewMaskKey())
+	}
+	if err := c.WriteRaw(burst); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readInflated(t, c, dc, calls)
+	if err != nil {
+		t.Fatalf("after %d of %d answers: %v", len(got), calls, err)
+	}
+	for _, p := range got {
+		if p.Kind != dispatch.KindResult || len(p.Payload) != size {
+			t.Fatalf("answer %d: kind %v, %d bytes, want a result of %d", p.ID, p.Kind, len(p.Payload), size)
+		}
+	}
 }

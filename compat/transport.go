@@ -666,13 +666,12 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 	return c.sendEncoded(b[start:])
 }
 
-// awaitRoom: with context takeover, a message compressed and then
-// dropped is in this end's history and not the peer's, and cannot be sent
-// again: the peer is disconnected as before.
+// awaitRoom waits for room for b, an answer the outbox refused. With
+// context takeover too: a message is compressed only when the outbox
+// takes it (takeoverRoom), so the refused answer joined no window and is
+// sent again as any other (before that, a reading client was disconnected
+// at the first answer its outbox refused).
 func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
-	if c.pmd != nil && c.pmd.sendTakeover {
-		return false
-	}
 	n := len(b) // the header fits the headroom
 	if c.pmd != nil {
 		// What deflate may add to a message that does not compress (5
