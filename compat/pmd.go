@@ -37,7 +37,9 @@ type pmdConn struct {
 	// takeover a compressed message must be sent before any later one.
 	sendMu sync.Mutex
 	// sendTakeover: this end's messages are compressed against the ones
-	// before, so one compressed and then dropped cannot be sent again.
+	// before, so one compressed and then dropped would break the peer's
+	// window: a message is compressed only when the outbox has room for it
+	// (wsConn.takeoverRoom).
 	sendTakeover bool
 
 	inflated *[]byte // the scratch buffer of the message being handled
