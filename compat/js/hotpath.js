@@ -526,6 +526,13 @@ class CarrierSocket {
     this.shutdown(notice.code, notice.reason);
   }
 
+  /** Called by subclasses with each datagram received (§8.4). The Client
+   * checks its kind: only an Emit or an Event may travel so. */
+  deliverDatagram(packet) {
+    if (this.readyState !== 1) return;
+    this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length), datagram: true });
+  }
+
   opened() {
     if (this.readyState !== 0) return;
     this.readyState = 1;
@@ -629,7 +636,7 @@ export class WebTransportSocket extends CarrierSocket {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) return;
-        this.deliver(value);
+        this.deliverDatagram(value);
       }
     } catch { /* the session closed */ }
   }
@@ -674,7 +681,7 @@ export class DataChannelSocket extends CarrierSocket {
     const udc = this.#pc.createDataChannel(SUBPROTOCOL + '/unreliable', { ordered: false, maxRetransmits: 0 });
     this.#udc = udc;
     udc.binaryType = 'arraybuffer';
-    udc.onmessage = (ev) => { if (typeof ev.data !== 'string') this.deliver(new Uint8Array(ev.data)); };
+    udc.onmessage = (ev) => { if (typeof ev.data !== 'string') this.deliverDatagram(new Uint8Array(ev.data)); };
     this.#dc.onopen = () => this.opened();
     this.#dc.onmessage = (ev) => {
       if (typeof ev.data === 'string') { this.close(4003, 'HP_ERR_TEXT_MESSAGE'); return; }
@@ -1104,7 +1111,7 @@ export class Client {
     conn.carrier = name;
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => { if (conn.ws === ws) this.#onOpen(conn); };
-    ws.onmessage = (ev) => { if (conn.ws === ws) this.#onMessage(conn, ev.data); };
+    ws.onmessage = (ev) => { if (conn.ws === ws) this.#onMessage(conn, ev.data, ev.datagram === true); };
     ws.onclose = (ev) => {
       if (conn.ws !== ws) return;
       if (conn.openedAt < 0 && fallBack !== null) { fallBack(); return; }
@@ -1198,13 +1205,23 @@ export class Client {
     conn.liveTimer = this.#timers.setTimeout(() => this.#watchLiveness(conn), next - now);
   }
 
-  #onMessage(conn, data) {
+  #onMessage(conn, data, datagram = false) {
     if (conn !== this.#conn) return;
     conn.lastRead = this.#timers.now();
     conn.pingedAt = -1;
     if (typeof data === 'string') {
       this.#violate(conn, 1003, 'HP_ERR_TEXT_MESSAGE');
       return;
+    }
+    // A datagram carries an Emit or an Event, nothing else (PROTOCOL.md
+    // §8.4): a server that sent a Result or an Ask so broke the protocol.
+    if (datagram) {
+      const b = toBytes(data);
+      const kind = b.length > 0 ? b[0] & ~COMPRESSED : 0;
+      if (b.length > 0 && kind !== KIND_NUMBER.emit && kind !== KIND_NUMBER.event) {
+        this.#violate(conn, 1008, 'HP_ERR_DATAGRAM_KIND');
+        return;
+      }
     }
     let packets;
     try {

@@ -2,7 +2,7 @@
 // fallback from WebTransport to WebSocket, against fakes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, StreamDeframer, WireError, WebTransportSocket, decodePacket, encodePacket, frameStreamPacket } from '../hotpath.js';
+import { Client, CloseError, StreamDeframer, WireError, WebTransportSocket, decodePacket, encodePacket, frameStreamPacket } from '../hotpath.js';
 
 test('frameStreamPacket and StreamDeframer round-trip packets split anywhere', () => {
   const packets = [new Uint8Array([8]), new Uint8Array(200).fill(7), new Uint8Array(20000).fill(3)];
@@ -45,8 +45,10 @@ function fakeWebTransport({ fail = false } = {}) {
       this.serverSend = (bytes) => push.enqueue(bytes);
       this.sentDatagrams = [];
       const self = this;
+      let pushDatagram;
+      this.serverDatagram = (bytes) => pushDatagram.enqueue(bytes);
       this.datagrams = {
-        readable: new ReadableStream({}),
+        readable: new ReadableStream({ start(c) { pushDatagram = c; } }),
         writable: new WritableStream({ write(chunk) { self.sentDatagrams.push(chunk); } }),
         maxDatagramSize: 1200,
       };
@@ -191,4 +193,39 @@ test('WebTransportSocket reads a session closed without a close code as 1005', a
     const ev = await closed;
     assert.equal(ev.code, 1005, `closed with ${JSON.stringify(info)}`);
   }
+});
+
+// PROTOCOL.md §8.4: a datagram carries an Emit or an Event; any other kind
+// in a datagram closes the connection with 1008 HP_ERR_DATAGRAM_KIND. The
+// client delivered every datagram as if it came on the control stream: a
+// Result sent as a datagram settled a call.
+test('a datagram of a kind other than Emit and Event closes the connection with 1008 HP_ERR_DATAGRAM_KIND (§8.4)', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false,
+  });
+  await tick();
+  const wt = sessions[0];
+  sendCapabilities(wt);
+  const got = [];
+  client.on('tick', (data) => got.push(data));
+  wt.serverDatagram(encodePacket({ kind: 'event', event: 'tick', payload: new TextEncoder().encode('1') }));
+  await tick();
+  assert.deepEqual(got, [1], 'an Event datagram is delivered');
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  const d = new StreamDeframer();
+  const call = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'call');
+  wt.serverDatagram(encodePacket({ kind: 'result', id: call.id, payload: new TextEncoder().encode('{"text":"hi"}') }));
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1008 && err.reason === 'HP_ERR_DATAGRAM_KIND');
+  const notice = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'event' && p.event === '$close');
+  assert.ok(notice, 'the client sent a close notice');
+  assert.equal((notice.payload[0] << 8) | notice.payload[1], 4008);
+  // The server's answering notice ends the handshake (and the close timer).
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload })));
+  await tick();
+  client.close();
 });
