@@ -29,14 +29,17 @@ func prefixLen(n int) int {
 
 // parsePrefix reads a message's length prefix from the start of b. It
 // returns the length and the prefix's size, 0 when b holds only part of
-// the prefix, or errBadPrefix for a prefix longer than five bytes or a
-// length over 32 bits.
+// the prefix, or errBadPrefix for a prefix longer than five bytes, a
+// length over 32 bits or a prefix not in its shortest form (a 32-bit field
+// of PROTOCOL.md §2, which has exactly one encoding).
 func parsePrefix(b []byte) (length uint64, n int, err error) {
 	length, n = binary.Uvarint(b)
 	switch {
 	case n > maxPrefixLen || n < 0 || length > 1<<32-1:
 		return 0, 0, errBadPrefix
 	case n == 0 && len(b) >= maxPrefixLen:
+		return 0, 0, errBadPrefix
+	case n > 1 && b[n-1] == 0:
 		return 0, 0, errBadPrefix
 	}
 	return length, n, nil

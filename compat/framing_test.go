@@ -99,6 +99,17 @@ func TestStreamFraming(t *testing.T) {
 	if _, code := deframe([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, nil, 1<<20); code != wsframe.CloseProtocolError {
 		t.Errorf("six-byte prefix: close %d, want 1002", code)
 	}
+	// PROTOCOL.md §8.1: length is a 32-bit field of §2, so a prefix not
+	// in its shortest form, or over 2^32-1 in five bytes, is a bad prefix
+	// (1002), as a six-byte one is; the receiver took them as lengths.
+	for _, prefix := range [][]byte{{0x81, 0x00}, {0x80, 0x80, 0x00}, {0xff, 0xff, 0xff, 0xff, 0x1f}} {
+		if _, code := deframe(append(prefix, 8), nil, 1<<20); code != wsframe.CloseProtocolError {
+			t.Errorf("prefix % x: close %d, want 1002", prefix, code)
+		}
+		if _, err := readStreamPacket(bytes.NewReader(append(prefix, 8)), 1<<20); CloseStatus(err) != wsframe.CloseProtocolError {
+			t.Errorf("stream's first packet after prefix % x: %v, want 1002", prefix, err)
+		}
+	}
 	if _, code := deframe(appendPrefix(nil, 1025), nil, 1024); code != wsframe.CloseMessageTooBig {
 		t.Errorf("length over the limit: close %d, want 1009 before the payload arrives", code)
 	}

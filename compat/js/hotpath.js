@@ -454,8 +454,9 @@ export function frameStreamPacket(packet) {
 
 /**
  * StreamDeframer cuts a byte stream into the packets of §8.1. push(bytes)
- * returns the packets completed; a prefix longer than five bytes or a
- * length over maxMessage throws a WireError (1002, 1009).
+ * returns the packets completed; a prefix longer than five bytes, not in
+ * shortest form or over 2^32-1, or a length over maxMessage throws a
+ * WireError (1002, 1009).
  */
 export class StreamDeframer {
   #buf = EMPTY; #max;
@@ -474,6 +475,9 @@ export class StreamDeframer {
         if (b.length >= 5) throw wireError('HP_ERR_BAD_LENGTH_PREFIX', 'a length prefix is longer than five bytes', 1002);
         break;
       }
+      // length is a 32-bit field (§2): one encoding, the shortest, and
+      // at most 2^32-1.
+      if ((i > 1 && b[i - 1] === 0) || length > MAX_U32) throw wireError('HP_ERR_BAD_LENGTH_PREFIX', 'a length prefix not in shortest form or over 32 bits', 1002);
       if (length > this.#max) throw wireError('HP_ERR_MESSAGE_TOO_BIG', `a packet of ${length} bytes is over the limit`, 1009);
       if (b.length < i + length) break;
       out.push(b.slice(i, i + length));

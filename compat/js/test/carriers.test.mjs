@@ -23,6 +23,12 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
     (err) => err instanceof WireError && err.closeCode === 1002);
   assert.throws(() => new StreamDeframer(100).push(frameStreamPacket(new Uint8Array(101))),
     (err) => err instanceof WireError && err.closeCode === 1009);
+  // PROTOCOL.md §8.1: length is a 32-bit field of §2: a prefix not in
+  // shortest form, or over 2^32-1 in five bytes, is a bad prefix (1002).
+  for (const prefix of [[0x81, 0x00], [0x80, 0x80, 0x00], [0xff, 0xff, 0xff, 0xff, 0x1f]]) {
+    assert.throws(() => new StreamDeframer().push(new Uint8Array([...prefix, 8])),
+      (err) => err instanceof WireError && err.closeCode === 1002, `prefix ${prefix}`);
+  }
 });
 
 /** fakeWebTransport returns a WebTransport class whose sessions the test
