@@ -604,3 +604,32 @@ func TestWriteFailureIsWhyTheConnectionEnded(t *testing.T) {
 		t.Fatalf("ended with %v, want the write's error", got)
 	}
 }
+
+// PROTOCOL.md §1: the server MUST refuse an upgrade that offers
+// subprotocols but not hotpath.v1, selects hotpath.v1 among others, and
+// accepts an upgrade that offers none (a plain WebSocket client).
+func TestSubprotocolOfferedOrNone(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	for offer, want := range map[string]string{"chat, superchat": "refused", "chat, " + Subprotocol: Subprotocol, Subprotocol: Subprotocol, "": ""} {
+		var headers []string
+		if offer != "" {
+			headers = append(headers, "Sec-WebSocket-Protocol: "+offer)
+		}
+		c, err := wstest.Dial(addr, "/ws", headers...)
+		switch {
+		case want == "refused":
+			if err == nil {
+				c.Close()
+				t.Errorf("offered %q: upgrade accepted, selecting %q; want it refused", offer, c.Response.Header.Get("Sec-WebSocket-Protocol"))
+			}
+			continue
+		case err != nil:
+			t.Errorf("offered %q: %v", offer, err)
+			continue
+		}
+		if got := c.Response.Header.Get("Sec-WebSocket-Protocol"); got != want {
+			t.Errorf("offered %q: selected %q, want %q", offer, got, want)
+		}
+		c.Close()
+	}
+}
