@@ -633,3 +633,60 @@ func TestSubprotocolOfferedOrNone(t *testing.T) {
 		c.Close()
 	}
 }
+
+// PROTOCOL.md §4.6, at the wire: a client's emit to a room it is not in,
+// and one of an event named $…, are dropped and counted; except-sender
+// (flags 0x01) keeps the emit from its sender; and the server's Emit
+// carries flags 0, whatever flags the client's had.
+func TestClientEmitRulesOnTheWire(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	a, b := dial(t, addr), dial(t, addr)
+	send := func(c *wstest.Conn, p *wire.Packet) {
+		t.Helper()
+		if err := c.WriteMessage(wsframe.OpBinary, wire.Append(nil, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a joins r; b joins r and other.
+	for i, j := range []struct {
+		c    *wstest.Conn
+		room string
+	}{{a, "r"}, {b, "r"}, {b, "other"}} {
+		id := uint32(i + 1)
+		send(j.c, &wire.Packet{Kind: dispatch.KindJoin, ID: id, Room: []byte(j.room)})
+		for p := readPacket(t, j.c); p.Kind != dispatch.KindResult || p.ID != id; p = readPacket(t, j.c) {
+		}
+	}
+	dropped := s.Metrics().DroppedEvents
+	emit := func(room, event string, flags uint8) {
+		send(a, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte(room), Name: []byte(event), Flags: flags, Payload: []byte(`"fake"`)})
+	}
+	emit("other", "m0", 0) // a is not in room other
+	emit("r", "$join", 0)  // a protocol event
+	emit("r", "m1", wire.EmitExceptSender)
+	emit("r", "m2", 0)
+	// readEmits returns the emits c receives up to m2, skipping the
+	// server's presence (its payload is no "fake").
+	readEmits := func(c *wstest.Conn) (got []string) {
+		t.Helper()
+		for {
+			p := readPacket(t, c)
+			if p.Kind != dispatch.KindEmit || p.Name[0] == '$' && string(p.Payload) != `"fake"` {
+				continue
+			}
+			got = append(got, string(p.Room)+"/"+string(p.Name)+"/"+strconv.Itoa(int(p.Flags)))
+			if string(p.Name) == "m2" {
+				return got
+			}
+		}
+	}
+	if got, want := strings.Join(readEmits(b), " "), "r/m1/0 r/m2/0"; got != want {
+		t.Errorf("the other member received %s, want %s", got, want)
+	}
+	if got, want := strings.Join(readEmits(a), " "), "r/m2/0"; got != want {
+		t.Errorf("the sender received %s, want %s", got, want)
+	}
+	if n := s.Metrics().DroppedEvents - dropped; n != 2 {
+		t.Errorf("%d emits dropped, want 2 (to a room not joined, of a $ event)", n)
+	}
+}
