@@ -690,3 +690,46 @@ func TestClientEmitRulesOnTheWire(t *testing.T) {
 		t.Errorf("%d emits dropped, want 2 (to a room not joined, of a $ event)", n)
 	}
 }
+
+// PROTOCOL.md §6 at the wire: the server names the first dictionary offer
+// whose codec it has and whose id is its own, none when the ids differ (a
+// rolling deploy; the compressed bit then closes with 1008, §3), and a
+// compressed body that does not decompress closes with 1007.
+func TestDictionaryChoiceOnTheWire(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.ID()
+	for _, tc := range []struct {
+		offer, want string
+		close       wsframe.CloseCode
+	}{
+		{"zstd:" + id + ",deflate:" + id, "zstd:" + id, wsframe.CloseInvalidPayload},
+		{"deflate:other, deflate:" + id + ",zstd:" + id, "deflate:" + id, wsframe.CloseInvalidPayload},
+		{"deflate:other,zstd:other", "", wsframe.ClosePolicyViolation},
+	} {
+		c := dial(t, addr)
+		pairs := wire.AppendPair(nil, "dict", tc.offer)
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+		p := readPacket(t, c)
+		if p.Kind != dispatch.KindCapabilities {
+			t.Fatalf("offer %q: first packet %v, want Capabilities", tc.offer, p.Kind)
+		}
+		got := ""
+		for k, v := range p.Pairs() {
+			if string(k) == "dict" {
+				got = string(v)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("offer %q: server chose %q, want %q", tc.offer, got, tc.want)
+		}
+		// A Call whose "compressed" body is no codec's output.
+		c.WriteMessage(wsframe.OpBinary, []byte{byte(dispatch.KindCall) | wire.CompressedBit, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x11})
+		if code, reason := c.ReadClose(5 * time.Second); code != tc.close {
+			t.Errorf("offer %q, then a body that does not decompress: close %d (%s), want %d", tc.offer, code, reason, tc.close)
+		}
+	}
+}
