@@ -1322,6 +1322,11 @@ func TestClientBadServerInput(t *testing.T) {
 		{"malformed packet", frame(wsframe.OpBinary, []byte{1}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
 		{"unknown kind", frame(wsframe.OpBinary, []byte{0x7f}), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
 		{"client-only kind (a call)", frame(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		// PROTOCOL.md §3: the compressed bit before a dictionary was
+		// negotiated (this client offered none).
+		{"compressed before negotiation", frame(wsframe.OpBinary, []byte{byte(dispatch.KindResult) | wire.CompressedBit, 0}), wsframe.ClosePolicyViolation, "HP_ERR_UNNEGOTIATED_COMPRESSION"},
+		// PROTOCOL.md §4.7: a batch item may not be Capabilities.
+		{"capabilities in a batch", frame(wsframe.OpBinary, []byte{byte(dispatch.KindBatch), 1, 2, byte(dispatch.KindCapabilities), 0}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
