@@ -1350,12 +1350,12 @@ export class Client {
   }
 
   #errorAnswer(id, err) {
-    if (err instanceof RPCError && Number.isInteger(err.code) && err.code > 0 && err.code <= MAX_U32) {
+    if (err instanceof RPCError && Number.isInteger(err.code) && err.code >= 0 && err.code <= MAX_U32) {
       try {
         const message = truncateUTF8(String(err.message), MAX_VALUE);
-        // Codes 10-999 are kept for later versions of the protocol
-        // (PROTOCOL.md §4.2): sent as Internal, message and data kept.
-        const code = err.code > Code.Unavailable && err.code < Code.Application ? Code.Internal : err.code;
+        // Code 0 and codes 10-999, kept for later versions of the protocol
+        // (PROTOCOL.md §4.2), are sent as Internal, message and data kept.
+        const code = err.code === 0 || (err.code > Code.Unavailable && err.code < Code.Application) ? Code.Internal : err.code;
         return encodePacket({ kind: 'answer', id, status: 1, code, message, data: encodeJSON(err.data) });
       } catch (encodeErr) {
         err = encodeErr;

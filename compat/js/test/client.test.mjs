@@ -636,6 +636,10 @@ test('asks are answered: result, RPCError, unexpected error, unknown method, res
   client.handle('ui/deny', () => { throw new RPCError(1000, 'denied', { why: 'no' }); });
   client.handle('ui/bug', () => { throw new Error('secret detail'); });
   client.handle('ui/reserved', () => { throw new RPCError(42, 'reserved code'); });
+  // PROTOCOL.md §4.2 (through §4.4): code 0 is sent as Internal, its
+  // message and data kept, as a reserved code is.
+  client.handle('ui/zero', () => { throw new RPCError(0, 'zero code', { n: 1 }); });
+  ws.receive({ kind: 'ask', id: 6, method: 'ui/zero', timeout: 0, payload: '' });
   ws.receive({ kind: 'ask', id: 5, method: 'ui/reserved', timeout: 0, payload: '' });
   ws.receive({ kind: 'ask', id: 1, method: 'ui/confirm', timeout: 0, payload: json({ q: 'ok?' }) });
   ws.receive({ kind: 'ask', id: 2, method: 'ui/deny', timeout: 0, payload: '' });
@@ -649,6 +653,7 @@ test('asks are answered: result, RPCError, unexpected error, unknown method, res
   assert.deepEqual([byId[3].status, byId[3].code, byId[3].message], [1, Code.Internal, 'internal error']);
   assert.deepEqual([byId[4].status, byId[4].code], [1, Code.NotFound]);
   assert.deepEqual([byId[5].status, byId[5].code, byId[5].message], [1, Code.Internal, 'reserved code']); // §4.2 keeps 10-999
+  assert.deepEqual([byId[6].status, byId[6].code, byId[6].message, text(byId[6].data)], [1, Code.Internal, 'zero code', '{"n":1}']);
   assert.deepEqual(reported, ['secret detail']);
   client.close();
 });
