@@ -733,3 +733,53 @@ func TestDictionaryChoiceOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// PROTOCOL.md §4.5 at the wire: Join and Leave are answered with
+// {"room", "members"}; joining a room twice, or leaving a room one is not
+// in, succeeds and changes nothing: no count, no presence event.
+func TestJoinTwiceLeaveNotInOnTheWire(t *testing.T) {
+	_, addr := newTestServer(t, Options{PresenceInterval: -1}) // one per change, at once
+	a, b := dial(t, addr), dial(t, addr)
+	nextID := uint32(0)
+	member := func(c *wstest.Conn, kind dispatch.Kind, room string) string {
+		t.Helper()
+		nextID++
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: kind, ID: nextID, Room: []byte(room)}))
+		for {
+			p := readPacket(t, c)
+			if p.Kind == dispatch.KindError && p.ID == nextID {
+				t.Fatalf("%v %s: error %d %s", kind, room, p.Code, p.Message)
+			}
+			if p.Kind == dispatch.KindResult && p.ID == nextID {
+				return string(p.Payload)
+			}
+		}
+	}
+	for _, step := range []struct {
+		c          *wstest.Conn
+		kind       dispatch.Kind
+		room, want string
+	}{
+		{b, dispatch.KindJoin, "r", `{"room":"r","members":1}`},
+		{b, dispatch.KindLeave, "elsewhere", `{"room":"elsewhere","members":0}`},
+		// From here on b reads nothing until the mark below.
+		{a, dispatch.KindJoin, "r", `{"room":"r","members":2}`},
+		{a, dispatch.KindJoin, "r", `{"room":"r","members":2}`},
+		{a, dispatch.KindLeave, "elsewhere", `{"room":"elsewhere","members":0}`},
+	} {
+		if got := member(step.c, step.kind, step.room); got != step.want {
+			t.Errorf("%v %s: %s, want %s", step.kind, step.room, got, step.want)
+		}
+	}
+	a.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte("r"), Name: []byte("mark")}))
+	// b saw a's join, nothing after.
+	var presence []string
+	for p := readPacket(t, b); p.Kind != dispatch.KindEmit || string(p.Name) != "mark"; p = readPacket(t, b) {
+		if p.Kind == dispatch.KindEmit && p.Name[0] == '$' {
+			presence = append(presence, string(p.Name)+string(p.Payload))
+		}
+	}
+	if got, want := strings.Join(presence, " "), `$join{"members":2}`; got != want {
+		t.Errorf("b's presence events: %s, want %s", got, want)
+	}
+}
