@@ -1,0 +1,258 @@
+package compat
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/internal/wstest"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// rawCounter is a raw WebSocket client that counts what it sends and
+// receives, to hold the server's counters against.
+type rawCounter struct {
+	c                    *wstest.Conn
+	pmd                  bool // compress what it sends, inflate what it reads
+	sent, recv           uint64
+	sentBytes, recvBytes uint64
+	compressedRecv       uint64
+}
+
+func (r *rawCounter) send(t *testing.T, pkt []byte) {
+	t.Helper()
+	var err error
+	if r.pmd {
+		err = r.c.WriteFrame(wsframe.OpBinary, deflateMessage(t, pkt), wsframe.Fin|wsframe.Rsv1)
+	} else {
+		err = r.c.WriteMessage(wsframe.OpBinary, pkt)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sent++
+	r.sentBytes += uint64(len(pkt))
+}
+
+func (r *rawCounter) read(t *testing.T) wire.Packet {
+	t.Helper()
+	for {
+		m, err := r.c.ReadMessage(5 * time.Second)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if m.Opcode != wsframe.OpBinary {
+			continue
+		}
+		if m.Compressed {
+			r.compressedRecv++
+			m.Payload = inflateMessage(t, m.Payload)
+		}
+		r.recv++
+		r.recvBytes += uint64(len(m.Payload))
+		p, err := wire.Decode(m.Payload)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		return p
+	}
+}
+
+// TestMetricsMatchTraffic holds every message and byte counter against
+// what raw WebSocket clients sent and read: calls, a Batch of 10 calls
+// (one message in, one out), an unknown method, client emits to a room
+// of 3 (one message in, one out per member reached), a server Emit and
+// an emit to a room the sender is not in.
+// With permessage-deflate, the bytes are counted as packets, before
+// compression and after inflating.
+func TestMetricsMatchTraffic(t *testing.T) {
+	for _, pmd := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "permessage-deflate"}[pmd], func(t *testing.T) {
+			testMetricsMatchTraffic(t, pmd)
+		})
+	}
+}
+
+func testMetricsMatchTraffic(t *testing.T, pmd bool) {
+	s, addr := newTestServer(t, Options{NoPresence: true, Compression: Compression{Threshold: 16}})
+	var cs []*rawCounter
+	for i := range 3 {
+		rc := &rawCounter{pmd: pmd}
+		if pmd {
+			rc.c = dialPMD(t, addr, "permessage-deflate")
+		} else {
+			rc.c = dial(t, addr)
+		}
+		cs = append(cs, rc)
+		rc.send(t, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: uint32(i + 1), Room: []byte("r")}))
+		if p := rc.read(t); p.Kind != dispatch.KindResult {
+			t.Fatalf("join: %+v", p)
+		}
+	}
+	c := cs[0]
+	c.send(t, wire.AppendCall(nil, dispatch.KindCall, 10, "echo/say", 0, []byte(`{"text":"hi"}`)))
+	if p := c.read(t); p.Kind != dispatch.KindResult {
+		t.Fatalf("call: %+v", p)
+	}
+	var items []byte
+	for i := range 10 {
+		items = wire.AppendItem(items, wire.AppendCall(nil, dispatch.KindCall, uint32(100+i), "echo/say", 0, []byte(`{"text":"b"}`)))
+	}
+	c.send(t, wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 10, Payload: items}))
+	if p := c.read(t); p.Kind != dispatch.KindBatch || p.Count != 10 {
+		t.Fatalf("batch answer: %+v", p)
+	}
+	c.send(t, wire.AppendCall(nil, dispatch.KindCall, 11, "no/such", 0, nil))
+	if p := c.read(t); p.Kind != dispatch.KindError {
+		t.Fatalf("unknown method: %+v", p)
+	}
+	c.send(t, wire.AppendEmit(nil, "r", "chat", 0, []byte(`"x"`)))
+	for _, rc := range cs {
+		if p := rc.read(t); p.Kind != dispatch.KindEmit {
+			t.Fatalf("emit: %+v", p)
+		}
+	}
+	c.send(t, wire.AppendEmit(nil, "elsewhere", "chat", 0, []byte(`"x"`)))
+	if _, err := s.Emit("r", "tick", 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range cs {
+		if p := rc.read(t); p.Kind != dispatch.KindEmit {
+			t.Fatalf("server emit: %+v", p)
+		}
+	}
+	// A last round trip: everything before it has been counted.
+	c.send(t, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte("p")}))
+	if p := c.read(t); p.Kind != dispatch.KindPong {
+		t.Fatalf("pong: %+v", p)
+	}
+	var sent, recv, sentBytes, recvBytes, compressed uint64
+	for _, rc := range cs {
+		compressed += rc.compressedRecv
+		sent += rc.sent
+		recv += rc.recv
+		sentBytes += rc.sentBytes
+		recvBytes += rc.recvBytes
+	}
+	if pmd && compressed == 0 {
+		t.Fatal("nothing arrived compressed")
+	}
+	// A packet is counted once the link took it, which may be after the
+	// client read it.
+	waitFor(t, func() bool { return s.Metrics().MessagesOut >= recv })
+	m := s.Metrics()
+	if m.MessagesIn != sent || m.BytesIn != sentBytes {
+		t.Errorf("in: %d messages, %d bytes counted; %d, %d sent", m.MessagesIn, m.BytesIn, sent, sentBytes)
+	}
+	if m.MessagesOut != recv || m.BytesOut != recvBytes {
+		t.Errorf("out: %d messages, %d bytes counted; %d, %d read", m.MessagesOut, m.BytesOut, recv, recvBytes)
+	}
+	if m.UnknownMethods != 1 || m.DroppedEvents != 1 || m.Emits != 2 || m.EmitDrops != 0 {
+		t.Errorf("unknown methods %d, dropped events %d, emits %d, emit drops %d; want 1, 1, 2, 0", m.UnknownMethods, m.DroppedEvents, m.Emits, m.EmitDrops)
+	}
+	if m.Connections != 3 || m.ConnectionsTotal != 3 {
+		t.Errorf("connections %d, total %d; want 3, 3", m.Connections, m.ConnectionsTotal)
+	}
+}
+
+// On every carrier the message counters count packets: sequential calls
+// one in and one out each, a room emit one in and one out per member
+// reached, reliable or as a datagram.
+func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
+	r := testRouter()
+	HandleStream(r, "m/sink", func(ctx context.Context, _ string, s *Stream) error {
+		_, err := io.Copy(io.Discard, s)
+		return err
+	})
+	e := newCarrierEnv(t, Options{Router: r, NoPresence: true})
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			ctx := context.Background()
+			room := "m-" + carrierName(carrier)
+			got := make(chan string, 16)
+			var cls []*Client
+			for range 2 {
+				cl := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				cl.OnRoom(room, "chat", func(m Message) { got <- string(m.Data) })
+				if _, err := cl.Join(ctx, room); err != nil {
+					t.Fatal(err)
+				}
+				cls = append(cls, cl)
+			}
+			a := cls[0]
+			before := e.srv.Metrics()
+			const calls = 5
+			text := strings.Repeat("x", 100)
+			for range calls {
+				if err := a.Call(ctx, "echo/say", echoReq{Text: text}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= calls })
+			m := e.srv.Metrics()
+			if in, out := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut; in != calls || out != calls {
+				t.Errorf("%d calls counted %d messages in, %d out", calls, in, out)
+			}
+			if in := m.BytesIn - before.BytesIn; in < calls*100 || in > calls*150 {
+				t.Errorf("%d calls of ~115 bytes counted %d bytes in", calls, in)
+			}
+			if out := m.BytesOut - before.BytesOut; out < calls*100 || out > calls*150 {
+				t.Errorf("%d answers of ~115 bytes counted %d bytes out", calls, out)
+			}
+			wait2 := func() bool {
+				for range 2 {
+					select {
+					case <-got:
+					case <-time.After(3 * time.Second):
+						return false
+					}
+				}
+				return true
+			}
+			before = e.srv.Metrics()
+			if err := a.Emit(room, "chat", "hi", false); err != nil {
+				t.Fatal(err)
+			}
+			if !wait2() {
+				t.Fatal("emit not received by both members")
+			}
+			waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= 2 })
+			m = e.srv.Metrics()
+			if in, out, emits := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut, m.Emits-before.Emits; in != 1 || out != 2 || emits != 1 {
+				t.Errorf("an emit to 2 members counted %d in, %d out, %d emits; want 1, 2, 1", in, out, emits)
+			}
+			if carrier != CarrierWebSocket {
+				before = e.srv.Metrics()
+				if err := a.EmitUnreliable(room, "chat", "dg", false); err != nil {
+					t.Fatal(err)
+				}
+				if wait2() {
+					waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= 2 })
+					m = e.srv.Metrics()
+					if in, out := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut; in != 1 || out != 2 {
+						t.Errorf("an unreliable emit to 2 members counted %d in, %d out; want 1, 2", in, out)
+					}
+				} else {
+					t.Log("datagram lost")
+				}
+			}
+			if carrier == CarrierQUIC || carrier == CarrierWebTransport {
+				before = e.srv.Metrics()
+				st, err := a.OpenStream(ctx, "m/sink", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Write(make([]byte, 10000))
+				st.CloseWrite()
+				io.Copy(io.Discard, st)
+				m = e.srv.Metrics()
+				t.Logf("a stream of 10000 bytes: %d messages in, %d bytes in, %d out, %d bytes out", m.MessagesIn-before.MessagesIn, m.BytesIn-before.BytesIn, m.MessagesOut-before.MessagesOut, m.BytesOut-before.BytesOut)
+			}
+		})
+	}
+}
+
