@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -256,3 +257,39 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 	}
 }
 
+// Peer.Event refused (ErrOverloaded: the outbox is full; ErrClosed) sent
+// nothing: hotpath_messages_out_total, bytes out and the dictionary
+// count do not count it, as room emits count only the members reached.
+func TestMetricsOutCountsOnlyWhatWasSent(t *testing.T) {
+	peers := make(chan *Peer, 1)
+	s, addr := newTestServer(t, Options{Limits: Limits{MaxOutboxBytes: 64 << 10}, OnConnect: func(p *Peer) { peers <- p }})
+	c := dial(t, addr) // never reads
+	p := <-peers
+	payload := strings.Repeat("e", 16<<10)
+	var sent, refused uint64
+	for i := 0; i < 2000 && refused < 3; i++ {
+		switch err := p.Event("big", payload); {
+		case err == nil:
+			sent++
+		case errors.Is(err, ErrOverloaded):
+			refused++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("%d events sent and none refused", sent)
+	}
+	if m := s.Metrics(); m.MessagesOut != sent {
+		t.Errorf("%d events sent, %d refused: messages out %d", sent, refused, m.MessagesOut)
+	}
+	c.NC.Close()
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	before := s.Metrics()
+	if err := p.Event("late", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Event after the close: %v", err)
+	}
+	if m := s.Metrics(); m.MessagesOut != before.MessagesOut || m.BytesOut != before.BytesOut {
+		t.Errorf("an event refused with ErrClosed counted %d messages, %d bytes out", m.MessagesOut-before.MessagesOut, m.BytesOut-before.BytesOut)
+	}
+}

@@ -167,8 +167,7 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 // echo sends a message back as it came (Options.Echo), compressed when
 // permessage-deflate was negotiated.
 func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
-	p.srv.metrics.messagesOut.Add(1)
-	p.srv.metrics.bytesOut.Add(uint64(len(payload)))
+	n := len(payload)
 	var st corkwriter.Status
 	if ws, ok := p.link.(*wsConn); ok {
 		st = ws.sendFrame(op, payload, wsframe.Fin)
@@ -179,6 +178,7 @@ func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
 		*bp = b[:0]
 		scratchBufs.Put(bp)
 	}
+	p.countSent(st, n, false)
 	if st == corkwriter.Dropped {
 		p.dropSlow()
 	}
@@ -437,17 +437,16 @@ func (p *Peer) send(b []byte, answer, inTurn bool) corkwriter.Status {
 	if !answer && p.answersWaiting.Load() > 0 {
 		return corkwriter.Dropped
 	}
-	p.srv.metrics.messagesOut.Add(1)
-	p.srv.metrics.bytesOut.Add(uint64(len(b) - frameHeadroom))
+	n, compressed := len(b)-frameHeadroom, false
 	if d := p.dict.Load(); d != nil {
 		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
 			defer release()
-			p.srv.metrics.dictCompressed.Add(1)
-			b = cb
+			b, compressed = cb, true
 		}
 	}
 	st := p.link.sendBuilt(b)
 	if st != corkwriter.Dropped || !answer {
+		p.countSent(st, n, compressed)
 		return st
 	}
 	// Others may take the room first (other answers; room emits under
@@ -458,7 +457,23 @@ func (p *Peer) send(b []byte, answer, inTurn bool) corkwriter.Status {
 	for deadline := time.Now().Add(closeTimeout); st == corkwriter.Dropped && p.link.awaitRoom(b, inTurn, deadline); {
 		st = p.link.sendBuilt(b)
 	}
+	p.countSent(st, n, compressed)
 	return st
+}
+
+// countSent counts a packet of n bytes (before dictionary compression)
+// that the link sent or queued; one it refused (the outbox full or
+// closed: ErrOverloaded, ErrClosed for an event) was not sent, as room
+// emits count only the members reached.
+func (p *Peer) countSent(st corkwriter.Status, n int, compressed bool) {
+	if st != corkwriter.Sent && st != corkwriter.Queued {
+		return
+	}
+	p.srv.metrics.messagesOut.Add(1)
+	p.srv.metrics.bytesOut.Add(uint64(n))
+	if compressed {
+		p.srv.metrics.dictCompressed.Add(1)
+	}
 }
 
 func (p *Peer) onBatch(body []byte) error {
