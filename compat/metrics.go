@@ -41,18 +41,20 @@ type metrics struct {
 }
 
 // CloseOther is the key of Metrics.Closes, and the code label
-// "other" of hotpath_closes_total, that counts the application close
-// codes (3000-4999) a peer chose, other than 4000-4015, where browser
-// clients carry the protocol's codes (PROTOCOL.md §7): a peer could
-// otherwise make some 2,000 counters, and as many metric series, by
-// closing with each code in turn.
+// "other" of hotpath_closes_total, that counts the close codes a peer
+// chose outside 1000-1015 (RFC 6455's) and 4000-4015, where browser
+// clients carry the protocol's codes (PROTOCOL.md §7): the application
+// codes 3000-4999, and the reserved 1016-2999, which a QUIC or
+// WebTransport close carries though a WebSocket close frame may not. A
+// peer could otherwise make some 4,000 counters, and as many metric
+// series, by closing with each code in turn.
 const CloseOther wsframe.CloseCode = 0
 
 func (m *metrics) countClose(code wsframe.CloseCode) {
 	switch {
 	case code == 0:
 		code = wsframe.CloseAbnormal
-	case code >= 3000 && (code < 4000 || code > 4015):
+	case code > 1015 && (code < 4000 || code > 4015):
 		code = CloseOther
 	}
 	m.closesMu.Lock()
@@ -86,7 +88,7 @@ type Metrics struct {
 	IdleTimeouts        uint64
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	// Closes counts ended connections by close code; 1006 when no close
-	// frame was exchanged, CloseOther for most application codes.
+	// frame was exchanged, CloseOther for most codes above 1015.
 	Closes map[wsframe.CloseCode]uint64
 }
 

@@ -3,7 +3,9 @@ package compat
 import (
 	"context"
 	"errors"
+	"github.com/quic-go/quic-go"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -291,5 +293,42 @@ func TestMetricsOutCountsOnlyWhatWasSent(t *testing.T) {
 	}
 	if m := s.Metrics(); m.MessagesOut != before.MessagesOut || m.BytesOut != before.BytesOut {
 		t.Errorf("an event refused with ErrClosed counted %d messages, %d bytes out", m.MessagesOut-before.MessagesOut, m.BytesOut-before.BytesOut)
+	}
+}
+
+// A QUIC peer's close carries any code from 1000 to 4999, the reserved
+// 1016-2999 included, which a WebSocket close frame may not: those count
+// under CloseOther too, or a peer could make some 2,000 series of
+// hotpath_closes_total by closing with each in turn (CloseOther's doc).
+func TestMetricsClosesBoundedOverQUIC(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	tlsConf := e.cert.ClientTLSConfig()
+	tlsConf.NextProtos = []string{ALPN}
+	addr := strings.TrimPrefix(e.urls[CarrierQUIC], "quic://")
+	codes := []uint64{1016, 2000, 2999, 3001, 4001}
+	for _, code := range codes {
+		qc, err := quic.DialAddr(context.Background(), addr, tlsConf, QUICConfig(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		str, err := qc.OpenStreamSync(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ping := wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte("p")})
+		str.Write(append([]byte{byte(len(ping))}, ping...))
+		str.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(str, make([]byte, 1+len(ping))); err != nil { // the Pong: the peer is registered
+			t.Fatal(err)
+		}
+		qc.CloseWithError(quic.ApplicationErrorCode(code), "")
+	}
+	waitFor(t, func() bool {
+		return e.srv.Metrics().ConnectionsTotal == uint64(len(codes)) && e.srv.Metrics().Connections == 0
+	})
+	closes := e.srv.Metrics().Closes
+	want := map[wsframe.CloseCode]uint64{CloseOther: 4, 4001: 1}
+	if !maps.Equal(closes, want) {
+		t.Errorf("closes by code %v, want %v", closes, want)
 	}
 }
