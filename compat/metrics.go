@@ -70,10 +70,10 @@ type Metrics struct {
 	Connections         int64  // open now
 	ConnectionsTotal    uint64 // accepted since start
 	HandshakeFailures   uint64 // upgrades refused or failed
-	MessagesIn          uint64 // carrier messages (a Batch of calls counts once)
+	MessagesIn          uint64 // carrier messages (a Batch of calls counts once); binary streams are not counted
 	MessagesOut         uint64 // carrier messages; room emits count once per member reached
-	BytesIn             uint64 // packet bytes, after decompression
-	BytesOut            uint64 // packet bytes, before compression
+	BytesIn             uint64 // packet bytes, after decompression (streams not counted)
+	BytesOut            uint64 // packet bytes, before compression (streams not counted)
 	DictCompressed      uint64 // packets sent compressed with the dictionary
 	CompressionFailures uint64 // compressed packets that failed to decompress
 	Malformed           uint64 // malformed packets and unknown kinds
@@ -138,10 +138,10 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	gauge("hotpath_connections", "Open connections.", m.Connections)
 	counter("hotpath_connections_total", "Connections accepted.", m.ConnectionsTotal)
 	counter("hotpath_handshake_failures_total", "Upgrade requests refused or failed.", m.HandshakeFailures)
-	counter("hotpath_messages_in_total", "Messages received (WebSocket messages, or packets on the other carriers); a Batch counts once.", m.MessagesIn)
-	counter("hotpath_messages_out_total", "Messages sent (WebSocket messages, or packets on the other carriers); a Batch counts once, a room emit once per member reached.", m.MessagesOut)
-	counter("hotpath_bytes_in_total", "Packet bytes received, after decompression.", m.BytesIn)
-	counter("hotpath_bytes_out_total", "Packet bytes sent, before compression.", m.BytesOut)
+	counter("hotpath_messages_in_total", "Messages received (WebSocket messages, or packets on the other carriers, binary streams not counted); a Batch counts once.", m.MessagesIn)
+	counter("hotpath_messages_out_total", "Messages sent (WebSocket messages, or packets on the other carriers, binary streams not counted); a Batch counts once, a room emit once per member reached.", m.MessagesOut)
+	counter("hotpath_bytes_in_total", "Packet bytes received, after decompression; binary streams not counted.", m.BytesIn)
+	counter("hotpath_bytes_out_total", "Packet bytes sent, before compression; binary streams not counted.", m.BytesOut)
 	counter("hotpath_dictionary_compressed_total", "Packets sent compressed with the router dictionary.", m.DictCompressed)
 	counter("hotpath_compression_failures_total", "Compressed packets that failed to decompress.", m.CompressionFailures)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
