@@ -75,7 +75,7 @@ type Metrics struct {
 	BytesIn             uint64 // packet bytes, after decompression (streams not counted)
 	BytesOut            uint64 // packet bytes, before compression (streams not counted)
 	DictCompressed      uint64 // packets sent compressed with the dictionary
-	CompressionFailures uint64 // compressed packets that failed to decompress
+	CompressionFailures uint64 // dictionary-compressed packets that failed to decompress (permessage-deflate failures: Closes[1007])
 	Malformed           uint64 // malformed packets and unknown kinds
 	UnknownMethods      uint64
 	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit)
@@ -143,7 +143,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_bytes_in_total", "Packet bytes received, after decompression; binary streams not counted.", m.BytesIn)
 	counter("hotpath_bytes_out_total", "Packet bytes sent, before compression; binary streams not counted.", m.BytesOut)
 	counter("hotpath_dictionary_compressed_total", "Packets sent compressed with the router dictionary.", m.DictCompressed)
-	counter("hotpath_compression_failures_total", "Compressed packets that failed to decompress.", m.CompressionFailures)
+	counter("hotpath_compression_failures_total", "Packets compressed with the router dictionary that failed to decompress (a permessage-deflate message that does not inflate closes the connection with 1007, counted by code).", m.CompressionFailures)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
 	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, or refused by Options.AllowEmit.", m.DroppedEvents)

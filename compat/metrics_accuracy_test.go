@@ -335,3 +335,20 @@ func TestMetricsClosesBoundedOverQUIC(t *testing.T) {
 		t.Errorf("closes by code %v, want %v", closes, want)
 	}
 }
+
+// hotpath_compression_failures_total counts packets compressed with the
+// dictionary; a permessage-deflate message that does not inflate closes
+// the connection with 1007, counted under hotpath_closes_total{code="1007"},
+// as the HELP text says.
+func TestMetricsCorruptDeflateCountedByClose(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialPMD(t, addr, "permessage-deflate")
+	c.WriteFrame(wsframe.OpBinary, []byte{0xff, 0xff, 0xff, 0xff}, wsframe.Fin|wsframe.Rsv1) // no DEFLATE stream
+	if code, _ := c.ReadClose(5 * time.Second); code != wsframe.CloseInvalidPayload {
+		t.Fatalf("close %d, want 1007", code)
+	}
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	if m := s.Metrics(); m.Closes[wsframe.CloseInvalidPayload] != 1 || m.CompressionFailures != 0 {
+		t.Errorf("closes %v, compression failures %d; want 1007 once and no dictionary failure", m.Closes, m.CompressionFailures)
+	}
+}
