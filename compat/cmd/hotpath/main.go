@@ -173,6 +173,9 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // interval of 0), fall back silently to a default (a message limit of 0 or
 // less, a presence interval of 0) or be ignored (a stray argument, -key
 // without -cert, -cert without -quic).
+// minTicker is the shortest -ticker: the demo room's emits are for eyes.
+const minTicker = 10 * time.Millisecond
+
 func checkFlags(args []string, maxMessage int64, ticker, presence time.Duration, certFile, keyFile, quicAddr string) error {
 	switch {
 	case len(args) > 0:
@@ -181,8 +184,9 @@ func checkFlags(args []string, maxMessage int64, ticker, presence time.Duration,
 		// Below about a kilobyte the clients' own capabilities and first
 		// calls are refused (1009) at every reconnect.
 		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
-	case ticker <= 0:
-		return fmt.Errorf("-ticker %v: must be positive", ticker)
+	case ticker < minTicker:
+		// A nanosecond ticker spun a core, members or not.
+		return fmt.Errorf("-ticker %v: must be at least %v", ticker, minTicker)
 	case presence == 0:
 		return errors.New("-presence-interval 0: give an interval, or a negative value for one event per change")
 	case (certFile == "") != (keyFile == ""):

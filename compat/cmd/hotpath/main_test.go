@@ -30,6 +30,8 @@ func TestCheckFlags(t *testing.T) {
 		{name: "stray argument", args: []string{"8080"}, maxMessage: 1 << 20, ticker: every, presence: every},
 		{name: "zero ticker", maxMessage: 1 << 20, presence: every},
 		{name: "negative ticker", maxMessage: 1 << 20, ticker: -time.Second, presence: every},
+		{name: "nanosecond ticker", maxMessage: 1 << 20, ticker: time.Nanosecond, presence: every},
+		{name: "shortest ticker", maxMessage: 1 << 20, ticker: minTicker, presence: every, ok: true},
 		{name: "zero max message", ticker: every, presence: every},
 		{name: "negative max message", maxMessage: -5, ticker: every, presence: every},
 		{name: "max message under the capabilities", maxMessage: 10, ticker: every, presence: every},
