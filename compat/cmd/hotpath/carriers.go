@@ -84,7 +84,11 @@ func quicTLS(certFile, keyFile string) (*tls.Config, string, error) {
 func (c *carriers) print() {
 	if c.QUIC != "" {
 		fmt.Printf("quic %s\n", c.QUIC)
-		fmt.Printf("webtransport %s sha-256 %s\n", c.WebTransport.URL, c.WebTransport.CertificateHash)
+		if h := c.WebTransport.CertificateHash; h != "" {
+			fmt.Printf("webtransport %s sha-256 %s\n", c.WebTransport.URL, h)
+		} else { // -cert: a browser trusts it through its CA, no hash to pin
+			fmt.Printf("webtransport %s\n", c.WebTransport.URL)
+		}
 	}
 	if c.SCTP != "" {
 		fmt.Printf("sctp %s\n", c.SCTP)
