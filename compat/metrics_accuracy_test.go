@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"errors"
-	"github.com/quic-go/quic-go"
 	"io"
 	"maps"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
 )
 
 // rawCounter is a raw WebSocket client that counts what it sends and

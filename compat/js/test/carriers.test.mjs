@@ -101,7 +101,9 @@ test('a Client over WebTransport sends length-prefixed packets and reads answers
   client.close();
 });
 
-test('emitUnreliable over WebTransport leaves as a datagram, a large one on the stream', async () => {
+// wtClient is a Client over a fake WebTransport session (no WebSocket,
+// no reconnect) whose server has sent its capabilities.
+async function wtClient() {
   const { FakeWebTransport, sessions } = fakeWebTransport();
   const client = new Client('ws://example.test/ws', {
     webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
@@ -111,6 +113,11 @@ test('emitUnreliable over WebTransport leaves as a datagram, a large one on the 
   await tick();
   const wt = sessions[0];
   sendCapabilities(wt);
+  return { client, wt };
+}
+
+test('emitUnreliable over WebTransport leaves as a datagram, a large one on the stream', async () => {
+  const { client, wt } = await wtClient();
   assert.throws(() => client.emitUnreliable('r', 'pos', { x: 1 }), /not a member/);
   const joined = client.join('r');
   await tick();
@@ -206,15 +213,7 @@ test('WebTransportSocket reads a session closed without a close code as 1005', a
 // client delivered every datagram as if it came on the control stream: a
 // Result sent as a datagram settled a call.
 test('a datagram of a kind other than Emit and Event closes the connection with 1008 HP_ERR_DATAGRAM_KIND (§8.4)', async () => {
-  const { FakeWebTransport, sessions } = fakeWebTransport();
-  const client = new Client('ws://example.test/ws', {
-    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
-    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
-    reconnect: false,
-  });
-  await tick();
-  const wt = sessions[0];
-  sendCapabilities(wt);
+  const { client, wt } = await wtClient();
   const got = [];
   client.on('tick', (data) => got.push(data));
   wt.serverDatagram(encodePacket({ kind: 'event', event: 'tick', payload: new TextEncoder().encode('1') }));
