@@ -5,6 +5,9 @@
 #   - gorilla/websocket and coder/websocket clients (fuzz/interop),
 #   - Node ws: every permessage-deflate offer, 0 B to 16 MiB (ws.test.mjs),
 #   - Python websockets, Debian's (websockets_test.py),
+#   - a slow reader of a room with context takeover, Node ws and Python
+#     websockets: emits its full outbox dropped leave the server's window
+#     the one the client inflates with (slow_reader*),
 #   - Chromium driven by playwright-core: the demo page and a test page,
 #     compression checked on the wire, reconnects (chromium.test.mjs).
 #
@@ -89,6 +92,8 @@ run "conformance suite (compat/conformance)" conformance
 run "Go peers: gorilla/websocket, coder/websocket (fuzz/interop)" go test -count=1 ./fuzz/interop
 run "Node ws" node --test --test-reporter=spec "$here/ws.test.mjs"
 run "Python websockets" /usr/bin/python3 "$here/websockets_test.py"
+run "Node ws: slow reader, context takeover" node --test --test-reporter=spec "$here/slow_reader.test.mjs"
+run "Python websockets: slow reader, context takeover" /usr/bin/python3 "$here/slow_reader_test.py"
 run "Chromium (playwright-core)" node --test --test-reporter=spec "$here/chromium.test.mjs"
 
 step "summary"
