@@ -431,13 +431,24 @@ function closeNotice(code, reason = '') {
 }
 
 /** parseCloseNotice returns {code, reason} of a close notice packet, or
- * null when the packet is not one. */
+ * null when the packet is not one, or {bad: true} for a notice whose
+ * payload a close frame could not carry (§8.3, RFC 6455 §5.5.1, §7.4): one
+ * byte, over 125, a code no end may send, a reason not UTF-8. Such a
+ * notice was read as 1005 or as its code; the Go client closes with 1002. */
 function parseCloseNotice(bytes) {
   if (bytes.length < 8 || bytes[0] !== KIND_NUMBER.event || bytes[1] !== CLOSE_EVENT.length) return null;
   for (let i = 0; i < CLOSE_EVENT.length; i++) if (bytes[2 + i] !== CLOSE_EVENT.charCodeAt(i)) return null;
   const p = bytes.subarray(8);
-  if (p.length < 2) return { code: 1005, reason: '' };
-  return { code: (p[0] << 8) | p[1], reason: lenientUTF8.decode(p.subarray(2)) };
+  if (p.length === 0) return { code: 1005, reason: '' };
+  if (p.length === 1 || p.length > 125) return { bad: true };
+  const code = (p[0] << 8) | p[1];
+  const sendable = (code >= 1000 && code <= 1014 && code !== 1004 && code !== 1005 && code !== 1006) || (code >= 3000 && code <= 4999);
+  if (!sendable) return { bad: true };
+  try {
+    return { code, reason: strictUTF8.decode(p.subarray(2)) };
+  } catch {
+    return { bad: true };
+  }
 }
 
 /** Appends the uvarint length prefix of §8.1 and the packet. */
@@ -515,6 +526,12 @@ class CarrierSocket {
     const notice = parseCloseNotice(packet);
     if (notice === null) {
       if (this.readyState === 1) this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length) });
+      return;
+    }
+    if (notice.bad) {
+      // A protocol error (1002), sent as a browser sends one (4002, §7).
+      if (this.readyState === 1) this.close(4002, 'HP_ERR_BAD_CLOSE_NOTICE');
+      else this.shutdown(4002, 'HP_ERR_BAD_CLOSE_NOTICE');
       return;
     }
     if (this.readyState === 1) {

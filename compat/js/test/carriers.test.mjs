@@ -234,3 +234,32 @@ test('a datagram of a kind other than Emit and Event closes the connection with 
   await tick();
   client.close();
 });
+
+// PROTOCOL.md §8.3: a close notice's payload is a close frame's (RFC 6455
+// §5.5.1): one of one byte, with a code no end may send (1005) or a reason
+// that is not UTF-8 is a protocol error, as the Go client finds it (1002
+// HP_ERR_BAD_CLOSE_NOTICE; 4002 from the browser client, as its other
+// carrier-level violations). The browser client read the first as 1005 and
+// the others as their code.
+for (const [name, payload] of [
+  ['one byte', [0x03]],
+  ['code 1005', [0x03, 0xed]],
+  ['reason not UTF-8', [0x03, 0xe8, 0xff]],
+]) {
+  test(`a close notice of ${name} is a protocol error (§8.3)`, async () => {
+    const { client, wt } = await wtClient();
+    const answer = client.call('echo/say', { text: 'hi' });
+    answer.catch(() => {});
+    await tick();
+    wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: new Uint8Array(payload) })));
+    await tick();
+    const d = new StreamDeframer();
+    const notice = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'event' && p.event === '$close');
+    assert.ok(notice, 'the client sent a close notice');
+    assert.equal((notice.payload[0] << 8) | notice.payload[1], 4002);
+    assert.equal(new TextDecoder().decode(notice.payload.subarray(2)), 'HP_ERR_BAD_CLOSE_NOTICE');
+    wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload })));
+    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 4002 && err.reason === 'HP_ERR_BAD_CLOSE_NOTICE');
+    client.close();
+  });
+}
