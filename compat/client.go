@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -739,10 +741,7 @@ func (c *Client) connectUnlessClosed() (*clientConn, error) {
 // left: after Close, OnRejoinError was called for each of them.
 func (c *Client) rejoin(cc *clientConn) {
 	c.mu.Lock()
-	rooms := make([]string, 0, len(c.rooms))
-	for r := range c.rooms {
-		rooms = append(rooms, r)
-	}
+	rooms := slices.Collect(maps.Keys(c.rooms))
 	c.mu.Unlock()
 	for _, r := range rooms {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,6 +2,8 @@ package compat
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -150,10 +152,7 @@ func (rs *rooms) remove(r *room, p *Peer) int {
 // leaveAll removes a closed connection from every room it was in.
 func (rs *rooms) leaveAll(p *Peer) {
 	p.roomsMu.Lock()
-	names := make([]string, 0, len(p.rooms))
-	for name := range p.rooms {
-		names = append(names, name)
-	}
+	names := slices.Collect(maps.Keys(p.rooms))
 	p.roomsMu.Unlock()
 	for _, name := range names {
 		rs.leave(p, name)

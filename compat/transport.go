@@ -674,12 +674,15 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	n := len(b) // the header fits the headroom
 	if c.pmd != nil {
-		// What deflate may add to a message that does not compress (5
-		// bytes per stored block of up to 64 KiB), with a margin.
-		n += len(b)>>12 + 64
+		n = deflateBound(len(b))
 	}
 	return awaitOutboxRoom(c.out, n, inTurn, deadline)
 }
+
+// deflateBound is the most a message of n bytes takes compressed, with
+// its frame header: deflate adds 5 bytes per stored block of up to 64 KiB
+// to a message that does not shrink; the rest is margin.
+func deflateBound(n int) int { return n + n>>12 + 64 + wsframe.MaxHeaderSize }
 
 // sendPrepared queues a prepared broadcast message by reference: the plain
 // frame, or the compressed frame shared by every connection with the same
@@ -719,14 +722,12 @@ func (c *wsConn) takeoverRoom(n int) bool {
 	if !c.pmd.sendTakeover {
 		return true
 	}
-	limit := c.limits.MaxOutboxBytes
-	if limit <= 0 {
-		limit = corkwriter.DefaultMaxQueued
+	select {
+	case <-c.out.Room(deflateBound(n)):
+		return true
+	default:
+		return false
 	}
-	q := c.out.Queued()
-	// The compressed frame is at most what deflate adds to a message that
-	// does not shrink (5 bytes per stored block of up to 64 KiB) longer.
-	return q == 0 || q+n+n>>12+64+wsframe.MaxHeaderSize <= limit
 }
 
 // lostCompressed ends the connection when the outbox refused a message
