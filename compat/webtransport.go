@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
+	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -21,13 +23,17 @@ import (
 // session.
 func (s *Server) webTransport() *webtransport.Server {
 	s.wtOnce.Do(func() {
-		// IdleTimeout: an HTTP/3 connection with no request or session
-		// open is closed. One whose client finished the QUIC handshake and
-		// sent no CONNECT (a dial given up, or a peer holding connections)
-		// was kept until QUIC's idle timeout, for ever when the client
-		// sent keepalives; native QUIC gives the control stream
-		// handshakeTimeout likewise.
-		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport), IdleTimeout: webTransportIdle}
+		// An HTTP/3 connection with no session open is closed after
+		// webTransportIdle (watchSessions). One whose client finished the
+		// QUIC handshake and sent no CONNECT (a dial given up, or a peer
+		// holding connections) was kept until QUIC's idle timeout, for
+		// ever when the client sent keepalives; native QUIC gives the
+		// control stream handshakeTimeout likewise. http3's own
+		// IdleTimeout is not enough: it stops at a request's first byte,
+		// and waits for the rest of its headers for ever.
+		idle := webTransportIdle
+		watch := func(ctx context.Context, qc *quic.Conn) context.Context { return watchSessions(ctx, qc, idle) }
+		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport), ConnContext: watch}
 		// Options.CheckOrigin runs in prepareUpgrade, as for WebSocket.
 		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }}
 		s.mu.Lock()
@@ -53,6 +59,10 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	if w, ok := r.Context().Value(sessionWatchKey{}).(*sessionWatch); ok {
+		w.opened()
+		context.AfterFunc(sess.Context(), w.ended)
+	}
 	s.conns.add()
 	go func() {
 		ctx, cancel := context.WithTimeout(sess.Context(), handshakeTimeout)
@@ -69,8 +79,51 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 }
 
 // webTransportIdle is how long an HTTP/3 connection may stay without a
-// request or a session (a variable for the tests).
+// session (a variable for the tests).
 var webTransportIdle = handshakeTimeout
+
+// sessionWatch closes an HTTP/3 connection that has had no WebTransport
+// session open for webTransportIdle, whatever its requests are doing. A
+// client that began a request and never finished its headers (one byte of
+// a HEADERS frame on each of up to MaxIncomingStreams streams), while
+// sending QUIC keep-alives, otherwise held the connection and a goroutine
+// per stream for good, uncounted: http3 has no timeout for a request's
+// headers, and its IdleTimeout stops at a request's first byte.
+type sessionWatch struct {
+	mu       sync.Mutex
+	sessions int
+	after    time.Duration // webTransportIdle when the server began
+	idle     *time.Timer
+}
+
+type sessionWatchKey struct{}
+
+// watchSessions is the HTTP/3 server's ConnContext: it starts the
+// connection's sessionWatch, which the requests' contexts carry.
+func watchSessions(ctx context.Context, qc *quic.Conn, after time.Duration) context.Context {
+	w := &sessionWatch{after: after}
+	w.idle = time.AfterFunc(after, func() {
+		qc.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "idle timeout")
+	})
+	context.AfterFunc(qc.Context(), func() { w.idle.Stop() })
+	return context.WithValue(ctx, sessionWatchKey{}, w)
+}
+
+func (w *sessionWatch) opened() {
+	w.mu.Lock()
+	w.sessions++
+	w.idle.Stop()
+	w.mu.Unlock()
+}
+
+func (w *sessionWatch) ended() {
+	w.mu.Lock()
+	w.sessions--
+	if w.sessions == 0 {
+		w.idle.Reset(w.after)
+	}
+	w.mu.Unlock()
+}
 
 // wtTransport is a WebTransport session under a pktConn.
 type wtTransport struct {
