@@ -1,8 +1,13 @@
 package compat
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +74,60 @@ func TestStalledHTTP3RequestsClosed(t *testing.T) {
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatalf("a call on a session quiet for %v: %v", 4*webTransportIdle, err)
+	}
+}
+
+// A signalling request whose body never completes is answered 408 (400
+// when what came is no offer) and closed after signalBodyTimeout, on an http.Server without timeouts of
+// its own (cmd/hotpath's has ReadHeaderTimeout only, which ends at the
+// headers): the decoder waited for the rest of the body for ever, a
+// goroutine and a descriptor per client, and a client could open any
+// number. A slot of MaxPending is taken only once the offer is read.
+func TestWebRTCSlowSignallingBody(t *testing.T) {
+	defer func(d time.Duration) { signalBodyTimeout = d }(signalBodyTimeout)
+	signalBodyTimeout = 300 * time.Millisecond
+	e := newCarrierEnv(t, Options{})
+	c := e.dial(t, CarrierWebRTC, ClientOptions{})
+	c.Close()
+	waitFor(t, func() bool { return e.srv.Peers() == 0 })
+	host := strings.TrimPrefix(strings.TrimSuffix(e.urls[CarrierWebRTC], "/rtc"), "webrtc+http://")
+	const n = 20
+	var conns []net.Conn
+	for i := range n {
+		nc, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		// Half begin an offer, half send what is no JSON (answered 400
+		// at once, before net/http reads the rest of the body).
+		body := `{"type":"offer","sdp":"v=0`
+		if i%2 == 1 {
+			body = "not JSON"
+		}
+		fmt.Fprintf(nc, "POST /rtc HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n%s", host, body)
+		conns = append(conns, nc)
+	}
+	for i, nc := range conns {
+		want := http.StatusRequestTimeout
+		if i%2 == 1 {
+			want = http.StatusBadRequest
+		}
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rsp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil {
+			t.Fatalf("request %d, its body stalled: %v, want an answer within 5 s (signalBodyTimeout %v)", i, err, signalBodyTimeout)
+		}
+		rsp.Body.Close()
+		if rsp.StatusCode != want {
+			t.Errorf("request %d, its body stalled: %s, want %d", i, rsp.Status, want)
+		}
+	}
+	// The endpoint still serves, and a whole offer sent slowly in under
+	// the timeout is no slow body.
+	c = e.dial(t, CarrierWebRTC, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
 	}
 }

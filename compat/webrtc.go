@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -65,6 +66,10 @@ func (o WebRTCOptions) api() *webrtc.API {
 // maxSignalBody bounds a signalling request: an SDP offer is a few KiB.
 const maxSignalBody = 64 << 10
 
+// signalBodyTimeout bounds the reading of a signalling request's body (a
+// variable for the tests).
+var signalBodyTimeout = handshakeTimeout
+
 // WebRTCHandler returns the HTTP signalling endpoint of the WebRTC
 // carrier. A client POSTs its offer, a JSON RTCSessionDescription with
 // every ICE candidate gathered, and gets the answer the same way; the
@@ -79,6 +84,7 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		maxPending = 256
 	}
 	var pending atomic.Int64
+	bodyTimeout := signalBodyTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -90,8 +96,29 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			s.refuse(w, err)
 			return
 		}
+		// The body has bodyTimeout to arrive, whatever the http.Server's
+		// own timeouts: a ReadHeaderTimeout (cmd/hotpath's) ends at the
+		// headers, and a client trickling its offer, or stopping halfway,
+		// held a goroutine and a descriptor for good, any number of them
+		// (no MaxPending slot is taken before the offer is read). The
+		// deadline is lifted once it is read: it would end the request's
+		// context, which ICE gathering waits on.
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		var offer webrtc.SessionDescription
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxSignalBody)).Decode(&offer); err != nil || offer.Type != webrtc.SDPTypeOffer {
+		err = json.NewDecoder(io.LimitReader(r.Body, maxSignalBody)).Decode(&offer)
+		if err != nil {
+			// The deadline stays: net/http reads what is left of a body
+			// before it answers, to keep the connection.
+			w.Header().Set("Connection", "close")
+		} else {
+			rc.SetReadDeadline(time.Time{})
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			s.refuse(w, &HTTPError{Status: http.StatusRequestTimeout, Message: "the offer did not arrive in time"})
+			return
+		}
+		if err != nil || offer.Type != webrtc.SDPTypeOffer {
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "body is not an SDP offer"})
 			return
 		}
