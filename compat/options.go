@@ -58,7 +58,8 @@ type Options struct {
 	// once (ServeSCTP). Each holds about 13 KB and two goroutines for up to
 	// 10 s, and over UDP an INIT from a new address is all it takes to
 	// start one, so a flood from many addresses could hold memory without
-	// bound. 256 by default.
+	// bound. Past it, a new one replaces the oldest if that has been
+	// pending for 2 s, and is dropped otherwise. 256 by default.
 	MaxPendingSCTP int
 
 	// KeepaliveInterval is how long a connection may stay silent before

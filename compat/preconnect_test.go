@@ -2,8 +2,11 @@ package compat
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -11,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/dtls/v3"
+	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
@@ -130,4 +135,114 @@ func TestWebRTCSlowSignallingBody(t *testing.T) {
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Handshakes abandoned by a peer (SCTP INITs never followed by a COOKIE
+// ECHO, DTLS handshakes given up after the ClientHello) filled
+// MaxPendingSCTP for their whole 10 s, and every new client of that
+// listener was dropped meanwhile: a peer sending MaxPendingSCTP packets
+// every 10 s kept everyone else out. A handshake pending for longer than
+// staleHandshake now gives its slot to a newcomer.
+func TestSCTPStaleHandshakesGiveWay(t *testing.T) {
+	e := newCarrierEnv(t, Options{MaxPendingSCTP: 4})
+	ctx := context.Background()
+	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			u := e.urls[carrier]
+			ua, err := net.ResolveUDPAddr("udp", u[strings.Index(u, "://")+3:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pc.Close()
+				if carrier == CarrierSCTP {
+					// A common header with verification tag 0, then an INIT
+					// chunk header.
+					pc.WriteTo([]byte{0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 4}, ua)
+					continue
+				}
+				dc, err := dtls.Client(pc, ua, e.cert.ClientDTLSConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				hctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				dc.HandshakeContext(hctx)
+				cancel()
+			}
+			dctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			c, err := Dial(dctx, u, ClientOptions{DTLSConfig: e.cert.ClientDTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+			if err != nil {
+				t.Fatalf("a client after 4 abandoned handshakes, MaxPendingSCTP 4: %v", err)
+			}
+			defer c.Close()
+			var out echoReq
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "x"}, &out); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Offers whose peers never connect held MaxPending for their 10 s, and
+// every other client was answered 503 meanwhile: one client POSTing
+// MaxPending offers every 10 s kept WebRTC closed to all. An offer
+// pending for longer than staleHandshake now gives its slot to a
+// newcomer; fresh ones still get 503 (TestWebRTCMaxPending).
+func TestWebRTCStaleHandshakesGiveWay(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true, MaxPending: 2})}
+	go hs.Serve(hln)
+	t.Cleanup(func() { hs.Close() })
+	endpoint := "http://" + hln.Addr().String() + "/rtc"
+	for range 2 {
+		pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		if _, err := pc.CreateDataChannel(ControlChannel, nil); err != nil {
+			t.Fatal(err)
+		}
+		offer, err := pc.CreateOffer(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gathered := webrtc.GatheringCompletePromise(pc)
+		if err := pc.SetLocalDescription(offer); err != nil {
+			t.Fatal(err)
+		}
+		<-gathered
+		body, _ := json.Marshal(pc.LocalDescription())
+		rsp, err := http.Post(endpoint, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusOK {
+			t.Fatalf("an offer: %s", rsp.Status)
+		}
+	}
+	time.Sleep(staleHandshake + 100*time.Millisecond)
+	c, err := Dial(context.Background(), "webrtc+"+endpoint, ClientOptions{WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatalf("a client after 2 abandoned offers, MaxPending 2: %v", err)
+	}
+	defer c.Close()
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	shutdownCutsHandshakes(t, s)
 }

@@ -85,13 +85,15 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 // (ListenSCTP, ListenSCTPDTLS, or any listener of datagram-preserving
 // connections), until ln fails or Shutdown closes it. At most
 // Options.MaxPendingSCTP associations are in their handshake at once;
-// past it a new one is dropped at once, and its client retries its INIT.
+// past it a new one takes the slot of the oldest if that has been pending
+// for staleHandshake (2 s), which is aborted, and is dropped otherwise, and
+// its client retries its INIT.
 func (s *Server) ServeSCTP(ln net.Listener) error {
 	if !s.track(ln) {
 		return http.ErrServerClosed
 	}
 	defer s.untrack(ln)
-	pending := make(chan struct{}, s.opts.MaxPendingSCTP)
+	pending := &pendingHandshakes{max: s.opts.MaxPendingSCTP}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -103,9 +105,8 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 			}
 			continue // one peer's failed handshake
 		}
-		select {
-		case pending <- struct{}{}:
-		default:
+		end, ok := pending.begin(func() { nc.Close() })
+		if !ok {
 			s.metrics.handshakeFailures.Add(1)
 			nc.Close()
 			continue
@@ -114,7 +115,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 		s.handshakes.add(nc)
 		go s.serveSCTPConn(nc, func() {
 			s.handshakes.remove(nc)
-			<-pending
+			end()
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -466,4 +467,61 @@ func waitCtx(ctx context.Context, done <-chan struct{}) error {
 	case <-ctx.Done():
 		return fmt.Errorf("compat: shutdown: %w", ctx.Err())
 	}
+}
+
+// pendingHandshakes bounds the handshakes in progress on one SCTP listener
+// (Options.MaxPendingSCTP) or WebRTC endpoint (WebRTCOptions.MaxPending).
+// A full table refused every newcomer until a slot freed, and an abandoned
+// handshake frees its slot only at handshakeTimeout: a peer that began
+// max handshakes every 10 s (an SCTP INIT or DTLS ClientHello each, or an
+// offer) kept every other client of the carrier out. So once its oldest
+// handshake has been pending for staleHandshake, a newcomer takes its slot
+// and the oldest is aborted; a full table of younger ones still refuses
+// (a burst of real clients is not turned over before any can finish).
+type pendingHandshakes struct {
+	mu    sync.Mutex
+	max   int
+	queue []*pendingHandshake // oldest first
+}
+
+type pendingHandshake struct {
+	began time.Time
+	abort func()
+}
+
+// staleHandshake is how long a handshake keeps its slot against
+// newcomers: well over the few round trips one takes on a working path,
+// WebRTC's ICE, DTLS and SCTP included. A flood then has to begin max
+// handshakes per staleHandshake, not per handshakeTimeout, to keep others
+// out.
+const staleHandshake = 2 * time.Second
+
+// begin takes a slot for a handshake that abort cuts short, and returns
+// the end to call once it has ended, however it ended; ok is false when
+// every slot is held by a handshake younger than staleHandshake. The
+// handshake aborted to make room is the oldest, once it is stale.
+func (p *pendingHandshakes) begin(abort func()) (end func(), ok bool) {
+	h := &pendingHandshake{began: time.Now(), abort: abort}
+	p.mu.Lock()
+	var evicted *pendingHandshake
+	if len(p.queue) >= p.max {
+		if h.began.Sub(p.queue[0].began) < staleHandshake {
+			p.mu.Unlock()
+			return nil, false
+		}
+		evicted = p.queue[0]
+		p.queue = slices.Delete(p.queue, 0, 1)
+	}
+	p.queue = append(p.queue, h)
+	p.mu.Unlock()
+	if evicted != nil {
+		evicted.abort()
+	}
+	return func() {
+		p.mu.Lock()
+		if i := slices.Index(p.queue, h); i >= 0 {
+			p.queue = slices.Delete(p.queue, i, i+1)
+		}
+		p.mu.Unlock()
+	}, true
 }

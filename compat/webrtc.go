@@ -45,7 +45,9 @@ type WebRTCOptions struct {
 	// for their control channel to open (each holds its ICE agent, UDP
 	// sockets and DTLS state for up to 10 s); a signalling request past
 	// it is answered 503 with Retry-After, so that a flood of offers
-	// cannot exhaust the process's sockets. 256 by default.
+	// cannot exhaust the process's sockets, unless the oldest has been
+	// pending for 2 s: that one is given up and the newcomer takes its
+	// slot. 256 by default.
 	MaxPending int
 }
 
@@ -83,7 +85,7 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 	if maxPending <= 0 {
 		maxPending = 256
 	}
-	var pending atomic.Int64
+	pending := &pendingHandshakes{max: int(maxPending)}
 	bodyTimeout := signalBodyTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -122,31 +124,37 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "body is not an SDP offer"})
 			return
 		}
-		if pending.Add(1) > maxPending {
-			pending.Add(-1)
+		// The connection has handshakeTimeout from here to open its
+		// control channel; Shutdown cuts that short when its ctx ends, and
+		// a newcomer when the slot is wanted after staleHandshake.
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		end, ok := pending.begin(cancel)
+		if !ok {
+			cancel()
 			w.Header().Set("Retry-After", "1")
 			s.refuse(w, &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many WebRTC connections opening"})
 			return
 		}
 		pc, err := api.NewPeerConnection(config)
 		if err != nil {
-			pending.Add(-1)
+			end()
+			cancel()
 			s.refuse(w, &HTTPError{Status: http.StatusInternalServerError, Message: err.Error()})
 			return
 		}
 		t := newRTCTransport(pc)
 		opened := t.acceptChannels()
-		answer, err := answerOffer(r.Context(), pc, offer)
+		gathering := context.AfterFunc(r.Context(), cancel)
+		answer, err := answerOffer(ctx, pc, offer)
+		gathering()
 		if err != nil {
-			pending.Add(-1)
+			end()
+			cancel()
 			pc.Close()
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()})
 			return
 		}
 		s.conns.add()
-		// The connection has handshakeTimeout to open its control channel;
-		// Shutdown cuts that short when its ctx ends.
-		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 		abandon := &cancelCloser{cancel}
 		s.handshakes.add(abandon)
 		go func() {
@@ -154,13 +162,13 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			select {
 			case ch := <-opened:
 				s.handshakes.remove(abandon)
-				pending.Add(-1)
+				end()
 				link := newMessageConn(t, ch, s.opts.Limits)
 				t.attach(link)
 				s.serveLink(link, up)
 			case <-ctx.Done():
 				s.handshakes.remove(abandon)
-				pending.Add(-1)
+				end()
 				s.metrics.handshakeFailures.Add(1)
 				pc.Close()
 				s.conns.done()
