@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,4 +246,76 @@ func TestWebRTCStaleHandshakesGiveWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	shutdownCutsHandshakes(t, s)
+}
+
+// An offer naming more than maxOfferCandidates ICE candidates is refused
+// with 400 before a peer connection exists. Each remote candidate is a
+// pair the server's ICE agent checks with STUN binding requests, about 8
+// of them: one 62 KB offer of 1,000 made the server send 8,000 requests
+// to addresses of the client's choosing, a reflector for anyone who can
+// POST to the endpoint.
+func TestWebRTCOfferCandidatesBounded(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	const n = 200
+	var got atomic.Int64
+	var ports []int
+	for range n {
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		ports = append(ports, u.LocalAddr().(*net.UDPAddr).Port)
+		go func() {
+			b := make([]byte, 2048)
+			for {
+				if _, _, err := u.ReadFrom(b); err != nil {
+					return
+				}
+				got.Add(1)
+			}
+		}()
+	}
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if _, err := pc.CreateDataChannel(ControlChannel, nil); err != nil {
+		t.Fatal(err)
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	var extra strings.Builder
+	for i, port := range ports {
+		fmt.Fprintf(&extra, "a=candidate:%d 1 udp 2130706431 127.0.0.2 %d typ host\r\n", 1000+i, port)
+	}
+	sdp := pc.LocalDescription().SDP
+	if i := strings.Index(sdp, "a=end-of-candidates"); i >= 0 {
+		sdp = sdp[:i] + extra.String() + sdp[i:]
+	} else {
+		sdp += extra.String()
+	}
+	body, _ := json.Marshal(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: sdp})
+	rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	time.Sleep(time.Second)
+	if rsp.StatusCode != http.StatusBadRequest || got.Load() != 0 {
+		t.Errorf("an offer of %d candidates: %s, %d STUN packets sent to them; want 400 and none", n, rsp.Status, got.Load())
+	}
+	c := e.dial(t, CarrierWebRTC, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
 }

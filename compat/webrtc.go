@@ -68,6 +68,16 @@ func (o WebRTCOptions) api() *webrtc.API {
 // maxSignalBody bounds a signalling request: an SDP offer is a few KiB.
 const maxSignalBody = 64 << 10
 
+// maxOfferCandidates bounds the ICE candidates of an offer. Each is a
+// candidate pair the server's ICE agent checks with STUN binding requests,
+// about 8 of them, sent to an address the client chose: unbounded, one
+// 62 KB offer of 1,000 candidates made the server send 8,000 requests to
+// third parties, a reflector for whoever can POST to the endpoint. A
+// browser offers a few per network interface (host or mDNS, server
+// reflexive, relayed), rarely 20 in all; RFC 8445 §6.1.2.5 caps a check
+// list at 100 pairs by default for the same reason.
+const maxOfferCandidates = 64
+
 // signalBodyTimeout bounds the reading of a signalling request's body (a
 // variable for the tests).
 var signalBodyTimeout = handshakeTimeout
@@ -122,6 +132,10 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		}
 		if err != nil || offer.Type != webrtc.SDPTypeOffer {
 			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "body is not an SDP offer"})
+			return
+		}
+		if strings.Count(offer.SDP, "\na=candidate:") > maxOfferCandidates {
+			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: "too many ICE candidates in the offer"})
 			return
 		}
 		// The connection has handshakeTimeout from here to open its
