@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
@@ -314,6 +316,51 @@ func TestWebRTCOfferCandidatesBounded(t *testing.T) {
 		t.Errorf("an offer of %d candidates: %s, %d STUN packets sent to them; want 400 and none", n, rsp.Status, got.Load())
 	}
 	c := e.dial(t, CarrierWebRTC, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A native QUIC client that opens unidirectional streams before its
+// control stream is closed at the first, with 1002
+// HP_ERR_UNEXPECTED_STREAM, as one that opens them after it is. Nothing
+// accepted them until the control stream came, so for handshakeTimeout
+// quic-go kept what they carried, up to the connection's window (16 MiB,
+// about 21 MiB of heap measured), for any number of connections.
+func TestQUICUniStreamsBeforeControlStream(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{ALPN}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	failures := e.srv.Metrics().HandshakeFailures
+	qc, err := quic.DialAddr(ctx, e.urls[CarrierQUIC][len("quic://"):], tc, QUICConfig(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	for range 20 {
+		str, err := qc.OpenUniStream()
+		if err != nil {
+			break // closed already
+		}
+		go func() {
+			str.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			str.Write(make([]byte, 200<<10))
+		}()
+	}
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("a QUIC connection that opened 20 uni streams before its control stream still open after 3 s")
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(qc.Context()); !errors.As(err, &ae) || !ae.Remote || ae.ErrorCode != quic.ApplicationErrorCode(wsframe.CloseProtocolError) || ae.ErrorMessage != unexpectedStreamReason {
+		t.Errorf("closed with %v, want 1002 %s", err, unexpectedStreamReason)
+	}
+	waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures > failures })
+	c := e.dial(t, CarrierQUIC, ClientOptions{})
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatal(err)

@@ -114,6 +114,17 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(qc.Context(), handshakeTimeout)
+	// A unidirectional stream is a violation from the start
+	// (refuseStrayStreams takes over once the connection is served):
+	// unaccepted, what one carried stayed in quic-go's buffers until the
+	// control stream came or handshakeTimeout passed, up to the
+	// connection's window (16 MiB) per connection, from a client that had
+	// not yet passed anything.
+	go func() {
+		if _, err := qc.AcceptUniStream(ctx); err == nil {
+			qc.CloseWithError(quic.ApplicationErrorCode(wsframe.CloseProtocolError), unexpectedStreamReason)
+		}
+	}()
 	str, err := qc.AcceptStream(ctx)
 	cancel()
 	if err != nil {
