@@ -59,9 +59,9 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if w, ok := r.Context().Value(sessionWatchKey{}).(*sessionWatch); ok {
-		w.opened()
-		context.AfterFunc(sess.Context(), w.ended)
+	if watch, ok := r.Context().Value(sessionWatchKey{}).(*sessionWatch); ok {
+		watch.opened()
+		context.AfterFunc(sess.Context(), watch.ended)
 	}
 	s.conns.add()
 	go func() {
