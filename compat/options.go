@@ -62,6 +62,21 @@ type Options struct {
 	// pending for 2 s, and is dropped otherwise. 256 by default.
 	MaxPendingSCTP int
 
+	// MaxPendingQUIC bounds the QUIC connections, across the server's
+	// ServeQUIC listeners, accepted and still without their control
+	// stream (native QUIC) or their first WebTransport session (HTTP/3).
+	// Until then a connection has passed nothing but QUIC's handshake, and
+	// what a client sends on streams the server has not taken yet (on
+	// HTTP/3, for a session that does not exist, which webtransport-go
+	// holds for 5 s at a time) sits in QUIC's buffers, up to the
+	// connection's 16 MiB window, about 21 MiB of heap, for up to 10 s.
+	// Past it, a new connection takes the slot of the oldest if that has
+	// been pending for 2 s (closed with 1008 HP_ERR_HANDSHAKE_STALE), and
+	// is refused otherwise: before its TLS handshake with QUIC's
+	// CONNECTION_REFUSED on a ListenQUIC listener, or once accepted with
+	// 1013 HP_ERR_TOO_MANY_HANDSHAKES. 256 by default.
+	MaxPendingQUIC int
+
 	// KeepaliveInterval is how long a connection may stay silent before
 	// the server pings it; 25 s by default, or half of IdleTimeout when
 	// that is shorter. IdleTimeout is how long it may stay silent, pings
@@ -272,6 +287,9 @@ func (o Options) withDefaults() Options {
 	o.Limits = o.Limits.withDefaults()
 	if o.MaxPendingSCTP <= 0 {
 		o.MaxPendingSCTP = 256
+	}
+	if o.MaxPendingQUIC <= 0 {
+		o.MaxPendingQUIC = 256
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 60 * time.Second

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -361,6 +362,221 @@ func TestQUICUniStreamsBeforeControlStream(t *testing.T) {
 	}
 	waitFor(t, func() bool { return e.srv.Metrics().HandshakeFailures > failures })
 	c := e.dial(t, CarrierQUIC, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dialPendingQUIC opens a QUIC connection to the env's QUIC listener with ALPN
+// proto, and nothing on it.
+func dialPendingQUIC(t *testing.T, e *carrierEnv, addr, proto string) (*quic.Conn, error) {
+	t.Helper()
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{proto}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, addr, tc, QUICConfig(0))
+	if err == nil {
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+	}
+	return qc, err
+}
+
+// quicClosedWith waits for qc to be closed by the server with code and
+// reason.
+func quicClosedWith(t *testing.T, qc *quic.Conn, what string, code quic.ApplicationErrorCode, reason string) {
+	t.Helper()
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still open after 5 s, want closed with %d %s", what, code, reason)
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(qc.Context()); !errors.As(err, &ae) || !ae.Remote || ae.ErrorCode != code || ae.ErrorMessage != reason {
+		t.Errorf("%s: closed with %v, want %d %s", what, err, code, reason)
+	}
+}
+
+// QUIC connections without their control stream (native) or a
+// WebTransport session (HTTP/3) could make the server buffer up to the
+// connection's window (16 MiB) each, and any number of connections could
+// be in that state. At most MaxPendingQUIC are: past it, while those are
+// younger than staleHandshake, a newcomer is refused at its first packet
+// with CONNECTION_REFUSED (no TLS handshake); once the oldest is stale, a
+// newcomer takes its slot and it is closed with 1008
+// HP_ERR_HANDSHAKE_STALE. On a listener not made by ListenQUIC the
+// refusal comes once accepted: 1013 HP_ERR_TOO_MANY_HANDSHAKES.
+func TestQUICStaleHandshakesGiveWay(t *testing.T) {
+	const bound = 4
+	e := newCarrierEnv(t, Options{MaxPendingQUIC: bound})
+	for _, carrier := range streamCarriers {
+		e.dial(t, carrier, ClientOptions{}).Close()
+	}
+	waitFor(t, func() bool { return e.srv.Peers() == 0 })
+	time.Sleep(200 * time.Millisecond)
+	base := runtime.NumGoroutine()
+
+	addr := e.urls[CarrierQUIC][len("quic://"):]
+	protos := []string{http3.NextProtoH3, ALPN}
+	var held []*quic.Conn
+	for i := range bound {
+		qc, err := dialPendingQUIC(t, e, addr, protos[i%2])
+		if err != nil {
+			t.Fatalf("pending connection %d of %d: %v", i, bound, err)
+		}
+		held = append(held, qc)
+	}
+	waitFor(t, e.srv.quicPending.full)
+	failures := e.srv.Metrics().HandshakeFailures
+	for i := range 2 * bound {
+		qc, err := dialPendingQUIC(t, e, addr, protos[i%2])
+		var te *quic.TransportError
+		if !errors.As(err, &te) || !te.Remote || te.ErrorCode != quic.ConnectionRefused {
+			t.Fatalf("connection %d past MaxPendingQUIC %d, all fresh: %v (%v), want CONNECTION_REFUSED", i, bound, err, qc != nil)
+		}
+	}
+	if got := e.srv.Metrics().HandshakeFailures - failures; got != 2*bound {
+		t.Errorf("%d refusals counted as handshake failures, want %d", got, 2*bound)
+	}
+
+	time.Sleep(staleHandshake + 100*time.Millisecond)
+	var out echoReq
+	var clients []*Client
+	for i, carrier := range streamCarriers {
+		if i > 0 {
+			// The client before gave its slot back once connected: one
+			// more pending connection fills the table again.
+			qc, err := dialPendingQUIC(t, e, addr, ALPN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, qc)
+		}
+		c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		clients = append(clients, c)
+		if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		quicClosedWith(t, held[i], fmt.Sprintf("stale pending connection %d (%s), then a %s client", i, protos[i], carrierName(carrier)), staleHandshakeCode, staleHandshakeReason)
+	}
+	for _, qc := range held[2:] {
+		if qc.Context().Err() != nil {
+			t.Errorf("a pending connection younger than the ones evicted was closed: %v", context.Cause(qc.Context()))
+		}
+		qc.CloseWithError(0, "")
+	}
+
+	// A listener without ListenQUIC's check before the handshake.
+	tc := e.cert.ServerTLSConfig()
+	tc.NextProtos = []string{ALPN, http3.NextProtoH3}
+	ln, err := quic.ListenAddr("127.0.0.1:0", tc, QUICConfig(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go e.srv.ServeQUIC(ln)
+	held = held[:0]
+	for i := range bound {
+		qc, err := dialPendingQUIC(t, e, ln.Addr().String(), protos[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, qc)
+	}
+	waitFor(t, e.srv.quicPending.full)
+	for i := range 2 {
+		qc, err := dialPendingQUIC(t, e, ln.Addr().String(), protos[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		quicClosedWith(t, qc, "a connection past MaxPendingQUIC on a plain listener", tooManyHandshakesCode, tooManyHandshakesReason)
+	}
+	for _, qc := range held {
+		qc.CloseWithError(0, "")
+	}
+	ln.Close()
+	for _, c := range clients {
+		c.Close()
+	}
+	settleWithin(t, e.srv, base, "after the pending connections", 8*time.Second)
+}
+
+// The bound caps what pending connections hold: n HTTP/3 connections
+// that fill their window with streams for a WebTransport session that
+// does not exist (webtransport-go keeps such streams, renewed by each new
+// one, 5 s after the last) held about n windows, 21 MiB of heap each;
+// with MaxPendingQUIC at 2 they hold about 2, whatever n.
+func TestQUICPendingBoundCapsHeap(t *testing.T) {
+	const bound, n, streams = 2, 12, 60 // 60 × 256 KiB: 15 MiB of each 16 MiB window
+	e := newCarrierEnv(t, Options{MaxPendingQUIC: bound})
+	e.dial(t, CarrierWebTransport, ClientOptions{}).Close()
+	waitFor(t, func() bool { return e.srv.Peers() == 0 })
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base := heap()
+	addr := e.urls[CarrierQUIC][len("quic://"):]
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	payload := make([]byte, streamWindow-3) // shared, read only
+	// A WebTransport stream's header: the frame type 0x41 and session 0.
+	header := []byte{0x40, 0x41, 0}
+	var wg sync.WaitGroup
+	var conns []*quic.Conn
+	for range n {
+		qc, err := dialPendingQUIC(t, e, addr, http3.NextProtoH3)
+		if err != nil {
+			continue // refused past the bound
+		}
+		conns = append(conns, qc)
+		for range streams {
+			wg.Go(func() {
+				str, err := qc.OpenStreamSync(ctx)
+				if err != nil {
+					return
+				}
+				str.SetWriteDeadline(time.Now().Add(8 * time.Second))
+				str.Write(header)
+				str.Write(payload)
+			})
+		}
+	}
+	var peak atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			peak.Store(max(peak.Load(), heap()-base))
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // the last frames reach the server
+	peak.Store(max(peak.Load(), heap()-base))
+	cancel()
+	<-sampled
+	t.Logf("%d of %d connections accepted; peak heap +%d MiB", len(conns), n, peak.Load()>>20)
+	if limit := int64(bound+4) * connectionWindow; peak.Load() > limit {
+		t.Errorf("%d HTTP/3 connections filling their windows, MaxPendingQUIC %d: heap peaked %d MiB over the baseline, want under %d MiB ((bound+4) windows)", n, bound, peak.Load()>>20, limit>>20)
+	}
+	for _, qc := range conns {
+		qc.CloseWithError(0, "")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for heap()-base > connectionWindow {
+		if time.Now().After(deadline) {
+			t.Fatalf("heap still %d MiB over the baseline 5 s after the connections closed", (heap()-base)>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c := e.dial(t, CarrierWebTransport, ClientOptions{})
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatal(err)

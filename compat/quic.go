@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -63,11 +64,62 @@ const (
 // connections and, with the "h3" protocol, WebTransport sessions: tlsConf
 // needs a certificate (DevCertificate makes one for development); its
 // NextProtos are set to both protocols.
+//
+// While Options.MaxPendingQUIC connections are pending, none of them for
+// staleHandshake, a new connection is refused at its first packet, with
+// QUIC's CONNECTION_REFUSED, before any TLS work; ServeQUIC refuses those
+// that pass this check and find no slot once accepted.
 func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, error) {
 	tlsConf = tlsConf.Clone()
 	tlsConf.NextProtos = []string{ALPN, "h3"}
-	return quic.ListenAddr(addr, tlsConf, QUICConfig(s.opts.IdleTimeout))
+	conf := QUICConfig(s.opts.IdleTimeout)
+	var refused initialRefusals
+	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
+		if s.quicPending.full() {
+			if refused.first(info.RemoteAddr) {
+				s.metrics.handshakeFailures.Add(1)
+			}
+			return nil, errTooManyHandshakes
+		}
+		return conf, nil
+	}
+	return quic.ListenAddr(addr, tlsConf, conf)
 }
+
+// initialRefusals tells a connection's first refused Initial packet from
+// the ones after it: a ClientHello with a post-quantum key share spans two
+// Initial packets, and quic-go asks GetConfigForClient for each, so that
+// counting every refusal counted most connections twice. The second
+// comes from the same address right after the first; a flood from many
+// addresses that interleaves them may still count a few twice.
+type initialRefusals struct {
+	mu   sync.Mutex
+	addr string
+	at   time.Time
+}
+
+func (r *initialRefusals) first(addr net.Addr) bool {
+	now := time.Now()
+	a := addr.String()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a == r.addr && now.Sub(r.at) < time.Second {
+		return false
+	}
+	r.addr, r.at = a, now
+	return true
+}
+
+// The closes of QUIC connections over Options.MaxPendingQUIC: a pending
+// one whose slot went to a newcomer, and one refused once accepted.
+const (
+	staleHandshakeReason    = "HP_ERR_HANDSHAKE_STALE"
+	tooManyHandshakesReason = "HP_ERR_TOO_MANY_HANDSHAKES"
+	staleHandshakeCode      = quic.ApplicationErrorCode(wsframe.ClosePolicyViolation)
+	tooManyHandshakesCode   = quic.ApplicationErrorCode(wsframe.CloseTryAgainLater)
+)
+
+var errTooManyHandshakes = errors.New("compat: too many QUIC connections opening")
 
 // ServeQUIC accepts connections on ln until it fails or Shutdown closes
 // it. A connection that negotiated ALPN "hotpath.v1" is a native hotpath
@@ -89,18 +141,31 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 			}
 			return err
 		}
+		// The connection holds a slot of MaxPendingQUIC until its control
+		// stream or first session is established, or it ends.
+		end, ok := s.quicPending.begin(func() { qc.CloseWithError(staleHandshakeCode, staleHandshakeReason) })
+		if !ok {
+			s.metrics.handshakeFailures.Add(1)
+			qc.CloseWithError(tooManyHandshakesCode, tooManyHandshakesReason)
+			continue
+		}
+		context.AfterFunc(qc.Context(), end)
 		s.conns.add()
-		go s.serveQUICConn(qc)
+		go s.serveQUICConn(qc, end)
 	}
 }
 
 // serveQUICConn serves one accepted QUIC connection; it calls conns.done
-// when the connection ends.
-func (s *Server) serveQUICConn(qc *quic.Conn) {
+// when the connection ends, and handshaken once its control stream (or on
+// HTTP/3 its first WebTransport session) is established or it has failed.
+func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func()) {
 	if qc.ConnectionState().TLS.NegotiatedProtocol == "h3" {
 		// Its sessions count as connections, not the HTTP/3 connection
 		// itself, which Shutdown closes once the sessions have ended.
 		s.conns.done()
+		// Its sessionWatch takes handshaken (watchSessions).
+		s.h3Pending.Store(qc, handshaken)
+		context.AfterFunc(qc.Context(), func() { s.h3Pending.Delete(qc) })
 		s.webTransport().ServeQUICConn(qc)
 		return
 	}
@@ -127,6 +192,7 @@ func (s *Server) serveQUICConn(qc *quic.Conn) {
 	}()
 	str, err := qc.AcceptStream(ctx)
 	cancel()
+	handshaken()
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
 		qc.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), "HP_ERR_NO_CONTROL_STREAM")

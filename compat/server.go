@@ -49,6 +49,13 @@ type Server struct {
 	wtOnce sync.Once
 	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
 
+	// quicPending bounds the QUIC connections of every ServeQUIC that
+	// have no control stream (native) or WebTransport session (HTTP/3)
+	// yet; h3Pending hands an HTTP/3 connection's end of its slot, by
+	// connection, to its sessionWatch.
+	quicPending *pendingHandshakes
+	h3Pending   sync.Map // *quic.Conn → func()
+
 	shutting atomic.Bool
 	// stopping ends when Shutdown begins: binary streams end with it
 	// (serveStream), where calls in flight are let finish.
@@ -85,6 +92,8 @@ func NewServer(opts Options) (*Server, error) {
 		router:    opts.Router,
 		peers:     map[*Peer]struct{}{},
 		listeners: map[io.Closer]struct{}{},
+
+		quicPending: &pendingHandshakes{max: opts.MaxPendingQUIC},
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.rooms.init(s)
@@ -470,7 +479,8 @@ func waitCtx(ctx context.Context, done <-chan struct{}) error {
 }
 
 // pendingHandshakes bounds the handshakes in progress on one SCTP listener
-// (Options.MaxPendingSCTP) or WebRTC endpoint (WebRTCOptions.MaxPending).
+// (Options.MaxPendingSCTP), a server's QUIC listeners (MaxPendingQUIC) or
+// a WebRTC endpoint (WebRTCOptions.MaxPending).
 // A full table refused every newcomer until a slot freed, and an abandoned
 // handshake frees its slot only at handshakeTimeout: a peer that began
 // max handshakes every 10 s (an SCTP INIT or DTLS ClientHello each, or an
@@ -495,6 +505,16 @@ type pendingHandshake struct {
 // handshakes per staleHandshake, not per handshakeTimeout, to keep others
 // out.
 const staleHandshake = 2 * time.Second
+
+// full reports whether begin would refuse a handshake now: every slot is
+// held by one younger than staleHandshake. A carrier that can refuse more
+// cheaply before its own handshake than after (QUIC, before TLS) asks it
+// first; begin still decides.
+func (p *pendingHandshakes) full() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue) >= p.max && time.Since(p.queue[0].began) < staleHandshake
+}
 
 // begin takes a slot for a handshake that abort cuts short, and returns
 // the end to call once it has ended, however it ended; ok is false when

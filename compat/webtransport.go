@@ -32,7 +32,13 @@ func (s *Server) webTransport() *webtransport.Server {
 		// IdleTimeout is not enough: it stops at a request's first byte,
 		// and waits for the rest of its headers for ever.
 		idle := webTransportIdle
-		watch := func(ctx context.Context, qc *quic.Conn) context.Context { return watchSessions(ctx, qc, idle) }
+		watch := func(ctx context.Context, qc *quic.Conn) context.Context {
+			ctx = watchSessions(ctx, qc, idle)
+			if end, ok := s.h3Pending.LoadAndDelete(qc); ok {
+				ctx.Value(sessionWatchKey{}).(*sessionWatch).handshaken = end.(func())
+			}
+			return ctx
+		}
 		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport), ConnContext: watch}
 		// Options.CheckOrigin runs in prepareUpgrade, as for WebSocket.
 		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }}
@@ -94,6 +100,9 @@ type sessionWatch struct {
 	sessions int
 	after    time.Duration // webTransportIdle when the server began
 	idle     *time.Timer
+	// handshaken gives up the connection's slot of
+	// Options.MaxPendingQUIC, at its first session; nil when none.
+	handshaken func()
 }
 
 type sessionWatchKey struct{}
@@ -113,7 +122,12 @@ func (w *sessionWatch) opened() {
 	w.mu.Lock()
 	w.sessions++
 	w.idle.Stop()
+	end := w.handshaken
+	w.handshaken = nil
 	w.mu.Unlock()
+	if end != nil {
+		end()
+	}
 }
 
 func (w *sessionWatch) ended() {
@@ -282,7 +296,7 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 		if rsp != nil && rsp.StatusCode != 0 {
 			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode)}
 		}
-		return nil, err
+		return nil, quicDialError(err)
 	}
 	str, err := sess.OpenStreamSync(ctx)
 	if err != nil {
