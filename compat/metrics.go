@@ -35,6 +35,7 @@ type metrics struct {
 	slowConsumers       atomic.Uint64
 	idleTimeouts        atomic.Uint64
 	refusedJoins        atomic.Uint64
+	refusedConnections  atomic.Uint64
 
 	closesMu sync.Mutex
 	closes   map[wsframe.CloseCode]uint64
@@ -87,6 +88,7 @@ type Metrics struct {
 	SlowConsumers       uint64 // connections dropped for not reading
 	IdleTimeouts        uint64
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
+	RefusedConnections  uint64 // connections refused past Options.MaxConnections (counted in HandshakeFailures too)
 	// Closes counts ended connections by close code; 1006 when no close
 	// frame was exchanged, CloseOther for most codes above 1015.
 	Closes map[wsframe.CloseCode]uint64
@@ -106,8 +108,8 @@ func (s *Server) Metrics() Metrics {
 		Panics: m.panics.Load(), LateAnswers: m.lateAnswers.Load(),
 		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(),
 		SlowConsumers: m.slowConsumers.Load(), IdleTimeouts: m.idleTimeouts.Load(),
-		RefusedJoins: m.refusedJoins.Load(),
-		Closes:       map[wsframe.CloseCode]uint64{},
+		RefusedJoins: m.refusedJoins.Load(), RefusedConnections: m.refusedConnections.Load(),
+		Closes: map[wsframe.CloseCode]uint64{},
 	}
 	m.closesMu.Lock()
 	for c, n := range m.closes {
@@ -155,6 +157,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_slow_consumers_total", "Connections dropped for not reading.", m.SlowConsumers)
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
 	counter("hotpath_refused_joins_total", "Client joins Options.AllowJoin refused.", m.RefusedJoins)
+	counter("hotpath_refused_connections_total", "Connections refused past Options.MaxConnections (also counted in hotpath_handshake_failures_total).", m.RefusedConnections)
 	fmt.Fprintf(w, "# HELP hotpath_closes_total Connections ended, by close code.\n# TYPE hotpath_closes_total counter\n")
 	codes := make([]int, 0, len(m.Closes))
 	for c := range m.Closes {

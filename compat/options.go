@@ -77,6 +77,22 @@ type Options struct {
 	// 1013 HP_ERR_TOO_MANY_HANDSHAKES. 256 by default.
 	MaxPendingQUIC int
 
+	// MaxConnections caps the connections open at once, across every
+	// carrier (Server.Peers, Metrics.Connections). A connection past it is
+	// refused with the carrier's refusal: 503 with Retry-After on a
+	// WebSocket upgrade, a WebTransport CONNECT and WebRTC signalling (an
+	// *HTTPError to the Go client), a close with 1013
+	// HP_ERR_TOO_MANY_CONNECTIONS on native QUIC and SCTP; one that passed
+	// those checks together with others that filled the cap is closed
+	// with that 1013 once open, on any carrier. Refusals count in
+	// Metrics.RefusedConnections. 0 (or less), the default, is no cap: the
+	// right number is memory per connection against the host's, which the
+	// server cannot know. Over TCP the process's descriptor limit caps
+	// WebSocket already; QUIC, WebTransport, SCTP and WebRTC share UDP
+	// sockets and have no such bound, so set it when serving them to the
+	// public.
+	MaxConnections int
+
 	// KeepaliveInterval is how long a connection may stay silent before
 	// the server pings it; 25 s by default, or half of IdleTimeout when
 	// that is shorter. IdleTimeout is how long it may stay silent, pings

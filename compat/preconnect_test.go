@@ -22,6 +22,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
 )
 
 // An HTTP/3 connection whose requests never complete (a HEADERS frame
@@ -580,5 +581,174 @@ func TestQUICPendingBoundCapsHeap(t *testing.T) {
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Options.MaxConnections caps the connections open at once, across every
+// carrier: past it each carrier refuses in its own way (503 on the HTTP
+// ones, an *HTTPError to the Go client; 1013 HP_ERR_TOO_MANY_CONNECTIONS
+// on native QUIC and SCTP), counted in RefusedConnections; a slot freed by
+// a connection that ends goes to the next, and the gauge never passes the
+// cap. Nothing bounded connections in total before: the descriptor limit
+// bounds WebSocket only, and the UDP carriers share their sockets.
+func TestMaxConnections(t *testing.T) {
+	const limit = 2
+	e := newCarrierEnv(t, Options{MaxConnections: limit})
+	ctx := context.Background()
+	gauge := func(want int) {
+		t.Helper()
+		waitFor(t, func() bool { return e.srv.Peers() == want && e.srv.Metrics().Connections == int64(want) })
+	}
+	var out echoReq
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			// One connection on another carrier: the cap counts them all.
+			other := CarrierWebSocket
+			if carrier == CarrierWebSocket {
+				other = CarrierQUIC
+			}
+			first := e.dial(t, other, ClientOptions{})
+			second := e.dial(t, carrier, ClientOptions{})
+			gauge(limit)
+			before := e.srv.Metrics()
+			opts := ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig(),
+				WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}}
+			c, err := Dial(ctx, e.urls[carrier], opts)
+			if err == nil {
+				c.Close()
+				t.Fatalf("connection %d of MaxConnections %d accepted", limit+1, limit)
+			}
+			switch carrier {
+			case CarrierQUIC, CarrierSCTP, carrierSCTPDTLS:
+				var ce *CloseError
+				if !errors.As(err, &ce) || ce.Code != wsframe.CloseTryAgainLater || ce.Reason != tooManyConnectionsReason {
+					t.Errorf("past the cap: %v, want close 1013 %s", err, tooManyConnectionsReason)
+				}
+			default:
+				var he *HTTPError
+				if !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable {
+					t.Errorf("past the cap: %v, want HTTP 503", err)
+				}
+			}
+			waitFor(t, func() bool {
+				m := e.srv.Metrics()
+				return m.RefusedConnections == before.RefusedConnections+1 && m.HandshakeFailures == before.HandshakeFailures+1
+			})
+			gauge(limit)
+			second.Close()
+			gauge(limit - 1)
+			third := e.dial(t, carrier, ClientOptions{})
+			if err := third.Call(ctx, "echo/say", echoReq{Text: "x"}, &out); err != nil {
+				t.Fatalf("a connection once one had closed: %v", err)
+			}
+			gauge(limit)
+			third.Close()
+			first.Close()
+			gauge(0)
+		})
+	}
+
+	// The HTTP refusals say when to come back.
+	t.Run("Retry-After", func(t *testing.T) {
+		for range limit {
+			e.dial(t, CarrierWebSocket, ClientOptions{})
+		}
+		gauge(limit)
+		viaHTTP := "http://" + startServer(t, e.srv, true) + "/ws"
+		raw := "http://" + strings.TrimPrefix(e.urls[CarrierWebSocket], "ws://")
+		for _, u := range []string{raw, viaHTTP} {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			req.Header = http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
+				"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Sec-Websocket-Protocol": {Subprotocol}}
+			rsp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rsp.Body.Close()
+			if rsp.StatusCode != http.StatusServiceUnavailable || rsp.Header.Get("Retry-After") != retryAfterFull {
+				t.Errorf("upgrade at %s past the cap: %s, Retry-After %q; want 503, %s", u, rsp.Status, rsp.Header.Get("Retry-After"), retryAfterFull)
+			}
+		}
+		rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusServiceUnavailable || rsp.Header.Get("Retry-After") != retryAfterFull {
+			t.Errorf("WebRTC signalling past the cap: %s, Retry-After %q; want 503, %s", rsp.Status, rsp.Header.Get("Retry-After"), retryAfterFull)
+		}
+		tc := e.cert.ClientTLSConfig()
+		tc.NextProtos = []string{http3.NextProtoH3}
+		d := &webtransport.Transport{TLSClientConfig: tc, QUICConfig: QUICConfig(0)}
+		defer d.Close()
+		rsp, sess, err := d.Dial(ctx, e.urls[CarrierWebTransport], nil)
+		if err == nil {
+			sess.CloseWithError(0, "")
+		}
+		if rsp == nil || rsp.StatusCode != http.StatusServiceUnavailable || rsp.Header.Get("Retry-After") != retryAfterFull {
+			t.Errorf("WebTransport CONNECT past the cap: %v, %v; want 503, Retry-After %s", rsp, err, retryAfterFull)
+		}
+	})
+}
+
+// Upgrades that pass the capacity check together are still held to the
+// cap where a connection is counted (register): the ones past it are
+// refused with 1013 once open, and the gauge never passes the cap. Here
+// Authenticate, which runs after the check, holds every upgrade until all
+// have passed it.
+func TestMaxConnectionsConcurrent(t *testing.T) {
+	const limit, n = 2, 12
+	var arrived atomic.Int64
+	all := make(chan struct{})
+	e := newCarrierEnv(t, Options{MaxConnections: limit, Authenticate: func(*http.Request) (any, error) {
+		if arrived.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(5 * time.Second):
+		}
+		return nil, nil
+	}})
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			peak.Store(max(peak.Load(), int64(e.srv.Peers())))
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := range n {
+		carrier := []Carrier{CarrierWebSocket, CarrierQUIC}[i%2]
+		wg.Go(func() {
+			opts := ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}}
+			c, err := Dial(context.Background(), e.urls[carrier], opts)
+			if err != nil {
+				var he *HTTPError
+				if CloseStatus(err) != wsframe.CloseTryAgainLater && !(errors.As(err, &he) && he.Status == http.StatusServiceUnavailable) {
+					t.Errorf("%s past the cap: %v, want 503 or 1013", carrierName(carrier), err)
+				}
+				return
+			}
+			ok.Add(1)
+			t.Cleanup(func() { c.Close() })
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	if ok.Load() != limit || peak.Load() > limit || e.srv.Metrics().Connections != limit {
+		t.Errorf("%d dials at once, MaxConnections %d: %d connected, %d open at the peak, gauge %d", n, limit, ok.Load(), peak.Load(), e.srv.Metrics().Connections)
+	}
+	if got := e.srv.Metrics().RefusedConnections; got != n-limit {
+		t.Errorf("RefusedConnections %d, want %d", got, n-limit)
 	}
 }

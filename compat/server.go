@@ -158,6 +158,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refuse(w http.ResponseWriter, err error) {
 	s.metrics.handshakeFailures.Add(1)
+	if err == errTooManyConnections {
+		w.Header().Set("Retry-After", retryAfterFull)
+	}
 	var he *HTTPError
 	if errors.As(err, &he) {
 		http.Error(w, he.Message, he.Status)
@@ -259,8 +262,11 @@ func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
 // conns.add; the connection's last goroutine calls conns.done.
 func (s *Server) serveLink(l link, up *upgrade) {
 	p := s.newPeer(l, up)
-	if !s.register(p) {
-		l.refuse(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
+	if err := s.register(p); err != nil {
+		if err == errTooManyConnections {
+			s.metrics.handshakeFailures.Add(1)
+		}
+		l.refuse(carrierRefusal(err))
 		s.conns.done()
 		return
 	}
@@ -301,11 +307,20 @@ func (s *Server) runHook(name string, hook func()) (ok bool) {
 	return true
 }
 
-func (s *Server) register(p *Peer) bool {
+// register counts p among the open connections, or refuses it while
+// shutting down or at Options.MaxConnections. The upgrade checks refused
+// most of those already, with each carrier's refusal (atCapacity); this
+// one counts for certain, when connections that passed the checks
+// together would go past the cap.
+func (s *Server) register(p *Peer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
-		return false
+		return errShutting
+	}
+	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+		s.metrics.refusedConnections.Add(1)
+		return errTooManyConnections
 	}
 	s.nextID++
 	p.id = s.nextID
@@ -313,8 +328,30 @@ func (s *Server) register(p *Peer) bool {
 	s.metrics.connections.Add(1)
 	s.metrics.connectionsTotal.Add(1)
 	p.keepaliveHandle.Store(uint64(s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)))
-	return true
+	return nil
 }
+
+// atCapacity reports whether Options.MaxConnections connections are open.
+func (s *Server) atCapacity() bool {
+	limit := s.opts.MaxConnections
+	if limit <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.peers) >= limit
+}
+
+// tooManyConnectionsReason is the close reason of a connection refused
+// past Options.MaxConnections on a carrier without an HTTP response, or
+// one that passed the upgrade checks together with others and would have
+// gone past it.
+const tooManyConnectionsReason = "HP_ERR_TOO_MANY_CONNECTIONS"
+
+// retryAfterFull is the Retry-After, in seconds, of a 503 past
+// Options.MaxConnections: a slot frees when a connection ends, which
+// takes longer than a handshake does (WebRTC's MaxPending says 1).
+const retryAfterFull = "5"
 
 func (s *Server) unregister(p *Peer, err error) {
 	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))

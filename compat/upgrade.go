@@ -31,6 +31,9 @@ var (
 	errBadOrigin   = &HTTPError{Status: http.StatusForbidden, Message: "origin not allowed"}
 	errBadProtocol = &HTTPError{Status: http.StatusBadRequest, Message: "subprotocol " + Subprotocol + " not offered"}
 	errShutting    = &HTTPError{Status: http.StatusServiceUnavailable, Message: "server shutting down"}
+	// errTooManyConnections refuses a connection past
+	// Options.MaxConnections.
+	errTooManyConnections = &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many connections"}
 	// errHookPanicked refuses an upgrade whose hook panicked.
 	errHookPanicked = &HTTPError{Status: http.StatusInternalServerError, Message: "internal error"}
 )
@@ -55,6 +58,11 @@ func (s *Server) prepareUpgrade(r *http.Request) (up *upgrade, err error) {
 func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 	if s.shutting.Load() {
 		return nil, errShutting
+	}
+	if s.atCapacity() {
+		// Before the hooks: a full server spends nothing on the request.
+		s.metrics.refusedConnections.Add(1)
+		return nil, errTooManyConnections
 	}
 	check := s.opts.CheckOrigin
 	if check == nil {
@@ -111,10 +119,14 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 // carrierRefusal is the close code and reason with which a carrier that
 // has no HTTP response (native QUIC, SCTP) refuses a connection that
 // prepareUpgrade refused with err: 1001 while the server shuts down, as its
-// open connections get, else 1008 with the refusal's message.
+// open connections get, 1013 (try again later) past
+// Options.MaxConnections, else 1008 with the refusal's message.
 func carrierRefusal(err error) (wsframe.CloseCode, string) {
-	if err == errShutting {
+	switch err {
+	case errShutting:
 		return wsframe.CloseGoingAway, "HP_SHUTTING_DOWN"
+	case errTooManyConnections:
+		return wsframe.CloseTryAgainLater, tooManyConnectionsReason
 	}
 	if he, ok := errors.AsType[*HTTPError](err); ok {
 		return wsframe.ClosePolicyViolation, he.Message // the status means nothing here
@@ -319,7 +331,11 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 				if errors.As(err, &he) {
 					status = he.Status
 				}
-				return nil, ws.RejectConnectionError(ws.RejectionStatus(status), ws.RejectionReason(err.Error()))
+				opts := []ws.RejectOption{ws.RejectionStatus(status), ws.RejectionReason(err.Error())}
+				if err == errTooManyConnections {
+					opts = append(opts, ws.RejectionHeader(ws.HandshakeHeaderString("Retry-After: "+retryAfterFull+"\r\n")))
+				}
+				return nil, ws.RejectConnectionError(opts...)
 			}
 			var h strings.Builder
 			if up.protocol != "" {
