@@ -4,6 +4,7 @@
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
 //	    [-no-compression] [-context-takeover] [-max-message 1048576]
+//	    [-max-connections 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
 //	    [-webrtc | -webrtc-loopback]
@@ -44,6 +45,7 @@ func main() {
 	noCompression := flag.Bool("no-compression", false, "decline permessage-deflate")
 	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
 	maxMessage := flag.Int64("max-message", 1<<20, "largest message accepted, in bytes, after inflating")
+	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits")
 	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
 	quicAddr := flag.String("quic", "", "UDP address for QUIC and WebTransport (off when empty)")
@@ -53,7 +55,7 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
-	if err := checkFlags(flag.Args(), *maxMessage, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr); err != nil {
+	if err := checkFlags(flag.Args(), *maxMessage, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "hotpath:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -69,6 +71,7 @@ func main() {
 		AllowEmit:   demoAllowEmit,
 
 		PresenceInterval: *presence,
+		MaxConnections:   *maxConnections,
 	}
 	if *quicAddr != "" || *webrtc || *webrtcLoopback {
 		// WebTransport comes from the page's origin on another port.
@@ -171,12 +174,12 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
-// less, a presence interval of 0) or be ignored (a stray argument, -key
-// without -cert, -cert without -quic).
+// less, a presence interval of 0, a negative connection cap) or be ignored
+// (a stray argument, -key without -cert, -cert without -quic).
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
-func checkFlags(args []string, maxMessage int64, ticker, presence time.Duration, certFile, keyFile, quicAddr string) error {
+func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string) error {
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected argument %q", args[0])
@@ -184,6 +187,10 @@ func checkFlags(args []string, maxMessage int64, ticker, presence time.Duration,
 		// Below about a kilobyte the clients' own capabilities and first
 		// calls are refused (1009) at every reconnect.
 		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
+	case maxConnections < 0:
+		// Options.MaxConnections reads it as no cap, as 0: not what a
+		// negative number seems to ask.
+		return fmt.Errorf("-max-connections %d: give a number of connections, or 0 for no cap", maxConnections)
 	case ticker < minTicker:
 		// A nanosecond ticker spun a core, members or not.
 		return fmt.Errorf("-ticker %v: must be at least %v", ticker, minTicker)

@@ -20,6 +20,7 @@ func TestCheckFlags(t *testing.T) {
 		name            string
 		args            []string
 		maxMessage      int64
+		maxConnections  int
 		ticker          time.Duration
 		presence        time.Duration
 		cert, key, quic string
@@ -39,10 +40,12 @@ func TestCheckFlags(t *testing.T) {
 		{name: "smallest max message", maxMessage: 1 << 10, ticker: every, presence: every, ok: true},
 		{name: "presence per change", maxMessage: 1 << 20, ticker: every, presence: -1, ok: true},
 		{name: "zero presence interval", maxMessage: 1 << 20, ticker: every},
+		{name: "connection cap", maxMessage: 1 << 20, maxConnections: 10000, ticker: every, presence: every, ok: true},
+		{name: "negative connection cap", maxMessage: 1 << 20, maxConnections: -1, ticker: every, presence: every},
 		{name: "key without cert", maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every},
 		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every},
 	} {
-		err := checkFlags(tc.args, tc.maxMessage, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic)
+		err := checkFlags(tc.args, tc.maxMessage, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
