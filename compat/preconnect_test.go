@@ -752,3 +752,29 @@ func TestMaxConnectionsConcurrent(t *testing.T) {
 		t.Errorf("RefusedConnections %d, want %d", got, n-limit)
 	}
 }
+
+// TestShutdownDropsPendingQUIC: a QUIC connection still without its
+// control stream is a handshake in progress, dropped when Shutdown's ctx
+// ends as SCTP's and WebRTC's are, not left for handshakeTimeout (10 s).
+func TestShutdownDropsPendingQUIC(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	qc, err := dialPendingQUIC(t, e, e.urls[CarrierQUIC][len("quic://"):], ALPN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { // accepted
+		e.srv.quicPending.mu.Lock()
+		defer e.srv.quicPending.mu.Unlock()
+		return len(e.srv.quicPending.queue) == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err == nil {
+		t.Error("Shutdown returned nil with a connection still opening past its ctx")
+	}
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("a QUIC connection without its control stream still open 3 s after Shutdown's ctx ended")
+	}
+}

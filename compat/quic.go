@@ -190,7 +190,11 @@ func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func()) {
 			qc.CloseWithError(quic.ApplicationErrorCode(wsframe.CloseProtocolError), unexpectedStreamReason)
 		}
 	}()
+	// Shutdown drops it when its ctx ends, as SCTP's and WebRTC's.
+	abandon := &cancelCloser{cancel}
+	s.handshakes.add(abandon)
 	str, err := qc.AcceptStream(ctx)
+	s.handshakes.remove(abandon)
 	cancel()
 	handshaken()
 	if err != nil {

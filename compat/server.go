@@ -399,8 +399,8 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 // and waits for the connections to end. Binary streams, which may last as
 // long as their connection, are not waited for: their handlers' contexts
 // are canceled and the streams reset with Unavailable (9) at once. When
-// ctx ends first, the remaining connections and the SCTP and WebRTC
-// handshakes in progress are dropped and Shutdown returns ctx's error,
+// ctx ends first, the remaining connections and the handshakes in
+// progress (QUIC's control stream, SCTP's, WebRTC's) are dropped and Shutdown returns ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped
 // connection does not return (one that called Shutdown, say). Shutdown
 // may be called from handlers and hooks, and more than once.
