@@ -384,3 +384,28 @@ func TestSlowCallerOfAsyncMethodsIsDropped(t *testing.T) {
 		t.Fatalf("another client: %v", err)
 	}
 }
+
+// TestOversizedMessageCloseFrameArrives: a peer still sending a message
+// over the limit when the server refuses it can finish sending it and read
+// the close frame (1009). The server closed its socket with the rest of
+// the message unread, which answers the rest with a TCP reset: Chromium's
+// write failed and it reported 1006 (carriertest's "the page sees 1009 on
+// WebSocket"). The server now lingers (lingerClose).
+func TestOversizedMessageCloseFrameArrives(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 64 << 10}})
+	c := dial(t, addr)
+	const n = 2 << 20
+	h := wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Masked: true, Length: n})
+	if err := c.WriteRaw(h); err != nil {
+		t.Fatal(err)
+	}
+	// The rest comes after the server refused the header, as a browser's
+	// does, and then the answer to the server's close frame.
+	time.Sleep(200 * time.Millisecond)
+	if err := c.WriteRaw(make([]byte, n)); err != nil {
+		t.Fatalf("writing the rest of the message: %v (the server reset the connection)", err)
+	}
+	if code, err := c.ReadClose(5 * time.Second); code != wsframe.CloseMessageTooBig {
+		t.Fatalf("close %d (%v), want 1009", code, err)
+	}
+}

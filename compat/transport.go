@@ -68,6 +68,9 @@ type wsConn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+	// lingerOnClose: this end failed the connection; finish lingers
+	// (lingerClose). Set by the read loop before finish.
+	lingerOnClose bool
 
 	writeErr atomic.Pointer[error] // the write failure that closed nc, if one did
 }
@@ -575,6 +578,12 @@ func (c *wsConn) end(err error) error {
 	var ce *CloseError
 	if !errors.As(err, &ce) || !ce.Remote {
 		c.fail(err)
+		// Failed by this end for what the peer sent (a message over the
+		// limit, a framing error): the rest of that message may still be
+		// arriving. Closed at once with it unread, the socket sent the
+		// peer a TCP RST, which discarded the close frame on its side:
+		// Chromium reported 1006 instead of 1009 WS_ERR_FRAME_TOO_BIG.
+		c.lingerOnClose = c.isClosing()
 	}
 	c.finish()
 	return c.outcome(err)
@@ -613,6 +622,9 @@ func (c *wsConn) finish() {
 			c.drainOutbox(time.Now().Add(closeTimeout))
 		}
 		c.out.Close()
+		if c.lingerOnClose {
+			c.lingerClose()
+		}
 		c.nc.Close()
 		c.q.Reset()
 		c.asm = nil
@@ -622,6 +634,28 @@ func (c *wsConn) finish() {
 		close(c.done)
 	})
 }
+
+// lingerClose ends the writing side (FIN after the close frame) and reads
+// and discards what the peer still sends, until it closes its side, for
+// at most lingerTimeout and lingerBytes (RFC 7230 §6.6's lingering close,
+// as net/http does): a socket closed with unread bytes sends an RST, and
+// an RST makes the peer's stack drop what it had not read yet, the close
+// frame included. Only the read loop, which has ended, reads nc.
+func (c *wsConn) lingerClose() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, c.nc, lingerBytes)
+}
+
+// The bounds of lingerClose: a browser that was sending a message over
+// the limit sends the rest of it and its close frame, then closes.
+const (
+	lingerTimeout = time.Second
+	lingerBytes   = 4 << 20
+)
 
 // drainOutbox waits until the outbox has written everything queued (the
 // close frame last), or the deadline passes.

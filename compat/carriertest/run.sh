@@ -43,4 +43,4 @@ trap 'rm -rf "$work"' EXIT
 (cd "$root" && go build -o "$work/hotpath" ./compat/cmd/hotpath)
 
 cd "$here"
-HOTPATH_BIN="$work/hotpath" CHROMIUM="$chromium" timeout 300 node --test --test-concurrency=1 --test-timeout=90000 chromium.test.mjs deflate.test.mjs
+HOTPATH_BIN="$work/hotpath" CHROMIUM="$chromium" timeout 300 node --test --test-concurrency=1 --test-timeout=90000 chromium.test.mjs deflate.test.mjs limits.test.mjs reconnect.test.mjs
