@@ -1,0 +1,120 @@
+// Reconnecting in Chromium: the server restarts on the same ports with the
+// same certificate (so the page's pinned hash still holds), gracefully
+// (SIGTERM: 1001 HP_SHUTTING_DOWN) or killed (SIGKILL: no close at all).
+// Each client must come back on its own carrier (WebTransport must not
+// fall back to WebSocket for good because the server was away), rejoin its
+// room, and run the calls made during the outage, as compat/js/README.md
+// says ("While disconnected", "Reconnecting").
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { devCert, startServer, stopServer, launch, openPage, portOf } from './harness.mjs';
+
+let browser;
+let cert;
+let server;
+let args;
+let page;
+const carriers = ['webtransport', 'webrtc', 'websocket'];
+
+before(async () => {
+  cert = devCert();
+  const base = ['-webrtc-loopback', '-ticker', '1h', '-cert', cert.cert, '-key', cert.key];
+  server = await startServer(['-addr', '127.0.0.1:0', '-quic', '127.0.0.1:0', ...base]);
+  args = ['-addr', `127.0.0.1:${portOf(server.urls.http)}`, '-quic', `127.0.0.1:${portOf(server.urls.webtransport)}`, ...base];
+  browser = await launch();
+  page = await openPage(browser, server.urls, cert.hash);
+});
+after(async () => {
+  await browser?.close();
+  if (server) await stopServer(server.process);
+  cert?.cleanup();
+});
+
+// connectAll opens a client per carrier, named prefix+carrier, in room.
+async function connectAll(prefix, room, names = carriers) {
+  await page.evaluate(async ({ prefix, room, names }) => {
+    for (const carrier of names) {
+      const name = prefix + carrier;
+      const c = new window.hp.Client('/ws', { ...window.opts[carrier], reconnect: { minDelay: 100, maxDelay: 800 } });
+      window.clients[name] = c;
+      window.log[name] = [];
+      c.onState((st) => window.log[name].push(st.state === 'open' ? `open ${c.carrier}` : `${st.state} ${st.error?.code} ${st.error?.reason}`));
+      await new Promise((resolve) => { const off = c.onState((st) => { if (st.state === 'open') { off(); resolve(); } }); });
+      await c.join(room);
+    }
+  }, { prefix, room, names });
+}
+
+// outage stops the server with signal, makes a call on each client while
+// it is away, restarts it after ms, and returns, once every client is open
+// again or 15 s passed: each client's states, carrier, the call's outcome,
+// and the emits each member of room received from the others afterwards.
+async function outage(prefix, room, signal, ms, names = carriers) {
+  await stopServer(server.process, signal);
+  // The clients learn of the kill at different times: a call issued now
+  // may leave on the dying connection (CloseError) or wait for the next.
+  await page.evaluate(({ prefix, names }) => {
+    window.during = {};
+    for (const carrier of names) {
+      const name = prefix + carrier;
+      window.clients[name].call('echo/say', { text: `during ${name}` }, { timeout: 20_000 })
+        .then((r) => { window.during[name] = r.text; }, (e) => { window.during[name] = `${e.name} ${e.code}`; });
+    }
+  }, { prefix, names });
+  await new Promise((r) => setTimeout(r, ms));
+  server = await startServer(args);
+  return page.evaluate(async ({ prefix, room, names }) => {
+    const cs = names.map((n) => window.clients[prefix + n]);
+    const end = Date.now() + 15_000;
+    while (cs.some((c) => c.state !== 'open') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    const got = {};
+    for (const n of names) { got[n] = []; window.clients[prefix + n].onRoom(room, 'm', (d) => got[n].push(d)); }
+    for (const n of names) window.clients[prefix + n].emit(room, 'm', n);
+    const until = Date.now() + 5_000;
+    while (names.some((n) => got[n].length < names.length) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    const out = {};
+    for (const n of names) {
+      const c = window.clients[prefix + n];
+      out[n] = { carrier: c.carrier, log: window.log[prefix + n], during: window.during[prefix + n], got: got[n].sort(), rooms: c.rooms };
+    }
+    return out;
+  }, { prefix, room, names });
+}
+
+test('after a graceful restart every client is back on its carrier, in its room, with the calls made meanwhile', async () => {
+  await connectAll('g-', 'back');
+  const out = await outage('g-', 'back', 'SIGTERM', 1000);
+  for (const n of carriers) {
+    const o = out[n];
+    assert.equal(o.carrier, n, `${n}: ${o.log.join(', ')}`);
+    assert.equal(o.log[0], `open ${n}`);
+    // The server said why it closed (PROTOCOL.md §7: 1001 HP_SHUTTING_DOWN),
+    // whatever the carrier.
+    assert.equal(o.log[1], 'reconnecting 1001 HP_SHUTTING_DOWN', `${n}: ${o.log.join(', ')}`);
+    assert.ok(o.log.slice(2, -1).every((s) => s.startsWith('reconnecting 1006')), `${n}: ${o.log.join(', ')}`);
+    assert.equal(o.log.at(-1), `open ${n}`, `${n}: ${o.log.join(', ')}`);
+    assert.equal(o.during, `during g-${n}`, n); // queued, sent on the new connection
+    assert.deepEqual(o.got, [...carriers].sort(), `${n} after the rejoin`);
+    assert.deepEqual(o.rooms, ['back']);
+  }
+});
+
+// Killed, the server sends nothing: a WebSocket sees the TCP connection
+// end, and WebTransport the ICMP answer to its next packet. (A WebRTC
+// peer connection only fails after Chromium's consent checks give up,
+// about 15 s; not tested here.) A call issued in that moment either leaves
+// on the dead connection and fails with CloseError 1006, or waits in the
+// queue and is answered after the restart: never anything else.
+test('after the server is killed WebTransport and WebSocket clients come back on their carrier', async () => {
+  const names = ['webtransport', 'websocket'];
+  await connectAll('k-', 'killed', names);
+  const out = await outage('k-', 'killed', 'SIGKILL', 1000, names);
+  for (const n of names) {
+    const o = out[n];
+    assert.equal(o.carrier, n, `${n}: ${o.log.join(', ')}`);
+    assert.match(o.log[1], /^reconnecting 1006/, `${n}: ${o.log.join(', ')}`);
+    assert.equal(o.log.at(-1), `open ${n}`, `${n}: ${o.log.join(', ')}`);
+    assert.ok(o.during === `during k-${n}` || o.during === 'CloseError 1006', `${n}: ${o.during}`);
+    assert.deepEqual(o.got, [...names].sort(), `${n} after the rejoin`);
+  }
+});
