@@ -2959,3 +2959,41 @@ func TestIdleHTTP3ConnectionClosed(t *testing.T) {
 		t.Fatalf("a call on a session quiet for %v: %v", 4*webTransportIdle, err)
 	}
 }
+
+// TestWebTransportNoticeBeforeSessionClose: a WebTransport client that
+// sent a packet over the limit reads the server's close notice (1009) on
+// its control stream. The server closed the session right after writing
+// it, which reset the stream and discarded the notice; Chromium never
+// reports the code of the session's close either, so a page saw 1006
+// (carriertest's "the page sees 1009 on WebTransport").
+func TestWebTransportNoticeBeforeSessionClose(t *testing.T) {
+	e := newCarrierEnv(t, Options{Limits: Limits{MaxMessageSize: 64 << 10}})
+	tlsConf := e.cert.ClientTLSConfig()
+	tlsConf.NextProtos = []string{http3.NextProtoH3}
+	d := &webtransport.Transport{TLSClientConfig: tlsConf, QUICConfig: QUICConfig(0)}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, sess, err := d.Dial(ctx, e.urls[CarrierWebTransport], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.CloseWithError(0, "")
+	str, err := sess.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A length of 1 MiB, then part of the packet, as a browser still
+	// sending it would.
+	str.Write(append(binary.AppendUvarint(nil, 1<<20), make([]byte, 128<<10)...))
+	str.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(str)
+	i := bytes.Index(got, closeNoticeHead)
+	if i < 1 {
+		t.Fatalf("no close notice on the control stream (%d bytes, then %v)", len(got), err)
+	}
+	ce, perr := parseCloseNotice(got[i:])
+	if perr != nil || ce.Code != wsframe.CloseMessageTooBig {
+		t.Fatalf("close notice %v (%v), want 1009", ce, perr)
+	}
+}

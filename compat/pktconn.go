@@ -23,8 +23,8 @@ type pktTransport interface {
 	// QUIC application error), or returns nil.
 	closeErrorOf(err error) *CloseError
 	// carriesCloseCode reports whether closing the carrier tells the other
-	// end the close code (QUIC's CONNECTION_CLOSE, WebTransport's session
-	// close); without, the close notice must be answered before closing.
+	// end the close code (QUIC's CONNECTION_CLOSE); without, the close
+	// notice must be answered before closing.
 	carriesCloseCode() bool
 	// sendDatagram sends pkt in one datagram; ok is false when the carrier
 	// has none or pkt does not fit one. pkt is the caller's no more (see
@@ -438,7 +438,7 @@ func (c *pktConn) failAsync(err error) {
 // violate closes the connection for a protocol violation found off the
 // read loop, as end does for one the read loop finds (PROTOCOL.md §8.3):
 // the close notice and then, on a carrier whose close carries the code
-// (QUIC, WebTransport), the carrier at once. Waiting for the answer held a
+// (QUIC), the carrier at once. Waiting for the answer held a
 // peer that never gave one for closeTimeout.
 func (c *pktConn) violate(code wsframe.CloseCode, reason string) {
 	c.sendClose(code, reason)
@@ -666,22 +666,31 @@ func (c *pktConn) readError(err error) error {
 // err. A protocol violation is answered with a close notice first.
 func (c *pktConn) end(h messageHandler, err error) error {
 	var ce *CloseError
+	violation := false // this end closes for what the other end sent
 	switch {
 	case errors.As(err, &ce):
 		if !ce.Remote {
 			c.sendClose(ce.Code, ce.Reason)
+			violation = true
 		}
 	default:
 		var le *segmentqueue.LimitError
 		if errors.As(err, &le) {
 			c.sendClose(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
+			violation = true
 		}
 	}
-	if ce != nil && !ce.Remote && !c.t.carriesCloseCode() {
+	if violation && !c.t.carriesCloseCode() {
 		// The close notice is the only word of the code on this carrier
 		// (SCTP, WebRTC): closing at once could lose it. Read on, dropping
 		// packets, until the other end answers it or closeTimeout passes.
-		c.readRest(h)
+		// After a length over the limit or a bad prefix the stream's
+		// framing is lost: what follows is only discarded.
+		code := wsframe.CloseMessageTooBig
+		if ce != nil {
+			code = ce.Code
+		}
+		c.readRest(h, code == wsframe.CloseMessageTooBig || code == wsframe.CloseProtocolError)
 	}
 	c.finish(err)
 	return err
@@ -689,13 +698,26 @@ func (c *pktConn) end(h messageHandler, err error) error {
 
 // readRest reads after this end sent its close notice, until the answer,
 // an error, or the handshake's timeout.
-func (c *pktConn) readRest(h messageHandler) {
+// framingLost: the stream's framing is lost (a length over the limit, a
+// bad prefix), so what follows cannot be parsed.
+func (c *pktConn) readRest(h messageHandler, framingLost bool) {
 	if c.ch != nil {
 		c.readMessages(h)
 		return
 	}
-	if c.q.Len() > 0 {
-		return // the stream broke mid-packet: nothing more to parse
+	if framingLost || c.q.Len() > 0 {
+		// The stream broke mid-packet: nothing more to parse, but
+		// closing now would reset the stream under the close notice
+		// before the other end read it (a WebTransport session's close
+		// does). Discard what comes until the other end closes the
+		// carrier, having read the notice, or the handshake's timeout
+		// (the killer) closes it.
+		var scratch [4096]byte
+		for {
+			if _, err := c.r.Read(scratch[:]); err != nil {
+				return
+			}
+		}
 	}
 	c.readStream(h)
 }

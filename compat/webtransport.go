@@ -150,12 +150,17 @@ func newWTTransport(sess *webtransport.Session, dialer *webtransport.Transport) 
 	return &wtTransport{sess: sess, dialer: dialer, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
 }
 
-// carriesCloseCode: a server's session close carries the code. A
-// client's does not reliably: webtransport-go's client closes the QUIC
-// connection under the session at once (HTTP/3's 0x100), which can
-// overtake the session's close, so a client waits for the answer to its
-// close notice first, as on SCTP.
-func (t *wtTransport) carriesCloseCode() bool { return t.dialer == nil }
+// carriesCloseCode: neither end's session close reliably carries the
+// code, so each waits for the answer to its close notice first, as on
+// SCTP. A client's: webtransport-go's client closes the QUIC connection
+// under the session at once (HTTP/3's 0x100), which can overtake the
+// session's close. A server's: Chromium never reports the code of
+// webtransport-go's CLOSE_WEBTRANSPORT_SESSION (its closed promise
+// rejects, "Connection lost."), and the session's close resets the
+// control stream, which discarded the close notice sent just before it:
+// a page saw 1006 for every violation the server found (carriertest's
+// "the page sees 1009 on WebTransport").
+func (t *wtTransport) carriesCloseCode() bool { return false }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
