@@ -95,15 +95,15 @@ test('an answer larger than the call: over the server\'s own limit it arrives; o
 // 1009 (PROTOCOL.md §7, §8.3): the page must see that code and the reason,
 // not an abnormal closure.
 let limitServer;
-async function closeOverLimit(carrier) {
+async function closeOverLimit(carrier, malformed = false) {
   limitServer ??= await serve(['-max-message', '100000']);
   const { s, page } = limitServer;
-  return page.evaluate(async ({ carrier, wt, rtc, hash }) => {
+  return page.evaluate(async ({ carrier, malformed, wt, rtc, hash }) => {
     const pin = { serverCertificateHashes: [{ algorithm: 'sha-256', value: Uint8Array.from(atob(hash), (c) => c.charCodeAt(0)) }] };
     // Random bytes: permessage-deflate cannot shrink them under the limit.
     const big = new Uint8Array(150_000);
     for (let i = 0; i < big.length; i += 65536) crypto.getRandomValues(big.subarray(i, i + 65536));
-    const pkt = window.hp.encodePacket({ kind: 'call', id: 1, method: 'echo/say', timeout: 0, payload: big });
+    const pkt = malformed ? new Uint8Array([0x7f, 1, 2]) : window.hp.encodePacket({ kind: 'call', id: 1, method: 'echo/say', timeout: 0, payload: big });
     const ws = carrier === 'webtransport' ? new window.hp.WebTransportSocket(wt, pin)
       : carrier === 'webrtc' ? new window.hp.DataChannelSocket(rtc)
         : new WebSocket(new URL('/ws', location.href).href.replace('http', 'ws'), 'hotpath.v1');
@@ -116,7 +116,7 @@ async function closeOverLimit(carrier) {
       };
       ws.onclose = (ev) => { clearTimeout(t); resolve([ev.code, ev.reason]); };
     });
-  }, { carrier, wt: s.urls.webtransport, rtc: s.urls.webrtc, hash: cert.hash });
+  }, { carrier, malformed, wt: s.urls.webtransport, rtc: s.urls.webrtc, hash: cert.hash });
 }
 
 test('a packet over the server\'s limit: the page sees 1009 on WebTransport', async () => {
@@ -129,4 +129,15 @@ test('a packet over the server\'s limit: the page sees 1009 on a WebRTC data cha
 
 test('a packet over the server\'s limit: the page sees 1009 on WebSocket', async () => {
   assert.deepEqual(await closeOverLimit('websocket'), [1009, 'WS_ERR_FRAME_TOO_BIG']);
+});
+
+// Any violation the server finds, not only a size: an unknown kind.
+test('a malformed packet: the page sees 1008 on each carrier', async () => {
+  const out = {};
+  for (const carrier of ['webtransport', 'webrtc', 'websocket']) out[carrier] = await closeOverLimit(carrier, true);
+  assert.deepEqual(out, {
+    webtransport: [1008, 'HP_ERR_UNKNOWN_KIND'],
+    webrtc: [1008, 'HP_ERR_UNKNOWN_KIND'],
+    websocket: [1008, 'HP_ERR_UNKNOWN_KIND'],
+  });
 });
