@@ -432,6 +432,13 @@ func BenchmarkCarrierEcho(b *testing.B) {
 				b.SetBytes(int64(sc.size))
 				benchCalls(b, c, msg, sc.inFlight)
 			})
+			if sc.inFlight > 1 {
+				b.Run(fmt.Sprintf("%s/%s/rpc-async", carrier, sc.name), func(b *testing.B) {
+					c := dialBench(b, carrier)
+					b.SetBytes(int64(sc.size))
+					benchGo(b, c, msg, sc.inFlight)
+				})
+			}
 			b.Run(fmt.Sprintf("%s/%s/raw", carrier, sc.name), func(b *testing.B) {
 				e := dialRawEcho(b, carrier)
 				b.SetBytes(int64(sc.size))
@@ -471,6 +478,35 @@ func benchCalls(b *testing.B, c *Client, msg []byte, inFlight int) {
 		})
 	}
 	wg.Wait()
+}
+
+// benchGo keeps inFlight calls out from one goroutine with Client.Go,
+// starting the next call as each answer arrives: the shape of benchRaw's
+// pipelined echo, where benchCalls has a goroutine per call in flight.
+func benchGo(b *testing.B, c *Client, msg []byte, inFlight int) {
+	ctx := context.Background()
+	var warm []byte
+	if err := c.Call(ctx, "echo/raw", msg, &warm); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan *AsyncCall, inFlight)
+	resps := make([][]byte, inFlight)
+	b.ResetTimer()
+	defer reportCPU(b)()
+	sent := 0
+	for ; sent < min(inFlight, b.N); sent++ {
+		c.Go(ctx, "echo/raw", msg, &resps[sent], done)
+	}
+	for range b.N {
+		call := <-done
+		if call.Err != nil {
+			b.Fatal(call.Err)
+		}
+		if sent < b.N {
+			c.Go(ctx, "echo/raw", msg, call.Resp, done)
+			sent++
+		}
+	}
 }
 
 func benchRaw(b *testing.B, e rawEcho, msg []byte, inFlight int) {

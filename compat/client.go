@@ -903,15 +903,43 @@ func (c *Client) currentLocked() (*clientConn, error) {
 // call's time, BenchmarkCall10KiB), and one that keeps an earlier answer
 // passes a nil slice.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
-	if err := checkName("method", method); err != nil {
+	cc, pc, err := c.start(ctx, method, req, resp, nil)
+	if err != nil {
 		return err
 	}
+	if err := c.wait(ctx, cc, pc); err != nil {
+		return callError(method, resp, err)
+	}
+	return nil
+}
+
+// callError is the error a call to method ended with, naming the method
+// and resp's type when the answer came but did not decode into resp.
+func callError(method string, resp any, err error) error {
+	var re *resultError
+	if errors.As(err, &re) {
+		return fmt.Errorf("hotpath: %q answered, but its result does not decode into %T: %w", method, resp, re.err)
+	}
+	return err
+}
+
+// start checks a call, puts it in the pending table and sends it: the
+// part of a call that Call and Go share. An error returned means the call
+// never joined the table; from then on the call ends in settle, whoever
+// settles it (its answer, its deadline, its ctx, a send that failed, the
+// connection's end). With async, the call is Go's: settle delivers it on
+// async.Done, and its ctx is watched from here (Call watches its own, in
+// wait), so the caller must not touch pc after start returns.
+func (c *Client) start(ctx context.Context, method string, req, resp any, async *AsyncCall) (*clientConn, *pendingCall, error) {
+	if err := checkName("method", method); err != nil {
+		return nil, nil, err
+	}
 	if err := checkResp(resp); err != nil {
-		return err
+		return nil, nil, err
 	}
 	cc, err := c.current()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	deadline, hasDeadline := ctx.Deadline()
 	if !hasDeadline && c.opts.CallTimeout > 0 {
@@ -919,7 +947,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	if !cc.isReady() {
 		if err := c.awaitReady(ctx, cc, deadline, hasDeadline); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	var timeoutMS uint32
@@ -928,11 +956,21 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 
 	pc := getPendingCall(resp)
+	pc.async = async
+	if async != nil && cc.shared != nil {
+		// Nobody waits in wait to read this call's answer on WebSocket:
+		// counted among the callers waiting on channels, it keeps the
+		// token with the read loop until settle takes the count back.
+		// Counted before the call joins the table, where any settler
+		// may recycle pc.
+		cc.shared.countWaiting(&pc.waitingOn)
+	}
 	c.mu.Lock()
 	if err := c.stillCurrentLocked(cc); err != nil {
 		c.mu.Unlock()
+		uncount(&pc.waitingOn)
 		putPendingCall(pc)
-		return err
+		return nil, nil, err
 	}
 	id := c.newID()
 	pc.id = id
@@ -941,6 +979,12 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		// table under c.mu first, so it sees the handle.
 		pc.handle = c.timeouts.Arm(deadline, callRef{pc, id})
 	}
+	if async != nil && ctx.Done() != nil {
+		// Registered under c.mu for the same reason; if ctx has ended
+		// already, f runs on a goroutine of its own, after the unlock.
+		ref := callRef{pc, id}
+		pc.stopWatch = context.AfterFunc(ctx, func() { c.cancelRef(ref, ctxError(ctx)) })
+	}
 	c.pending.add(pc)
 	c.mu.Unlock()
 
@@ -948,7 +992,10 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	b := wire.AppendCall(beginFrame(*bp), dispatch.KindCall, id, method, timeoutMS, nil)
 	b, err = marshal(c.opts.Codec, b, req)
 	if err == nil {
-		err = cc.enqueue(b)
+		// A Go caller has no other callers to wait for (enqueue's
+		// yield): the calls it starts in a row leave one by one, as a
+		// pipelining writer's do.
+		err = cc.enqueue(b, async == nil)
 	}
 	*bp = b[:0]
 	scratchBufs.Put(bp)
@@ -958,14 +1005,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	case err != nil:
 		c.cancelCall(pc, err)
 	}
-	if err := c.wait(ctx, cc, pc); err != nil {
-		var re *resultError
-		if errors.As(err, &re) {
-			return fmt.Errorf("hotpath: %q answered, but its result does not decode into %T: %w", method, resp, re.err)
-		}
-		return err
-	}
-	return nil
+	return cc, pc, nil
 }
 
 // stillCurrentLocked returns nil if cc is still the client's connection,
@@ -1140,6 +1180,17 @@ func (c *Client) settle(pc *pendingCall, payload []byte, err error, wake bool) {
 				err = &resultError{derr}
 			}
 		}
+	}
+	if call := pc.async; call != nil {
+		// Nobody waits on done: the settler recycles pc, whose callRefs
+		// (the timeout's, the ctx watch's) its id guards.
+		if pc.stopWatch != nil {
+			pc.stopWatch()
+		}
+		uncount(&pc.waitingOn)
+		putPendingCall(pc)
+		call.finish(callError(call.Method, call.Resp, err))
+		return
 	}
 	pc.err = err
 	pc.settled.Store(true)
@@ -1353,7 +1404,7 @@ func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room stri
 			return 0, c.wait(ctx, cc, pc)
 		}
 	}
-	err = cc.enqueue(b)
+	err = cc.enqueue(b, true)
 	if still != nil {
 		c.memberMu.Unlock() // the Join is queued: a Leave now goes after it
 	}
@@ -1390,7 +1441,7 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if err != nil {
 		return err
 	}
-	return cc.enqueue(b)
+	return cc.enqueue(b, true)
 }
 
 // EmitUnreliable is Emit for events the room may miss without harm: on
@@ -1419,7 +1470,7 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 	if st, ok := cc.link.sendDatagram(b[frameHeadroom:]); ok {
 		return cc.sendError(st)
 	}
-	return cc.enqueue(b)
+	return cc.enqueue(b, true)
 }
 
 // Event sends a fire-and-forget event to the server's event handlers.
@@ -1436,7 +1487,7 @@ func (c *Client) Event(name string, v any) error {
 	if err != nil {
 		return err
 	}
-	return cc.enqueue(b)
+	return cc.enqueue(b, true)
 }
 
 // enqueue sends one packet, built after frame headroom in b (see
@@ -1445,7 +1496,7 @@ func (c *Client) Event(name string, v any) error {
 // as one Batch; the goroutine that finds no write in progress writes at
 // once, its own packet straight from b when nobody queued behind it, so a
 // lone call waits for nothing and is not copied.
-func (cc *clientConn) enqueue(b []byte) error {
+func (cc *clientConn) enqueue(b []byte, yield bool) error {
 	if err := cc.awaitReady(); err != nil {
 		return err
 	}
@@ -1476,7 +1527,7 @@ func (cc *clientConn) enqueue(b []byte) error {
 	// alone: this packet leaves first, straight from b, and what others
 	// queued meanwhile follows it (flushQueue).
 	alone := true
-	if cc.c.pending.size.Load() > 1 {
+	if yield && cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
 		cc.qmu.Lock()
 		if alone = cc.queued == 0; !alone {

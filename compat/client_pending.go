@@ -24,6 +24,12 @@ type pendingCall struct {
 	// waitingOn counts the caller among those waiting on a channel for a
 	// reader (takeReads) until the call is settled.
 	waitingOn atomic.Pointer[sharedReads]
+
+	// async is the call of Go, which settle delivers on its Done; nil
+	// for Call, whose caller waits on done. stopWatch stops the watch of
+	// a Go call's ctx.
+	async     *AsyncCall
+	stopWatch func() bool
 }
 
 var pendingCalls = sync.Pool{New: func() any { return &pendingCall{done: make(chan struct{}, 1)} }}

@@ -209,6 +209,18 @@ func (c *wsConn) takeReads(counted *atomic.Pointer[sharedReads], alone bool) boo
 	return false
 }
 
+// countWaiting counts a call among those waiting on channels, whose
+// answers the read loop must read, in *counted for uncount, and wakes the
+// loop if nobody holds the token: a Go call's caller never reads. A loop
+// or caller letting go of the token later sees the count (release).
+func (s *sharedReads) countWaiting(counted *atomic.Pointer[sharedReads]) {
+	s.waiting.Add(1)
+	counted.Store(s)
+	if s.owner.Load() == readerNone {
+		s.wakeLoop()
+	}
+}
+
 // uncount takes back the count of a waiting caller, once.
 func uncount(counted *atomic.Pointer[sharedReads]) {
 	if counted.Load() == nil {

@@ -1,0 +1,67 @@
+package compat
+
+import "context"
+
+// AsyncCall is a call started by Go. Its fields other than Err and Done
+// are what Go was given; Err is set before the call is sent on Done.
+type AsyncCall struct {
+	Method string
+	Req    any
+	Resp   any             // the answer is decoded into it, as Call's resp
+	Err    error           // nil, or why the call failed, as Call returns it
+	Done   chan *AsyncCall // receives the call once it has ended
+}
+
+// Go starts a call of method with req, as Call does, and returns without
+// waiting for its answer: the call is sent on done once it has ended,
+// with its result decoded into resp or Err set to the error Call would
+// have returned (the server's *Error, ErrTimeout, ctx's error,
+// ErrDisconnected, ErrClosed, ErrBadRequest, ...). One goroutine can so
+// keep many calls in flight, as a pipelining writer keeps messages out,
+// instead of a goroutine per call blocked in Call: at 64 in flight on
+// QUIC that saves the wake-up of a caller and its yield per call
+// (BenchmarkCarrierEcho/quic/small-64/rpc-async). Calls started in a row
+// by one goroutine leave in the order they were started.
+//
+// ctx, ClientOptions.CallTimeout and the connection's state rule a Go
+// call as they rule a Call: ctx's deadline is sent with the call and ends
+// it on the client's side, a canceled ctx ends it with ctx's error (the
+// server's handler runs on, as for Call), a connection that drops fails
+// it with ErrDisconnected, and Close fails the calls in flight before it
+// returns. Go blocks only where Call would before its call is sent: for
+// the server's capabilities on a connection just reconnected, within ctx.
+// A call that fails before it is sent (a bad method name or resp, no
+// connection) is on done when Go returns.
+//
+// If done is nil, Go makes a channel with room for one call. Otherwise
+// done must be buffered: Go panics on an unbuffered channel, which the
+// connection's read loop could not send to without waiting for the
+// caller. Room for every call in flight on done is best; when done is
+// full, the call is sent from a goroutine of its own, so that the read
+// loop never waits for the caller and no call is lost.
+//
+// resp must not be read or reused until the call is on done; req may be
+// reused as soon as Go returns, since it is encoded by then.
+func (c *Client) Go(ctx context.Context, method string, req, resp any, done chan *AsyncCall) *AsyncCall {
+	if done == nil {
+		done = make(chan *AsyncCall, 1)
+	} else if cap(done) == 0 {
+		panic("hotpath: Client.Go: done channel is unbuffered")
+	}
+	call := &AsyncCall{Method: method, Req: req, Resp: resp, Done: done}
+	if _, _, err := c.start(ctx, method, req, resp, call); err != nil {
+		call.finish(err)
+	}
+	return call
+}
+
+// finish records err and sends the call on its Done, on a goroutine of its
+// own when Done is full.
+func (call *AsyncCall) finish(err error) {
+	call.Err = err
+	select {
+	case call.Done <- call:
+	default:
+		go func() { call.Done <- call }()
+	}
+}
