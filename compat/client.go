@@ -1544,6 +1544,22 @@ func (cc *clientConn) enqueue(b []byte, yield bool) error {
 	return cc.flushQueue(true)
 }
 
+// hold makes the caller the flusher, as enqueue's first caller becomes
+// one, if nobody is, and reports whether it did: packets enqueued
+// meanwhile queue until the caller's flushQueue.
+func (cc *clientConn) hold() bool {
+	if cc.c.opts.NoBatching {
+		return false
+	}
+	cc.qmu.Lock()
+	defer cc.qmu.Unlock()
+	if cc.flushing {
+		return false
+	}
+	cc.flushing = true
+	return true
+}
+
 // servedFor is how long cc served, from its server's capabilities to now:
 // 0 if they never came.
 func (cc *clientConn) servedFor() time.Duration {
