@@ -90,13 +90,15 @@ func (c *Client) GoAll(ctx context.Context, calls ...*AsyncCall) {
 	// long.
 	cc, err := c.current()
 	held := err == nil && len(calls) > 1 && cc.isReady() && cc.hold()
+	if held {
+		// Deferred: a codec that panics on a req must not leave the
+		// connection with a flusher that never flushes.
+		defer cc.flushQueue(false)
+	}
 	for _, call := range calls {
 		call.Err = nil
 		if _, _, err := c.start(ctx, call.Method, call.Req, call.Resp, call); err != nil {
 			call.finish(err)
 		}
-	}
-	if held {
-		cc.flushQueue(false)
 	}
 }

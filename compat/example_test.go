@@ -45,3 +45,59 @@ func Example_quic() {
 	fmt.Println(out)
 	// Output: hello over quic
 }
+
+// One goroutine keeps many calls in flight: GoAll starts a burst, which
+// leaves in as few writes as the protocol's batches allow, and each call
+// comes back on its Done channel with its answer decoded into its Resp.
+// A call that came back can be started again, here with the next word.
+func ExampleClient_GoAll() {
+	r := compat.NewRouter()
+	compat.Handle(r, "text/len", func(ctx context.Context, s string) (int, error) { return len(s), nil })
+	srv, err := compat.NewServer(compat.Options{Router: r})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cert, err := compat.NewDevCertificate(13*24*time.Hour, "127.0.0.1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := srv.ListenQUIC("127.0.0.1:0", cert.ServerTLSConfig())
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.ServeQUIC(ln)
+	defer srv.Shutdown(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := compat.Dial(ctx, "quic://"+ln.Addr().String(), compat.ClientOptions{TLSConfig: cert.ClientTLSConfig()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	words := []string{"a", "bb", "ccc", "dddd", "eeeee", "ffffff"}
+	const inFlight = 3
+	done := make(chan *compat.AsyncCall, inFlight) // room for every call out
+	lens := make([]int, inFlight)
+	calls := make([]*compat.AsyncCall, inFlight)
+	for i := range calls {
+		calls[i] = &compat.AsyncCall{Method: "text/len", Req: words[i], Resp: &lens[i], Done: done}
+	}
+	c.GoAll(ctx, calls...)
+	total, next := 0, inFlight
+	for range words {
+		call := <-done
+		if call.Err != nil {
+			log.Fatal(call.Err)
+		}
+		total += *call.Resp.(*int)
+		if next < len(words) {
+			call.Req = words[next]
+			next++
+			c.GoAll(ctx, call)
+		}
+	}
+	fmt.Println(total)
+	// Output: 21
+}
