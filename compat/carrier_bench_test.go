@@ -418,7 +418,9 @@ func dialBench(b *testing.B, c Carrier) *Client {
 // payload, one at a time, and of a small one with 64 in flight, through
 // compat's call path (rpc: client encode, carrier, server dispatch, the
 // echo/raw handler, answer, client decode) and through the same carrier
-// with no RPC layer (raw).
+// with no RPC layer (raw). With 64 in flight, rpc is 64 goroutines each
+// blocked in Call; rpc-go and rpc-goall keep the 64 out from one
+// goroutine, as raw's writer does, with Client.Go and Client.GoAll.
 func BenchmarkCarrierEcho(b *testing.B) {
 	for _, carrier := range benchCarriers {
 		for _, sc := range []struct {

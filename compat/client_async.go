@@ -18,10 +18,16 @@ type AsyncCall struct {
 // have returned (the server's *Error, ErrTimeout, ctx's error,
 // ErrDisconnected, ErrClosed, ErrBadRequest, ...). One goroutine can so
 // keep many calls in flight, as a pipelining writer keeps messages out,
-// instead of a goroutine per call blocked in Call: at 64 in flight on
-// QUIC that saves the wake-up of a caller and its yield per call
-// (BenchmarkCarrierEcho/quic/small-64/rpc-async). Calls started in a row
+// instead of a goroutine per call blocked in Call. Calls started in a row
 // by one goroutine leave in the order they were started.
+//
+// Each Go call is a write of its own: blocking callers woken together
+// share writes (Batch packets), Go calls in a row do not. On QUIC, at 64
+// in flight, Go restarting one call per answer reached 0.40-0.53x the raw
+// echo's rate against Call's 0.65-0.68x; GoAll, restarting the answers
+// that arrived together in one burst, 0.86-0.94x
+// (BenchmarkCarrierEcho/*/small-64; bench/results/quic-64-async-2026-12-04.txt).
+// Start bursts with GoAll.
 //
 // ctx, ClientOptions.CallTimeout and the connection's state rule a Go
 // call as they rule a Call: ctx's deadline is sent with the call and ends
@@ -72,7 +78,8 @@ func (call *AsyncCall) finish(err error) {
 // costs a write each, and on QUIC, where a write is a copy into the
 // stream that quic-go grows to the exact size of what waits to be
 // packed, a write per call cost more than the calls saved by not
-// blocking (BenchmarkCarrierEcho/quic/small-64/rpc-goall). A call's Err
+// blocking (BenchmarkCarrierEcho/quic/small-64/rpc-go against rpc-goall;
+// see Go). A call's Err
 // is cleared first: a call that came back on Done may be started again.
 // GoAll panics, as Go, on an unbuffered Done.
 func (c *Client) GoAll(ctx context.Context, calls ...*AsyncCall) {
