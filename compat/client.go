@@ -999,11 +999,15 @@ func (c *Client) start(ctx context.Context, method string, req, resp any, async 
 	}
 	*bp = b[:0]
 	scratchBufs.Put(bp)
+	// By id, not pc: a Go call's pc may have been settled (its ctx, its
+	// deadline, the connection's end) and recycled for another call by
+	// now, and canceling through pc would end that other call.
+	ref := callRef{pc, id}
 	switch {
 	case err == ErrDisconnected:
-		c.settleRefused(cc, pc)
+		c.settleRefused(cc, ref)
 	case err != nil:
-		c.cancelCall(pc, err)
+		c.cancelRef(ref, err)
 	}
 	return cc, pc, nil
 }
@@ -1058,8 +1062,7 @@ func (c *Client) awaitReady(ctx context.Context, cc *clientConn, deadline time.T
 // caller waits for the settlement as for an answer (wait), within its ctx
 // and deadline: an end that takes long (a read loop that has not noticed
 // yet) does not hold the call past them.
-func (c *Client) settleRefused(cc *clientConn, pc *pendingCall) {
-	ref := callRef{pc, pc.id} // pc may be settled and reused by then
+func (c *Client) settleRefused(cc *clientConn, ref callRef) {
 	go func() {
 		<-cc.ended
 		c.cancelRef(ref, c.endError(cc))
@@ -1410,7 +1413,7 @@ func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room stri
 	}
 	switch {
 	case err == ErrDisconnected:
-		c.settleRefused(cc, pc)
+		c.settleRefused(cc, callRef{pc, pc.id})
 	case err != nil:
 		c.cancelCall(pc, err)
 	}

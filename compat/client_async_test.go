@@ -311,3 +311,47 @@ func TestGoDoneChannel(t *testing.T) {
 		})
 	}
 }
+
+// A Go call that fails after joining the table (a req that does not
+// encode) while its already-canceled ctx settles it elsewhere must not end
+// another call: its pendingCall may have been recycled for that call by
+// then, so the failure is settled by the call's id, not through pc.
+func TestGoFailureEndsOnlyItsOwnCall(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: concurrencyRouter()})
+	c := e.dial(t, CarrierWebSocket, ClientOptions{})
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	go func() {
+		defer close(failed)
+		for i := 0; i < 2000; i++ {
+			var out echoReq
+			if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+				failed <- fmt.Errorf("call %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	go func() {
+		done := make(chan *AsyncCall, 1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			call := c.Go(canceled, "echo/say", make(chan int), nil, done) // a chan does not encode
+			<-call.Done
+		}
+	}()
+	defer close(stop)
+	select {
+	case err := <-failed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("2,000 calls not done in 60 s")
+	}
+}
