@@ -22,11 +22,11 @@ type AsyncCall struct {
 // by one goroutine leave in the order they were started.
 //
 // Each Go call is a write of its own: blocking callers woken together
-// share writes (Batch packets), Go calls in a row do not. On QUIC, at 64
-// in flight, Go restarting one call per answer reached 0.40-0.53x the raw
-// echo's rate against Call's 0.65-0.68x; GoAll, restarting the answers
-// that arrived together in one burst, 0.86-0.94x
-// (BenchmarkCarrierEcho/*/small-64; bench/results/quic-64-async-2026-12-04.txt).
+// share writes (Batch packets), Go calls in a row do not. On QUIC at 64 in
+// flight, Go restarting one call per answer was slower than 64 blocking
+// callers, and GoAll, restarting the answers that arrived together in one
+// burst, faster than both (BenchmarkCarrierEcho/*/small-64, rpc-go and
+// rpc-goall; bench/results/quic-64-2026-12-05.txt).
 // Start bursts with GoAll.
 //
 // ctx, ClientOptions.CallTimeout and the connection's state rule a Go
