@@ -1430,24 +1430,7 @@ func TestWebRTCMaxPending(t *testing.T) {
 
 	// An offer whose answer is never applied: it waits for its control
 	// channel and holds the only slot.
-	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	if _, err := pc.CreateDataChannel("control", nil); err != nil {
-		t.Fatal(err)
-	}
-	offer, err := pc.CreateOffer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gathered := webrtc.GatheringCompletePromise(pc)
-	if err := pc.SetLocalDescription(offer); err != nil {
-		t.Fatal(err)
-	}
-	<-gathered
-	body, _ := json.Marshal(pc.LocalDescription())
+	body, _ := json.Marshal(gatheredOffer(t, "control"))
 	rsp, err := http.Post(endpoint, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

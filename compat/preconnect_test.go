@@ -212,24 +212,7 @@ func TestWebRTCStaleHandshakesGiveWay(t *testing.T) {
 	t.Cleanup(func() { hs.Close() })
 	endpoint := "http://" + hln.Addr().String() + "/rtc"
 	for range 2 {
-		pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Close()
-		if _, err := pc.CreateDataChannel(ControlChannel, nil); err != nil {
-			t.Fatal(err)
-		}
-		offer, err := pc.CreateOffer(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gathered := webrtc.GatheringCompletePromise(pc)
-		if err := pc.SetLocalDescription(offer); err != nil {
-			t.Fatal(err)
-		}
-		<-gathered
-		body, _ := json.Marshal(pc.LocalDescription())
+		body, _ := json.Marshal(gatheredOffer(t, ControlChannel))
 		rsp, err := http.Post(endpoint, "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -280,28 +263,12 @@ func TestWebRTCOfferCandidatesBounded(t *testing.T) {
 			}
 		}()
 	}
-	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	if _, err := pc.CreateDataChannel(ControlChannel, nil); err != nil {
-		t.Fatal(err)
-	}
-	offer, err := pc.CreateOffer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gathered := webrtc.GatheringCompletePromise(pc)
-	if err := pc.SetLocalDescription(offer); err != nil {
-		t.Fatal(err)
-	}
-	<-gathered
+	offer := gatheredOffer(t, ControlChannel)
 	var extra strings.Builder
 	for i, port := range ports {
 		fmt.Fprintf(&extra, "a=candidate:%d 1 udp 2130706431 127.0.0.2 %d typ host\r\n", 1000+i, port)
 	}
-	sdp := pc.LocalDescription().SDP
+	sdp := offer.SDP
 	if i := strings.Index(sdp, "a=end-of-candidates"); i >= 0 {
 		sdp = sdp[:i] + extra.String() + sdp[i:]
 	} else {
@@ -777,4 +744,31 @@ func TestShutdownDropsPendingQUIC(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("a QUIC connection without its control stream still open 3 s after Shutdown's ctx ended")
 	}
+}
+
+// gatheredOffer is the offer of a new WebRTC peer connection with one data
+// channel, label, after ICE gathering (every candidate in it), as
+// compat's signalling wants one. Nothing ever applies an answer to it: the
+// tests that use it abandon the connection the server opens for it, which
+// the test's end closes.
+func gatheredOffer(t *testing.T, label string) *webrtc.SessionDescription {
+	t.Helper()
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	if _, err := pc.CreateDataChannel(label, nil); err != nil {
+		t.Fatal(err)
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	return pc.LocalDescription()
 }
