@@ -115,7 +115,9 @@ type Options struct {
 	// read two packets per turn. A room sends at most one presence
 	// event per interval, with its member count then ($join when it grew
 	// since the last one, $leave when it fell, none when it is unchanged):
-	// 100 ms by default; a negative interval sends one per change, at once.
+	// 100 ms by default; a negative interval sends one per change, at once,
+	// in the order of the changes (of two changes made together, the
+	// earlier one's event is dropped if the later one's went first).
 	// NoPresence sends none (Join's answer still carries the count).
 	PresenceInterval time.Duration
 	NoPresence       bool

@@ -34,6 +34,15 @@ type room struct {
 	// scheduled, and the count the last one carried.
 	presenceDue  bool
 	presenceSent int
+	// changes numbers the room's joins and leaves (under mu).
+	changes uint64
+
+	// presenceMu orders the room's presence events: each is sent, to
+	// every member's queue, with it held, so members see them in the
+	// order they were sent. lastSent is the change whose event was sent
+	// last, with one per change.
+	presenceMu sync.Mutex
+	lastSent   uint64
 }
 
 // RoomEvent is raised when a connection joins or leaves a room.
@@ -92,6 +101,8 @@ func (rs *rooms) join(p *Peer, name string) (int, error) {
 	r.index[p] = len(r.members)
 	r.members = append(r.members, p)
 	n := len(r.members)
+	r.changes++
+	change := r.changes
 	r.mu.Unlock()
 	if p.rooms == nil {
 		p.rooms = map[string]*room{}
@@ -99,7 +110,7 @@ func (rs *rooms) join(p *Peer, name string) (int, error) {
 	p.rooms[name] = r
 	p.roomsMu.Unlock()
 
-	rs.presence(r, "$join", n)
+	rs.presence(r, "$join", n, change)
 	rs.onJoin.Emit(RoomEvent{Room: name, Peer: p, Members: n})
 	return n, nil
 }
@@ -120,22 +131,23 @@ func (rs *rooms) leave(p *Peer, name string) int {
 	// it a second time, and this remove would take out one entry of two
 	// and leave a member that no Leave or close removes.
 	delete(p.rooms, name)
-	n := rs.remove(r, p)
+	n, change := rs.remove(r, p)
 	p.roomsMu.Unlock()
-	rs.presence(r, "$leave", n)
+	rs.presence(r, "$leave", n, change)
 	rs.onLeave.Emit(RoomEvent{Room: name, Peer: p, Members: n})
 	return n
 }
 
-// remove takes p out of r, and r out of the table when it empties.
-func (rs *rooms) remove(r *room, p *Peer) int {
+// remove takes p out of r, and r out of the table when it empties, and
+// returns the member count and the change's number.
+func (rs *rooms) remove(r *room, p *Peer) (members int, change uint64) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i, ok := r.index[p]
 	if !ok {
-		return len(r.members)
+		return len(r.members), r.changes
 	}
 	last := len(r.members) - 1
 	r.members[i] = r.members[last]
@@ -146,7 +158,8 @@ func (rs *rooms) remove(r *room, p *Peer) int {
 	if len(r.members) == 0 && rs.byName[r.name] == r {
 		delete(rs.byName, r.name)
 	}
-	return len(r.members)
+	r.changes++
+	return len(r.members), r.changes
 }
 
 // leaveAll removes a closed connection from every room it was in.
@@ -169,16 +182,25 @@ type presencePayload struct {
 	Members int `json:"members"`
 }
 
-// presence tells the room's members its new size (PROTOCOL.md §4.5): in
-// the room's next coalesced presence event (Options.PresenceInterval, never
-// 0 after the defaults), or at once when the interval is negative.
-func (rs *rooms) presence(r *room, event string, members int) {
+// presence tells the room's members its new size after change (PROTOCOL.md
+// §4.5): in the room's next coalesced presence event
+// (Options.PresenceInterval, never 0 after the defaults), or at once when
+// the interval is negative. At once, two changes made together race to
+// send their events; the later change's event is sent and the earlier's
+// is dropped if it comes second, since its count is out of date: the
+// last event a member gets carries the room's size.
+func (rs *rooms) presence(r *room, event string, members int, change uint64) {
 	if rs.srv.opts.NoPresence {
 		return
 	}
 	interval := rs.srv.opts.PresenceInterval
 	if interval < 0 {
-		rs.sendPresence(r, event, members)
+		r.presenceMu.Lock()
+		defer r.presenceMu.Unlock()
+		if change > r.lastSent {
+			r.lastSent = change
+			rs.sendPresence(r, event, members)
+		}
 		return
 	}
 	r.mu.Lock()
@@ -199,6 +221,8 @@ type presenceDue struct {
 
 func (d *presenceDue) timeout() {
 	r := d.r
+	r.presenceMu.Lock()
+	defer r.presenceMu.Unlock()
 	r.mu.Lock()
 	n, last := len(r.members), r.presenceSent
 	r.presenceDue, r.presenceSent = false, n
