@@ -27,7 +27,8 @@ func init() {
 			"on 127.0.0.1 and reads every echo back, with 1 or 64 messages in flight, for a bounded " +
 			"time. The same client drives every server: a minimal RFC 6455 client in bench/ that " +
 			"sends a frame built once and skips the echoed payload without copying it, so the " +
-			"differences are the servers'. The floor is a raw TCP echo of the same bytes, with no " +
+			"differences are the servers', except in the rows named for their client (compat's Go " +
+			"client, gws's client), which measure a whole stack. The floor is a raw TCP echo of the same bytes, with no " +
 			"HTTP and no framing. p50/p99 are round-trip times; allocs/msg counts the whole " +
 			"process, and the client allocates nothing per message. A row is invalid if an echo " +
 			"comes back with the wrong length.",

@@ -39,9 +39,9 @@ func TestHotpathEchoServers(t *testing.T) {
 	}
 }
 
-// TestGoClientRow runs a short trial of compat's Go client rows with
-// several calls in flight.
-func TestGoClientRow(t *testing.T) {
+// TestEchoCallerRows runs a short trial of every echo row that brings its
+// own client (compat's Go client, gws's) with several calls in flight.
+func TestEchoCallerRows(t *testing.T) {
 	for _, ec := range echoCallers {
 		inst, err := ec.Open(32, 4, 20*time.Millisecond)(context.Background())
 		if err != nil {
