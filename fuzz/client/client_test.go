@@ -265,7 +265,9 @@ func FuzzClient(f *testing.F) {
 }
 
 // exercise makes the two calls of an input, each of which must return,
-// and closes the client.
+// and closes the client. The first is a Call, whose caller reads its own
+// answer when nobody else reads; the second is started with Go, whose
+// answer the read loop delivers on a channel.
 func exercise(t *testing.T, ctx context.Context, c *compat.Client, second <-chan struct{}) {
 	c.On("ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
 	c.OnRoom("room", "ev", func(m compat.Message) { var p point; _ = m.Decode(&p) })
@@ -292,7 +294,9 @@ func exercise(t *testing.T, ctx context.Context, c *compat.Client, second <-chan
 			}
 		case <-unsent:
 		}
-		calls <- c.Call(ctx, "m/raw", []byte("hello"), &raw)
+		call := c.Go(ctx, "m/raw", []byte("hello"), &raw, nil)
+		<-call.Done
+		calls <- call.Err
 	}()
 	for range 2 {
 		select {
