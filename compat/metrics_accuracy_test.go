@@ -187,7 +187,7 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				cls = append(cls, cl)
 			}
 			a := cls[0]
-			before := e.srv.Metrics()
+			before := settledMetrics(t, e.srv)
 			const calls = 5
 			text := strings.Repeat("x", 100)
 			for range calls {
@@ -196,7 +196,7 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				}
 			}
 			waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= calls })
-			m := e.srv.Metrics()
+			m := settledMetrics(t, e.srv)
 			if in, out := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut; in != calls || out != calls {
 				t.Errorf("%d calls counted %d messages in, %d out", calls, in, out)
 			}
@@ -216,7 +216,7 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				}
 				return true
 			}
-			before = e.srv.Metrics()
+			before = settledMetrics(t, e.srv)
 			if err := a.Emit(room, "chat", "hi", false); err != nil {
 				t.Fatal(err)
 			}
@@ -224,18 +224,18 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				t.Fatal("emit not received by both members")
 			}
 			waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= 2 })
-			m = e.srv.Metrics()
+			m = settledMetrics(t, e.srv)
 			if in, out, emits := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut, m.Emits-before.Emits; in != 1 || out != 2 || emits != 1 {
 				t.Errorf("an emit to 2 members counted %d in, %d out, %d emits; want 1, 2, 1", in, out, emits)
 			}
 			if carrier != CarrierWebSocket {
-				before = e.srv.Metrics()
+				before = settledMetrics(t, e.srv)
 				if err := a.EmitUnreliable(room, "chat", "dg", false); err != nil {
 					t.Fatal(err)
 				}
 				if wait2() {
 					waitFor(t, func() bool { return e.srv.Metrics().MessagesOut-before.MessagesOut >= 2 })
-					m = e.srv.Metrics()
+					m = settledMetrics(t, e.srv)
 					if in, out := m.MessagesIn-before.MessagesIn, m.MessagesOut-before.MessagesOut; in != 1 || out != 2 {
 						t.Errorf("an unreliable emit to 2 members counted %d in, %d out; want 1, 2", in, out)
 					}
@@ -244,7 +244,7 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				}
 			}
 			if carrier == CarrierQUIC || carrier == CarrierWebTransport {
-				before = e.srv.Metrics()
+				before = settledMetrics(t, e.srv)
 				st, err := a.OpenStream(ctx, "m/sink", "")
 				if err != nil {
 					t.Fatal(err)
@@ -253,13 +253,36 @@ func TestMetricsCountPacketsOnEveryCarrier(t *testing.T) {
 				st.CloseWrite()
 				io.Copy(io.Discard, st)
 				// Binary streams are not counted, as the HELP texts say.
-				m = e.srv.Metrics()
+				m = settledMetrics(t, e.srv)
 				if m.MessagesIn != before.MessagesIn || m.BytesIn != before.BytesIn || m.MessagesOut != before.MessagesOut || m.BytesOut != before.BytesOut {
 					t.Errorf("a stream of 10000 bytes counted %d messages in, %d bytes in, %d out, %d bytes out; the documentation says streams are not counted", m.MessagesIn-before.MessagesIn, m.BytesIn-before.BytesIn, m.MessagesOut-before.MessagesOut, m.BytesOut-before.BytesOut)
 				}
 			}
 		})
 	}
+}
+
+// settledMetrics returns s's metrics once its traffic counters have
+// stopped moving: a packet is counted after its write returns, so its
+// peer may have read it, and the test gone on, before the count moved
+// (a Join's answer counted among the calls that followed, 1 time in
+// about 500 under -race; an emit's bytes a snapshot after its messages).
+func settledMetrics(t *testing.T, s *Server) Metrics {
+	t.Helper()
+	traffic := func(m Metrics) [5]uint64 {
+		return [5]uint64{m.MessagesIn, m.MessagesOut, m.BytesIn, m.BytesOut, m.Emits}
+	}
+	m := s.Metrics()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(25 * time.Millisecond)
+		next := s.Metrics()
+		if traffic(next) == traffic(m) {
+			return next
+		}
+		m = next
+	}
+	t.Fatal("the server's traffic counters still moved after 5 s")
+	return m
 }
 
 // Peer.Event refused (ErrOverloaded: the outbox is full; ErrClosed) sent
