@@ -720,6 +720,43 @@ func TestMaxConnectionsConcurrent(t *testing.T) {
 	}
 }
 
+// A WebRTC connection that passed signalling while there was room, and
+// whose control channel opens once the cap is full, is refused where it is
+// counted (register) with the close every other carrier gives there, 1013
+// HP_ERR_TOO_MANY_CONNECTIONS: closing the peer connection at once aborted
+// its SCTP association under the close notice, and the client saw 1006.
+func TestMaxConnectionsWebRTCRefusal(t *testing.T) {
+	entered := make(chan struct{})
+	full := make(chan struct{})
+	e := newCarrierEnv(t, Options{MaxConnections: 1, Authenticate: func(r *http.Request) (any, error) {
+		if r.URL.Path == "/rtc" {
+			close(entered) // past the capacity check, which runs first
+			<-full
+		}
+		return nil, nil
+	}})
+	dialed := make(chan error, 1)
+	go func() {
+		opts := ClientOptions{WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}}
+		c, err := Dial(context.Background(), e.urls[CarrierWebRTC], opts)
+		if err == nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	<-entered
+	e.dial(t, CarrierWebSocket, ClientOptions{}) // fills the cap
+	close(full)
+	err := <-dialed
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != wsframe.CloseTryAgainLater || ce.Reason != tooManyConnectionsReason {
+		t.Fatalf("a WebRTC connection opened past the cap: %v, want close 1013 %s", err, tooManyConnectionsReason)
+	}
+	if got := e.srv.Metrics().RefusedConnections; got != 1 {
+		t.Errorf("RefusedConnections %d, want 1", got)
+	}
+}
+
 // TestShutdownDropsPendingQUIC: a QUIC connection still without its
 // control stream is a handshake in progress, dropped when Shutdown's ctx
 // ends as SCTP's and WebRTC's are, not left for handshakeTimeout (10 s).

@@ -304,13 +304,60 @@ func (t *rtcTransport) carriesCloseCode() bool { return false }
 func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 
 // closeTransport closes the peer connection: a data channel carries no
-// close code (the close notice does).
-func (t *rtcTransport) closeTransport(wsframe.CloseCode, string) {
+// close code (the close notice does). Except on an abnormal close, it
+// first waits, for up to noticeDeliveryTimeout, until the other end has
+// acknowledged what the control channel sent, the close notice included,
+// as SCTP's graceful shutdown does (sctpTransport.closeTransport): pion's
+// PeerConnection.Close aborts the association, which drops what it has
+// not delivered, and a connection refused as it opened (past
+// Options.MaxConnections, or during Shutdown) ended in 1006 without its
+// notice.
+func (t *rtcTransport) closeTransport(code wsframe.CloseCode, _ string) {
 	t.closeOnce.Do(func() {
 		close(t.closed)
-		go t.pc.Close()
+		if code == wsframe.CloseAbnormal {
+			go t.pc.Close()
+			return
+		}
+		go func() {
+			t.awaitDelivered(time.Now().Add(noticeDeliveryTimeout))
+			t.pc.Close()
+		}()
 	})
 }
+
+// noticeDeliveryTimeout bounds the wait for the close notice's delivery
+// before a peer connection is closed: the second SCTP's graceful shutdown
+// has.
+const noticeDeliveryTimeout = time.Second
+
+// awaitDelivered waits until the control channel holds nothing the other
+// end has not acknowledged, the peer connection has failed, or the
+// deadline passes. pion tells of a channel's buffer shrinking in one
+// callback only, the application's; a close polls instead.
+func (t *rtcTransport) awaitDelivered(deadline time.Time) {
+	link := t.link.Load()
+	if link == nil || link.ch == nil {
+		return
+	}
+	for link.ch.buffered() > 0 && time.Now().Before(deadline) {
+		switch t.pc.ConnectionState() {
+		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// closeAfterHandshake closes a peer connection whose closing handshake
+// this end started and the other end answered: the answer shows that the
+// notice arrived, and the acknowledgement awaitDelivered waits for may
+// come up to 200 ms later (SCTP's delayed SACK).
+func (t *rtcTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbnormal, "") }
+
+// closeClosed closes a peer connection the other end closed after this end
+// answered its close notice: nothing is left to deliver.
+func (t *rtcTransport) closeClosed() { t.closeTransport(wsframe.CloseAbnormal, "") }
 
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
 
