@@ -4,10 +4,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat"
+	"github.com/quic-go/quic-go"
 )
 
 // carriers are the listeners beside the HTTP one: QUIC with WebTransport
@@ -28,40 +30,88 @@ type webTransportInfo struct {
 	CertificateHash string `json:"certificateHash,omitempty"`
 }
 
-// startCarriers starts what the flags ask for; httpAddr is where the HTTP
-// listener is, for the signalling URL.
-func startCarriers(srv *compat.Server, mux *http.ServeMux, httpAddr, quicAddr, sctpAddr string, webrtc, webrtcLoopback bool, certFile, keyFile string) (*carriers, error) {
-	c := &carriers{}
-	if quicAddr != "" {
-		tlsConf, hash, err := quicTLS(certFile, keyFile)
+// listeners are the binary's sockets: the HTTP one (the page, WebSocket,
+// WebRTC signalling) and, as the flags ask, QUIC's (with WebTransport) and
+// SCTP's, each on a UDP port.
+type listeners struct {
+	http net.Listener
+	quic *quic.Listener // nil without -quic
+	sctp net.Listener   // nil without -sctp
+}
+
+// listen binds every listener before any is served, so that the binary
+// starts with all of them or fails with none: bound and served one after
+// the other, the TCP port answered before the UDP one was bound, and a
+// browser that reconnected over WebTransport then fell back to WebSocket.
+// On an error the listeners already bound are closed. tlsConf is QUIC's
+// (nil without quicAddr).
+func listen(srv *compat.Server, httpAddr, quicAddr, sctpAddr string, tlsConf *tls.Config) (_ *listeners, err error) {
+	l := &listeners{}
+	defer func() {
 		if err != nil {
-			return nil, err
+			l.close()
 		}
-		ln, err := srv.ListenQUIC(quicAddr, tlsConf)
-		if err != nil {
+	}()
+	if l.http, err = net.Listen("tcp", httpAddr); err != nil {
+		return nil, fmt.Errorf("-addr %s: %w", httpAddr, err)
+	}
+	if quicAddr != "" {
+		if l.quic, err = srv.ListenQUIC(quicAddr, tlsConf); err != nil {
 			return nil, fmt.Errorf("-quic %s: %w", quicAddr, err)
 		}
-		go srv.ServeQUIC(ln)
-		c.QUIC = "quic://" + ln.Addr().String()
-		c.WebTransport = &webTransportInfo{URL: "https://" + ln.Addr().String() + "/wt", CertificateHash: hash}
 	}
 	if sctpAddr != "" {
-		ln, err := compat.ListenSCTP(sctpAddr)
-		if err != nil {
+		if l.sctp, err = compat.ListenSCTP(sctpAddr); err != nil {
 			return nil, fmt.Errorf("-sctp %s: %w", sctpAddr, err)
 		}
-		go srv.ServeSCTP(ln)
-		c.SCTP = "sctp://" + ln.Addr().String()
+	}
+	return l, nil
+}
+
+// close closes the listeners that are bound.
+func (l *listeners) close() {
+	if l.http != nil {
+		l.http.Close()
+	}
+	if l.quic != nil {
+		l.quic.Close()
+	}
+	if l.sctp != nil {
+		l.sctp.Close()
+	}
+}
+
+// serveCarriers serves the UDP listeners; the caller serves the HTTP one.
+func (l *listeners) serveCarriers(srv *compat.Server) {
+	if l.quic != nil {
+		go srv.ServeQUIC(l.quic)
+	}
+	if l.sctp != nil {
+		go srv.ServeSCTP(l.sctp)
+	}
+}
+
+// mountCarriers mounts WebRTC signalling, if the flags ask for it, and
+// /carriers.json on mux, and returns what they describe. hash is the
+// development certificate's for WebTransport ("" with -cert).
+func mountCarriers(srv *compat.Server, mux *http.ServeMux, l *listeners, hash string, webrtc, webrtcLoopback bool) *carriers {
+	c := &carriers{}
+	if l.quic != nil {
+		c.QUIC = "quic://" + l.quic.Addr().String()
+		c.WebTransport = &webTransportInfo{URL: "https://" + l.quic.Addr().String() + "/wt", CertificateHash: hash}
+	}
+	if l.sctp != nil {
+		c.SCTP = "sctp://" + l.sctp.Addr().String()
 	}
 	if webrtc || webrtcLoopback {
 		mux.Handle("POST /rtc", srv.WebRTCHandler(compat.WebRTCOptions{LoopbackOnly: webrtcLoopback}))
-		c.WebRTC = "http://" + httpAddr + "/rtc"
+		c.WebRTC = "http://" + l.http.Addr().String() + "/rtc"
 	}
 	mux.HandleFunc("GET /carriers.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(c)
 	})
-	return c, nil
+	return c
 }
 
 // quicTLS loads the certificate files, or makes a development certificate

@@ -24,11 +24,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -95,14 +95,21 @@ func main() {
 		serveDemoPage(mux)
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	var tlsConf *tls.Config
+	var hash string
+	if *quicAddr != "" {
+		if tlsConf, hash, err = quicTLS(*certFile, *keyFile); err != nil {
+			fatal(err)
+		}
+	}
+	// Every listener is bound before any is served: all are up, or the
+	// binary fails with none left bound.
+	lns, err := listen(srv, *addr, *quicAddr, *sctpAddr, tlsConf)
 	if err != nil {
 		fatal(err)
 	}
-	extra, err := startCarriers(srv, mux, ln.Addr().String(), *quicAddr, *sctpAddr, *webrtc, *webrtcLoopback, *certFile, *keyFile)
-	if err != nil {
-		fatal(err)
-	}
+	ln := lns.http
+	extra := mountCarriers(srv, mux, lns, hash, *webrtc, *webrtcLoopback)
 	// Plain HTTP connections (the page, /metrics, signalling) are closed
 	// after 30 s without a request: left open, each idle keep-alive held a
 	// descriptor for good. Upgraded connections have timeouts of their own.
@@ -129,6 +136,7 @@ func main() {
 		stop()
 		shutdown(hs, srv, 10*time.Second)
 	}()
+	lns.serveCarriers(srv)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fatal(err)
 	}

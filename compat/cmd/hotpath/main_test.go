@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,107 @@ func TestShutdownDoesNotWaitForHTTP(t *testing.T) {
 	if _, err := io.Copy(io.Discard, stalled); err != nil {
 		t.Errorf("the stalled request's connection after shutdown: %v, want it closed", err)
 	}
+}
+
+// The binary binds every listener before it serves any, and a port it
+// cannot bind fails the start with none left bound: bound one after the
+// other, the HTTP port answered while the UDP ones were not bound yet (a
+// browser reconnecting over WebTransport fell back to WebSocket), and a
+// failure after the first left the ones before it bound.
+func TestListenAllOrNone(t *testing.T) {
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	// freeAddr is an address of network with nothing bound to it.
+	freeAddr := func(network string) string {
+		t.Helper()
+		var addr string
+		if network == "tcp" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = ln.Addr().String()
+			ln.Close()
+		} else {
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = pc.LocalAddr().String()
+			pc.Close()
+		}
+		return addr
+	}
+	// isFree reports whether addr on network can be bound.
+	isFree := func(network, addr string) bool {
+		if network == "tcp" {
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				ln.Close()
+			}
+			return err == nil
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			pc.Close()
+		}
+		return err == nil
+	}
+	t.Run("quic port taken", func(t *testing.T) {
+		httpAddr := freeAddr("tcp")
+		l, err := listen(srv, httpAddr, taken.LocalAddr().String(), "", dev.ServerTLSConfig())
+		if err == nil {
+			l.close()
+			t.Fatal("listen with the QUIC port taken succeeded")
+		}
+		if !strings.Contains(err.Error(), "-quic "+taken.LocalAddr().String()) {
+			t.Errorf("error %q does not name the flag and address", err)
+		}
+		if !isFree("tcp", httpAddr) {
+			t.Error("the HTTP port is still bound after the QUIC one failed")
+		}
+	})
+	t.Run("sctp port taken", func(t *testing.T) {
+		httpAddr, quicAddr := freeAddr("tcp"), freeAddr("udp")
+		l, err := listen(srv, httpAddr, quicAddr, taken.LocalAddr().String(), dev.ServerTLSConfig())
+		if err == nil {
+			l.close()
+			t.Fatal("listen with the SCTP port taken succeeded")
+		}
+		if !isFree("tcp", httpAddr) {
+			t.Error("the HTTP port is still bound after the SCTP one failed")
+		}
+		// quic-go closes a listener's socket once its read loop has seen
+		// the close, a moment after Close returns.
+		deadline := time.Now().Add(2 * time.Second)
+		for !isFree("udp", quicAddr) {
+			if time.Now().After(deadline) {
+				t.Fatal("the QUIC port is still bound 2 s after the SCTP one failed")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Run("all free", func(t *testing.T) {
+		l, err := listen(srv, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", dev.ServerTLSConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.close()
+		for network, addr := range map[string]string{"tcp": l.http.Addr().String(), "udp": l.quic.Addr().String(), "udp ": l.sctp.Addr().String()} {
+			if isFree(strings.TrimSpace(network), addr) {
+				t.Errorf("%s %s not bound once listen returned", network, addr)
+			}
+		}
+	})
 }
