@@ -2380,6 +2380,83 @@ func TestCallsToSilentServer(t *testing.T) {
 	}
 }
 
+// tcpRelay relays one TCP connection to upstream until silence is called;
+// from then on it forwards nothing either way, but keeps both connections
+// open, as a path to a host that died would: the client's kernel still
+// hands its writes to the relay's, which acknowledges them.
+func tcpRelay(t *testing.T, upstream string) (addr string, silence func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var silent atomic.Bool
+	go func() {
+		front, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		back, err := net.Dial("tcp", upstream)
+		if err != nil {
+			front.Close()
+			return
+		}
+		t.Cleanup(func() { front.Close(); back.Close() })
+		pipe := func(dst, src net.Conn) {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := src.Read(buf)
+				if err != nil {
+					return
+				}
+				if !silent.Load() {
+					dst.Write(buf[:n])
+				}
+			}
+		}
+		go pipe(back, front)
+		go pipe(front, back)
+	}()
+	return ln.Addr().String(), func() { silent.Store(true) }
+}
+
+// Client.Close on a dead path (the server vanished: nothing answers the
+// close) returns once the closing handshake's bound, closeTimeout (3 s),
+// has passed, on every carrier. WebSocket then lingered 1 s more reading
+// a silent socket (a lingering close is for a connection failed for what
+// the peer sent), and SCTP spent 1 s more on a graceful SHUTDOWN that no
+// one would acknowledge: 4 s on those.
+func TestCloseOnDeadPath(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			var c *Client
+			var silence func()
+			if carrier == CarrierWebSocket {
+				addr, s := tcpRelay(t, strings.TrimSuffix(strings.TrimPrefix(e.urls[carrier], "ws://"), "/ws"))
+				var err error
+				c, err = Dial(context.Background(), "ws://"+addr+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				silence = s
+			} else {
+				c, silence = dialThroughRelay(t, e, carrier)
+			}
+			silence()
+			start := time.Now()
+			c.Close()
+			// A liveness bound with room for a loaded machine, under the
+			// 4 s the extra second made.
+			if took := time.Since(start); took > closeTimeout+600*time.Millisecond {
+				t.Errorf("Close on a dead path took %v, want about closeTimeout (%v)", took.Round(time.Millisecond), closeTimeout)
+			}
+		})
+	}
+}
+
 // Calls queued while the client's read loop is in a turn all get their
 // answers. The turn's end wrote them and waited for the server to read
 // them, but the server, answering the first ones, had stopped reading

@@ -831,6 +831,14 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // runs: those run on the client's goroutines, so a Close made from one
 // (a server's "go away" event, giving up in OnState) returns at once and
 // the client finishes closing when the callback returns.
+//
+// Close runs the closing handshake (RFC 6455 §7.1.1 and §5.5.1; the close
+// notice of PROTOCOL.md §8.3 on the other carriers): it waits for the
+// server's answer to its close, which shows that the server read every
+// call and reliable emit sent before it, for up to 3 s. With a server that
+// answers, Close returns within a round trip or so; on a dead path (the
+// server vanished, nothing answers) it returns after those 3 s, on every
+// carrier: a silent server cannot be told from a slow one sooner.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -151,6 +151,9 @@ func (t *closeRecorder) closeTransport(wsframe.CloseCode, string) {
 }
 func (t *closeRecorder) closeAfterHandshake() { t.closes = append(t.closes, "closeAfterHandshake") }
 func (t *closeRecorder) closeClosed()         { t.closes = append(t.closes, "closeClosed") }
+func (t *closeRecorder) closeUnanswered(wsframe.CloseCode, string) {
+	t.closes = append(t.closes, "closeUnanswered")
+}
 
 // How a link releases its carrier at the end of a closing handshake. The
 // end that answered the other's close notice, and then saw the other end

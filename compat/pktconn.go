@@ -48,10 +48,13 @@ type strayStreamWatcher interface {
 // closing handshake is complete: closeAfterHandshake once this end's close
 // notice was answered (the other end has read everything before it),
 // closeClosed once this end answered the other's and the other end then
-// closed the carrier (nothing is left to say on it).
+// closed the carrier (nothing is left to say on it); or once it ran out:
+// closeUnanswered when this end's notice went unanswered for closeTimeout,
+// which must not wait for the other end again (a dead path).
 type handshakeCloser interface {
 	closeAfterHandshake()
 	closeClosed()
+	closeUnanswered(code wsframe.CloseCode, reason string)
 }
 
 // msgChannel is a message carrier: one packet per message (a WebRTC data
@@ -630,8 +633,21 @@ func (c *pktConn) sendClose(code wsframe.CloseCode, reason string) {
 		putPrefix(notice[start:frameHeadroom], len(pkt))
 		c.out.SendShared(notice[start:])
 	}
-	c.killer = time.AfterFunc(closeTimeout, func() { c.t.closeTransport(code, reason) })
+	c.killer = time.AfterFunc(closeTimeout, func() { c.closeUnanswered(code, reason) })
 	c.wmu.Unlock()
+}
+
+// closeUnanswered closes the carrier once this end's close notice has
+// gone unanswered for closeTimeout, the closing handshake's bound: at
+// once, so that Client.Close on a dead path returns after closeTimeout on
+// every carrier (a graceful SCTP shutdown or a WebRTC wait for the
+// notice's delivery added a second).
+func (c *pktConn) closeUnanswered(code wsframe.CloseCode, reason string) {
+	if hc, ok := c.t.(handshakeCloser); ok {
+		hc.closeUnanswered(code, reason)
+		return
+	}
+	c.t.closeTransport(code, reason)
 }
 
 // refuse closes a link that is not served: the close notice, then the

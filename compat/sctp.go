@@ -305,6 +305,20 @@ func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 // close, sees it end.
 func (t *sctpTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbnormal, "closed") }
 
+// closeUnanswered ends an association whose close notice went unanswered
+// for closeTimeout. With the notice still unacknowledged, the other end is
+// gone (or its receive window is full) and a graceful shutdown would wait
+// its second for nothing: the association is aborted at once.
+// Acknowledged, the other end's SCTP stack lives and a shutdown completes
+// in a round trip, which leaves a peer merely slow to read the notice and
+// its code.
+func (t *sctpTransport) closeUnanswered(code wsframe.CloseCode, reason string) {
+	if t.assoc.BufferedAmount() > 0 {
+		code = wsframe.CloseAbnormal
+	}
+	t.closeTransport(code, reason)
+}
+
 // closeClosed releases an association the other end ended after this end
 // answered its close notice. A graceful shutdown or an ABORT of an ended
 // association waits for pion's write loop, which is gone: about 400 ms

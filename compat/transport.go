@@ -71,6 +71,9 @@ type wsConn struct {
 	// lingerOnClose: this end failed the connection; finish lingers
 	// (lingerClose). Set by the read loop before finish.
 	lingerOnClose bool
+	// closeExpired: the closing handshake's deadline ended the reading,
+	// the peer silent for closeTimeout. Set by the read loop (readError).
+	closeExpired bool
 
 	writeErr atomic.Pointer[error] // the write failure that closed nc, if one did
 }
@@ -453,6 +456,8 @@ var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reas
 // end of the closing handshake, with the close this end sent.
 func (c *wsConn) readError(err error) error {
 	if sent := c.sentBeforeEnd(err); sent != nil {
+		// While closing, the read deadline is the handshake's (sendClose).
+		c.closeExpired = errors.Is(err, os.ErrDeadlineExceeded)
 		return sent
 	}
 	if errors.Is(err, io.EOF) {
@@ -583,7 +588,10 @@ func (c *wsConn) end(err error) error {
 		// arriving. Closed at once with it unread, the socket sent the
 		// peer a TCP RST, which discarded the close frame on its side:
 		// Chromium reported 1006 instead of 1009 WS_ERR_FRAME_TOO_BIG.
-		c.lingerOnClose = c.isClosing()
+		// Not after a closing handshake that ran out: the peer sent
+		// nothing for closeTimeout, and lingering on a dead path made
+		// Close take a second more than the handshake's bound.
+		c.lingerOnClose = c.isClosing() && !c.closeExpired
 	}
 	c.finish()
 	return c.outcome(err)

@@ -359,6 +359,13 @@ func (t *rtcTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbn
 // answered its close notice: nothing is left to deliver.
 func (t *rtcTransport) closeClosed() { t.closeTransport(wsframe.CloseAbnormal, "") }
 
+// closeUnanswered closes a peer connection whose close notice went
+// unanswered for closeTimeout at once: the notice had that long to be
+// delivered, and awaitDelivered would only add its second on a dead path.
+func (t *rtcTransport) closeUnanswered(wsframe.CloseCode, string) {
+	t.closeTransport(wsframe.CloseAbnormal, "")
+}
+
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
 
 func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
