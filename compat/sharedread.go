@@ -260,22 +260,29 @@ func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 // another goroutine. Once the connection is closing too: the caller held
 // its call past its ctx until the closing handshake's deadline (3 s; a
 // reconnect audit), and takeWake puts that deadline back.
+//
+// The flag and its deadline change together, under wmu held exclusively,
+// as takeWake takes them: under the read lock, a wake-up's flag could be
+// taken with an earlier wake-up's deadline, and its own deadline then
+// land after takeWake cleared it, unflagged: the next read timed out as
+// no wake-up, and the connection ended with 1006 "i/o timeout" (an
+// async-call audit: callers timing out while Go calls were in flight).
 func (c *wsConn) wakeReader() {
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.shared.wake.Store(true)
 	c.nc.SetReadDeadline(time.Now())
 }
 
 // takeWake reports whether err is the wake-up of wakeReader, and then
 // clears the deadline, keeping the wake-up of a close request that came
-// meanwhile.
+// meanwhile. It holds wmu as wakeReader does.
 func (c *wsConn) takeWake(err error) bool {
 	if c.shared == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
 	}
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if !c.shared.wake.Swap(false) {
 		return false
 	}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,5 +389,57 @@ func TestSharedReadsOverTLS(t *testing.T) {
 	}
 	for i := range 10 {
 		call(100 + i)
+	}
+}
+
+// Wake-ups in a row, as settlers send them to whoever reads (a caller's
+// ctx, its deadline, a stale one for a caller gone already), each make
+// the read they interrupt a wake-up that takeWake takes: none is left as
+// a deadline without its flag, which the next read would take for the
+// connection's end (1006 "i/o timeout").
+func TestWakeUpsInARowAreEachTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if s, err := ln.Accept(); err == nil {
+			accepted <- s
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	peer := <-accepted
+	defer peer.Close()
+	c := &wsConn{nc: nc, shared: newSharedReads()}
+
+	woken := make(chan struct{})
+	go func() {
+		defer close(woken)
+		for range 20000 {
+			c.wakeReader()
+		}
+	}()
+	go func() {
+		<-woken
+		peer.Write([]byte{1}) // the read that ends the test
+	}()
+	buf := make([]byte, 16)
+	for {
+		n, err := nc.Read(buf)
+		if n > 0 {
+			return
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if !c.takeWake(err) {
+			t.Fatal("a read interrupted by wakeReader is not a wake-up for takeWake: the reader would end the connection")
+		}
 	}
 }
