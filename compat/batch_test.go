@@ -7,6 +7,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/scheduler"
 )
 
 // Concurrent calls leave in batches; a batch must stay within what the
@@ -162,5 +167,52 @@ func TestClientDroppedBatchFailsItsCalls(t *testing.T) {
 		case <-wait:
 			t.Fatalf("%d of %d calls still waiting: calls of a dropped batch were lost", callers*rounds-done, callers*rounds)
 		}
+	}
+}
+
+// scriptedLink is a link whose sends end as statuses says, one per send.
+type scriptedLink struct {
+	link
+	statuses []corkwriter.Status
+}
+
+func (l *scriptedLink) sendBuilt([]byte) corkwriter.Status {
+	st := l.statuses[0]
+	l.statuses = l.statuses[1:]
+	return st
+}
+
+func (l *scriptedLink) maxPacket() int { return 0 }
+
+// A caller that queued its packet behind others (enqueue's yield) flushes
+// a round that other callers may have queued behind it too before it
+// began. When the outbox takes the caller's packet and refuses a later
+// one, only the later one's call fails: the caller's call was sent, and
+// failing it with ErrOverloaded would have the server run a call its
+// caller was told had not left.
+func TestOwnPacketSentBeforeARefusedOneStaysPending(t *testing.T) {
+	c := &Client{timeouts: scheduler.New(func([]callRef) {})}
+	defer c.timeouts.Stop()
+	cc := &clientConn{c: c, link: &scriptedLink{statuses: []corkwriter.Status{corkwriter.Sent, corkwriter.Dropped}}}
+	cc.serverMaxBatch.Store(1) // a packet per send
+	own, later := &pendingCall{id: 1, done: make(chan struct{}, 1)}, &pendingCall{id: 2, done: make(chan struct{}, 1)}
+	c.pending.add(own)
+	c.pending.add(later)
+
+	// As enqueue leaves it: the caller flushes, its packet queued, and
+	// another caller's packet queued behind it.
+	cc.flushing = true
+	cc.queue = wire.AppendItem(nil, wire.AppendCall(nil, dispatch.KindCall, own.id, "m", 0, nil))
+	ownEnd := len(cc.queue)
+	cc.queue = wire.AppendItem(cc.queue, wire.AppendCall(nil, dispatch.KindCall, later.id, "m", 0, nil))
+	cc.queued = 2
+	if err := cc.flushQueue(ownEnd); err != nil {
+		t.Fatalf("the caller's packet was sent, but the flush returned %v", err)
+	}
+	if c.pending.get(own.id) != own {
+		t.Fatal("the caller's call left the table")
+	}
+	if c.pending.get(later.id) != nil || !errors.Is(later.err, ErrOverloaded) {
+		t.Fatalf("the refused packet's call: pending %v, err %v", c.pending.get(later.id) != nil, later.err)
 	}
 }

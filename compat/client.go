@@ -1538,21 +1538,23 @@ func (cc *clientConn) enqueue(b []byte, yield bool) error {
 	// alone: this packet leaves first, straight from b, and what others
 	// queued meanwhile follows it (flushQueue).
 	alone := true
+	ownEnd := 0
 	if yield && cc.c.pending.size.Load() > 1 {
 		runtime.Gosched()
 		cc.qmu.Lock()
 		if alone = cc.queued == 0; !alone {
 			cc.queue = wire.AppendItem(cc.queue, pkt)
 			cc.queued++
+			ownEnd = len(cc.queue)
 		}
 		cc.qmu.Unlock()
 	}
 	if alone {
 		err := cc.sendError(cc.sendPacket(b))
-		cc.flushQueue(false)
+		cc.flushQueue(0)
 		return err
 	}
-	return cc.flushQueue(true)
+	return cc.flushQueue(ownEnd)
 }
 
 // hold makes the caller the flusher, as enqueue's first caller becomes
@@ -1652,10 +1654,13 @@ func (cc *clientConn) checkSize(n int) error {
 // hold other callers' calls: they fail with the error at once instead of
 // waiting for answers that will never come.
 //
-// With ownLast, the caller's own packet is the last item of the first
-// round, and the error returned is that packet's: nil when it was sent,
-// whatever became of the others.
-func (cc *clientConn) flushQueue(ownLast bool) error {
+// With ownEnd > 0, the caller's own packet is an item of the first round
+// that ends ownEnd bytes into it, and the error returned is that packet's:
+// nil when it was sent, whatever became of the others. Not necessarily the
+// last item: others may queue behind it before the round begins, and a
+// packet of theirs that the outbox refused made the caller's call fail
+// with ErrOverloaded although it had been sent (an async-call audit).
+func (cc *clientConn) flushQueue(ownEnd int) error {
 	var own error
 	spare := cc.spare
 	cc.spare = nil
@@ -1679,8 +1684,9 @@ func (cc *clientConn) flushQueue(ownLast bool) error {
 			// Go on with what queued meanwhile: its callers wait on this
 			// flusher, and fail too if the outbox is still full.
 			cc.failCalls(unsent, err)
-			if round == 0 && ownLast {
-				own = err // unsent runs to the end of items
+			// unsent runs to the end of items: what precedes it was sent.
+			if round == 0 && ownEnd > len(items)-len(unsent) {
+				own = err
 			}
 		}
 		spare = items

@@ -100,7 +100,7 @@ func (c *Client) GoAll(ctx context.Context, calls ...*AsyncCall) {
 	if held {
 		// Deferred: a codec that panics on a req must not leave the
 		// connection with a flusher that never flushes.
-		defer cc.flushQueue(false)
+		defer cc.flushQueue(0)
 	}
 	for _, call := range calls {
 		call.Err = nil
