@@ -355,3 +355,43 @@ func TestGoFailureEndsOnlyItsOwnCall(t *testing.T) {
 		t.Fatal("2,000 calls not done in 60 s")
 	}
 }
+
+// panicky's MarshalJSON panics, as a buggy one of an application's types
+// may.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("MarshalJSON panics") }
+
+// A request whose encoding panics fails its own call, Call or Go, with an
+// error, and leaves nothing behind: the panic left the call in the
+// pending table until the connection ended and, on WebSocket, the
+// connection's waiting count raised, so that no caller read its own answer
+// on it again.
+func TestCodecPanicFailsOnlyItsCall(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: concurrencyRouter()})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			err := c.Call(context.Background(), "echo/say", panicky{}, nil)
+			if err == nil || !strings.Contains(err.Error(), "panicked") {
+				t.Fatalf("Call with a request whose MarshalJSON panics: %v, want the panic as an error", err)
+			}
+			call := <-c.Go(context.Background(), "echo/say", panicky{}, nil, nil).Done
+			if call.Err == nil || !strings.Contains(call.Err.Error(), "panicked") {
+				t.Fatalf("Go with a request whose MarshalJSON panics: %v, want the panic as an error", call.Err)
+			}
+			if n := c.pending.size.Load(); n != 0 {
+				t.Errorf("%d calls left in the pending table", n)
+			}
+			if cc, err := c.current(); err == nil && cc.shared != nil {
+				if n := cc.shared.waiting.Load(); n != 0 {
+					t.Errorf("%d callers counted as waiting, none is", n)
+				}
+			}
+			var out echoReq
+			if err := c.Call(context.Background(), "echo/say", echoReq{Text: "after"}, &out); err != nil || out.Text != "after" {
+				t.Fatalf("a call after the panics: %+v, %v", out, err)
+			}
+		})
+	}
+}

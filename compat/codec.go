@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 )
 
@@ -51,13 +52,22 @@ var (
 func isRaw(t reflect.Type) bool { return t == bytesType || t == rawMessageType }
 
 // marshal appends v with codec, or the bytes themselves for a raw type.
-func marshal(codec Codec, dst []byte, v any) ([]byte, error) {
+// A codec that panics (a MarshalJSON of v's that does) fails this one
+// encoding with an error: the panic left a call the client had put in its
+// pending table there until the connection ended, and on WebSocket kept
+// that connection's callers from reading their own answers for good.
+func marshal(codec Codec, dst []byte, v any) (_ []byte, err error) {
 	switch b := v.(type) {
 	case []byte:
 		return append(dst, b...), nil
 	case json.RawMessage:
 		return append(dst, b...), nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("hotpath: the %s codec panicked encoding a %T: %v", codec.Name(), v, r)
+		}
+	}()
 	return codec.AppendMarshal(dst, v)
 }
 
