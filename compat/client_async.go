@@ -37,7 +37,7 @@ type AsyncCall struct {
 // returns. Go blocks only where Call would before its call is sent: for
 // the server's capabilities on a connection just reconnected, within ctx.
 // A call that fails before it is sent (a bad method name or resp, no
-// connection) is on done when Go returns.
+// connection) is on done when Go returns, unless done is full (below).
 //
 // If done is nil, Go makes a channel with room for one call. Otherwise
 // done must be buffered: Go panics on an unbuffered channel, which the
