@@ -135,20 +135,31 @@ func payload10KiB() []byte {
 // echo client does, with no packet building, masking, decoding or
 // copying per call.
 func BenchmarkCallMinimalClient(b *testing.B) {
+	benchMinimalClient(b, smallPayload)
+}
+
+// BenchmarkCallMinimalClient10KiB is the floor for BenchmarkCall10KiB.
+func BenchmarkCallMinimalClient10KiB(b *testing.B) {
+	benchMinimalClient(b, payload10KiB())
+}
+
+// benchMinimalClient makes calls of echo/raw with req as the minimal
+// client of BenchmarkCallMinimalClient.
+func benchMinimalClient(b *testing.B, req []byte) {
 	_, addr := newTestServer(b, Options{Logger: slog.New(slog.DiscardHandler)})
 	nc, br, _, err := ws.Dialer{Protocols: []string{Subprotocol}}.Dial(context.Background(), "ws://"+addr+"/ws")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, smallPayload)
+	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, req)
 	h := wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: int64(len(pkt)), Masked: true, Key: wsframe.NewMaskKey()}
 	frame := wsframe.AppendHeader(nil, h)
 	start := len(frame)
 	frame = append(frame, pkt...)
 	wsframe.Mask(frame[start:], h.Key, 0)
 
-	buf := make([]byte, 4096)
+	buf := make([]byte, 64<<10)
 	have := 0
 	if br != nil { // bytes that came with the upgrade response
 		have, _ = br.Read(buf)
