@@ -202,9 +202,13 @@ func TestListenAllOrNone(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.close()
-		for network, addr := range map[string]string{"tcp": l.http.Addr().String(), "udp": l.quic.Addr().String(), "udp ": l.sctp.Addr().String()} {
-			if isFree(strings.TrimSpace(network), addr) {
-				t.Errorf("%s %s not bound once listen returned", network, addr)
+		for _, bound := range []struct{ network, addr string }{
+			{"tcp", l.http.Addr().String()},
+			{"udp", l.quic.Addr().String()},
+			{"udp", l.sctp.Addr().String()},
+		} {
+			if isFree(bound.network, bound.addr) {
+				t.Errorf("%s %s not bound once listen returned", bound.network, bound.addr)
 			}
 		}
 	})
