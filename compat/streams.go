@@ -159,7 +159,9 @@ type streamMethod struct {
 // HandleStream registers fn as the handler of the binary streams opened
 // for method name. The request is decoded as for Handle; fn then reads and
 // writes the stream. When fn returns nil the stream's write side is closed
-// (the client reads io.EOF); an error resets it with the error's code (an
+// (the client reads io.EOF) and what the client sends is no longer read
+// (its Write fails: an *Error of code 0); an error resets it with the
+// error's code (an
 // *Error's, else Internal). Streams count against Limits.MaxInFlight with
 // Async calls, and run on goroutines of their own.
 func HandleStream[Req any](r *Router, name string, fn func(ctx context.Context, req Req, s *Stream) error) {
@@ -306,7 +308,11 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		raw.Reset(code)
 		return
 	}
-	raw.CloseWrite()
+	// Close, not only CloseWrite: what the handler left unread counted
+	// against the connection's flow-control window until the connection
+	// ended, so that some dozens of handlers that returned without
+	// reading their upload stalled every call of the connection.
+	raw.Close()
 }
 
 // runStream runs a stream handler, turning a panic into ErrInternal.
