@@ -369,12 +369,10 @@ func (p *Peer) invoke(ctx context.Context, m *method, payload, dst []byte) (out 
 	return m.call(ctx, p.codec, payload, dst)
 }
 
-// answerError answers call id with err: an *Error as it is, anything else
-// as ErrInternal after logging it.
-func (p *Peer) answerError(id uint32, err error, inTurn bool) {
-	if id == 0 {
-		return
-	}
+// handlerError is the *Error a handler's err is answered with: an *Error
+// with its code (withCode), a ctx's end as Timeout or Canceled, anything
+// else as ErrInternal after logging it.
+func (p *Peer) handlerError(err error) *Error {
 	var e *Error
 	switch {
 	case errors.As(err, &e):
@@ -386,7 +384,16 @@ func (p *Peer) answerError(id uint32, err error, inTurn bool) {
 		p.srv.opts.Logger.Warn("hotpath: handler failed", "peer", p.id, "err", err)
 		e = ErrInternal
 	}
-	e = withCode(e)
+	return withCode(e)
+}
+
+// answerError answers call id with err: an *Error as it is, anything else
+// as ErrInternal after logging it.
+func (p *Peer) answerError(id uint32, err error, inTurn bool) {
+	if id == 0 {
+		return
+	}
+	e := p.handlerError(err)
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
 	b := wire.AppendError(beginFrame(*bp), id, e.Code, wireMessage(e.Message), e.Data)

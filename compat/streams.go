@@ -161,9 +161,9 @@ type streamMethod struct {
 // writes the stream. When fn returns nil the stream's write side is closed
 // (the client reads io.EOF) and what the client sends is no longer read
 // (its Write fails: an *Error of code 0); an error resets it with the
-// error's code (an
-// *Error's, else Internal). Streams count against Limits.MaxInFlight with
-// Async calls, and run on goroutines of their own.
+// code a call's handler would answer for it (an *Error's, a ctx's
+// deadline as Timeout, else Internal, logged). Streams count against
+// Limits.MaxInFlight with Async calls, and run on goroutines of their own.
 func HandleStream[Req any](r *Router, name string, fn func(ctx context.Context, req Req, s *Stream) error) {
 	m := &streamMethod{
 		name: name,
@@ -300,12 +300,7 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 	})
 	defer stopStream()
 	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}); err != nil {
-		code := ErrInternal.Code
-		var e *Error
-		if errors.As(err, &e) {
-			code = e.Code
-		}
-		raw.Reset(code)
+		raw.Reset(p.handlerError(err).Code)
 		return
 	}
 	// Close, not only CloseWrite: what the handler left unread counted

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -38,6 +39,46 @@ func TestStreamHandlerThatStopsReadingFreesTheWindow(t *testing.T) {
 			defer cancel()
 			if err := c.Call(callCtx, "echo/say", echoReq{Text: "after"}, nil); err != nil {
 				t.Fatalf("a call after streams whose handler left their upload unread: %v", err)
+			}
+		})
+	}
+}
+
+// A stream handler's error resets its stream with the code a call's
+// handler answers for it: an *Error without a code or with one the
+// protocol keeps (10-999) as Internal, a ctx's deadline as Timeout. They
+// went out as they were: code 0, which a client also reads when the
+// other end only closed the stream, and codes no caller can match.
+func TestStreamHandlerErrorsAnswerAsCalls(t *testing.T) {
+	r := streamRouter()
+	HandleStream(r, "file/code", func(ctx context.Context, code uint32, s *Stream) error {
+		return &Error{Code: code, Message: "failed"}
+	})
+	HandleStream(r, "file/wait", func(ctx context.Context, _ struct{}, s *Stream) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			open := func(ctx context.Context, method string, req any) error {
+				s, err := c.OpenStream(ctx, method, req)
+				if err == nil {
+					_, err = io.ReadAll(s)
+				}
+				return err
+			}
+			ctx := context.Background()
+			for code, want := range map[uint32]*Error{0: ErrInternal, 500: ErrInternal, 1234: {Code: 1234}} {
+				if err := open(ctx, "file/code", code); !errors.Is(err, want) {
+					t.Errorf("a handler that failed with code %d: %v, want code %d", code, err, want.Code)
+				}
+			}
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if err := open(short, "file/wait", nil); !errors.Is(err, ErrTimeout) {
+				t.Errorf("a handler that returned its ctx's deadline: %v, want Timeout", err)
 			}
 		})
 	}
