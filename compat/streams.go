@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -57,7 +58,8 @@ type (
 // ErrDisconnected with the close (CloseStatus) on the client, ErrClosed on
 // the server.
 //
-// A Stream is used by one reader and one writer at a time.
+// A Stream is used by one reader and one writer at a time; Close may be
+// called at any time, from any goroutine.
 type Stream struct {
 	raw rawStream
 	// connectionEnded turns the carrier's error for a connection that
@@ -65,6 +67,10 @@ type Stream struct {
 	// ErrClosed or ErrDisconnected with the close on the client, ErrClosed
 	// on the server.
 	connectionEnded func(err error) error
+
+	mu      sync.Mutex
+	writing bool // a Write is under way
+	closed  bool // Close was called
 }
 
 // Read reads bytes the other end wrote; io.EOF once it called CloseWrite
@@ -74,9 +80,20 @@ func (s *Stream) Read(p []byte) (int, error) {
 	return n, s.streamError(err)
 }
 
-// Write writes bytes to the other end.
+// Write writes bytes to the other end. It waits while the other end has
+// not read enough of what came before; Close interrupts it.
 func (s *Stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
+	s.writing = true
+	s.mu.Unlock()
 	n, err := s.raw.Write(p)
+	s.mu.Lock()
+	s.writing = false
+	s.mu.Unlock()
 	return n, s.streamError(err)
 }
 
@@ -84,12 +101,32 @@ func (s *Stream) Write(p []byte) (int, error) {
 // after the bytes written so far.
 func (s *Stream) CloseWrite() error { return s.raw.CloseWrite() }
 
-// Close ends this side and stops reading the other.
-func (s *Stream) Close() error { return s.raw.Close() }
+// Close ends this side and stops reading the other. A Write under way is
+// abandoned (the other end reads Canceled) rather than waited for: the
+// carrier's FIN would leave it waiting as long as the other end does not
+// read. The Read or Write it interrupts, and those after it, return
+// ErrClosed.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	writing := s.writing
+	s.mu.Unlock()
+	if writing {
+		s.raw.Reset(uint32(ErrCanceled.Code))
+		return nil
+	}
+	return s.raw.Close()
+}
 
 func (s *Stream) streamError(err error) error {
 	if err == nil || err == io.EOF {
 		return err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
 	}
 	if code, ok := s.raw.resetCode(err); ok {
 		return &Error{Code: code, Message: "stream reset by the other end"}

@@ -83,3 +83,70 @@ func TestStreamHandlerErrorsAnswerAsCalls(t *testing.T) {
 		})
 	}
 }
+
+// Close interrupts a Write that waits for a peer that stopped reading, on
+// either end, and the Read and Write it interrupts or that come after it
+// return ErrClosed. Nothing else could: OpenStream's ctx no longer
+// touches the stream, a handler's ctx never did, and Close, QUIC's FIN,
+// left the Write waiting until the connection ended.
+func TestStreamCloseInterruptsAWrite(t *testing.T) {
+	r := streamRouter()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	HandleStream(r, "file/stall", func(ctx context.Context, _ struct{}, s *Stream) error {
+		<-release
+		return nil
+	})
+	handlerErr := make(chan error, 1)
+	HandleStream(r, "file/flood", func(ctx context.Context, _ struct{}, s *Stream) error {
+		defer context.AfterFunc(ctx, func() { s.Close() })()
+		_, err := s.Write(make([]byte, 8<<20))
+		handlerErr <- err
+		return err
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	interrupted := func(t *testing.T, who string, errc <-chan error) {
+		t.Helper()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s Write interrupted by Close: %v, want ErrClosed", who, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s Write still waits after Close", who)
+		}
+	}
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			s, err := c.OpenStream(ctx, "file/stall", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := make(chan error, 1)
+			go func() { _, err := s.Write(make([]byte, 8<<20)); written <- err }()
+			time.Sleep(200 * time.Millisecond) // let the Write wait for the window
+			s.Close()
+			interrupted(t, "the client's", written)
+			if _, err := s.Read(make([]byte, 1)); !errors.Is(err, ErrClosed) {
+				t.Errorf("Read after Close: %v, want ErrClosed", err)
+			}
+			if _, err := s.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+				t.Errorf("Write after Close: %v, want ErrClosed", err)
+			}
+
+			// The handler closes its stream when its ctx ends, here at the
+			// deadline the client opened it with.
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if _, err := c.OpenStream(short, "file/flood", nil); err != nil {
+				t.Fatal(err)
+			}
+			interrupted(t, "the handler's", handlerErr)
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "after"}, nil); err != nil {
+				t.Fatalf("a call after the streams: %v", err)
+			}
+		})
+	}
+}
