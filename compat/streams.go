@@ -435,5 +435,10 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 		raw.Close()
 		return nil, errMalformed
 	}
+	if !stop() {
+		// ctx ended after the answer came: its reset has hit the stream.
+		raw.Close()
+		return nil, ctx.Err()
+	}
 	return &Stream{raw: raw, connectionEnded: cc.clientStreamEnded(pc)}, nil
 }

@@ -150,3 +150,37 @@ func TestStreamCloseInterruptsAWrite(t *testing.T) {
 		})
 	}
 }
+
+// OpenStream either fails with its ctx's error or returns a stream that
+// works: a ctx canceled as the server's answer arrived, after OpenStream
+// had read it but before it let go of ctx, reset the stream it returned
+// without an error (about 1 opening in 100 here).
+func TestOpenStreamCanceledAsItReturns(t *testing.T) {
+	e := newCarrierEnv(t, Options{Router: streamRouter()})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			for i := range 1000 {
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() {
+					time.Sleep(time.Duration(i%400) * time.Microsecond)
+					cancel()
+				}()
+				s, err := c.OpenStream(ctx, "file/echo", "")
+				if err != nil {
+					if !errors.Is(err, context.Canceled) {
+						t.Fatalf("opening %d: %v, want context.Canceled", i, err)
+					}
+					continue
+				}
+				_, werr := s.Write([]byte("x"))
+				s.CloseWrite()
+				got, err := io.ReadAll(s)
+				s.Close()
+				if werr != nil || err != nil || string(got) != "x" {
+					t.Fatalf("opening %d returned a stream that does not work: write %v, read %q, %v", i, werr, got, err)
+				}
+			}
+		})
+	}
+}
