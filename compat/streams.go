@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -352,7 +353,7 @@ func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, s
 	defer func() {
 		if r := recover(); r != nil {
 			p.srv.metrics.panics.Add(1)
-			p.srv.opts.Logger.Error("hotpath: stream handler panicked", "method", m.name, "peer", p.id, "panic", r)
+			p.srv.opts.Logger.Error("hotpath: stream handler panicked", "method", m.name, "peer", p.id, "panic", r, "stack", string(debug.Stack()))
 			err = ErrInternal
 		}
 	}()

@@ -1,9 +1,13 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -183,4 +187,44 @@ func TestOpenStreamCanceledAsItReturns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stream handler's panic is logged with its stack, as a call handler's
+// is: the log said only "boom", not where.
+func TestStreamHandlerPanicLogsItsStack(t *testing.T) {
+	r := streamRouter()
+	HandleStream(r, "file/panic", func(ctx context.Context, _ struct{}, s *Stream) error { panicInAStreamHandler(); return nil })
+	var log lockedBuffer
+	e := newCarrierEnv(t, Options{Router: r, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	c := e.dial(t, CarrierQUIC, ClientOptions{})
+	s, err := c.OpenStream(context.Background(), "file/panic", nil)
+	if err == nil {
+		_, err = io.ReadAll(s)
+	}
+	if !errors.Is(err, ErrInternal) {
+		t.Fatalf("a stream whose handler panicked: %v, want Internal", err)
+	}
+	if got := log.String(); !strings.Contains(got, "panicInAStreamHandler") {
+		t.Errorf("the panic's log has no stack: %s", got)
+	}
+}
+
+func panicInAStreamHandler() { panic("boom") }
+
+// lockedBuffer is a bytes.Buffer that a logger may write from any goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
