@@ -338,6 +338,13 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 	})
 	defer stopStream()
 	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}); err != nil {
+		if errors.Is(err, ErrClosed) {
+			// The connection ended under the handler, or the handler
+			// closed the stream: nobody reads a code, and a handler that
+			// passes its stream's error on has not failed.
+			raw.Reset(uint32(ErrCanceled.Code))
+			return
+		}
 		raw.Reset(p.handlerError(err).Code)
 		return
 	}

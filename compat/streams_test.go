@@ -228,3 +228,39 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// A stream handler that returns its stream's error after the client went
+// away (ErrClosed) has not failed: nothing is logged as a handler failure,
+// while an error of its own still is.
+func TestStreamHandlerEndedByItsConnectionLogsNothing(t *testing.T) {
+	r := streamRouter()
+	returned := make(chan error, 1)
+	HandleStream(r, "file/drain", func(ctx context.Context, _ struct{}, s *Stream) error {
+		_, err := io.Copy(io.Discard, s)
+		returned <- err
+		return err
+	})
+	var log lockedBuffer
+	e := newCarrierEnv(t, Options{Router: r, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	c := e.dial(t, CarrierQUIC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	s, err := c.OpenStream(context.Background(), "file/drain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write([]byte("some")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the handler's read after its client closed: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's read did not end 10 s after its client closed")
+	}
+	waitFor(t, func() bool { return e.srv.Peers() == 0 })
+	if got := log.String(); strings.Contains(got, "handler failed") {
+		t.Errorf("a handler ended by its connection was logged as failed: %s", got)
+	}
+}
