@@ -3058,3 +3058,60 @@ func TestWebTransportNoticeBeforeSessionClose(t *testing.T) {
 		t.Fatalf("close notice %v (%v), want 1009", ce, perr)
 	}
 }
+
+// A QUIC client that did not negotiate datagrams (RFC 9221 §3: no
+// max_datagram_frame_size) gets unreliable emits on its control stream,
+// as PROTOCOL.md §8.4 has it for carriers without datagrams. The server
+// took quic-go's "datagram support disabled" for a closed connection:
+// the member got nothing, though its connection was open, and the emit
+// was counted neither delivered nor dropped.
+func TestUnreliableEmitToQUICPeerWithoutDatagrams(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{ALPN}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	qconf := QUICConfig(0)
+	qconf.EnableDatagrams = false
+	qc, err := quic.DialAddr(ctx, e.urls[CarrierQUIC][len("quic://"):], tc, qconf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	str, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str.SetDeadline(time.Now().Add(20 * time.Second))
+	str.Write(framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})))
+	str.Write(framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")})))
+	br := bufio.NewReader(str)
+	next := func() wire.Packet {
+		t.Helper()
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkt := make([]byte, n)
+		if _, err := io.ReadFull(br, pkt); err != nil {
+			t.Fatal(err)
+		}
+		p, err := wire.Decode(pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for p := next(); p.Kind != dispatch.KindResult || p.ID != 1; p = next() {
+	}
+	res, err := e.srv.EmitUnreliable("r", "pos", 7)
+	if err != nil || res.Delivered != 1 {
+		t.Fatalf("EmitUnreliable: %+v, %v; want 1 delivered", res, err)
+	}
+	for {
+		p := next()
+		if p.Kind == dispatch.KindEmit && string(p.Name) == "pos" {
+			break
+		}
+	}
+}

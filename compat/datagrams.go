@@ -73,7 +73,8 @@ func (q *datagramQueue) run() {
 
 // quicDatagrams sends the datagrams of a QUIC connection or WebTransport
 // session through a datagramQueue. A packet larger than the path takes
-// goes on the control stream instead (the caller's !ok): the size is
+// goes on the control stream instead (the caller's !ok), as does every
+// packet to a peer that did not negotiate datagrams: the size is
 // asked of quic-go, whose check comes before its queue, once and again
 // after a datagram was refused as too large.
 type quicDatagrams struct {
@@ -100,7 +101,11 @@ func (d *quicDatagrams) push(pkt []byte) (corkwriter.Status, bool) {
 	if m == 0 {
 		var tooLarge *quic.DatagramTooLargeError
 		if err := d.send(oversized); !errors.As(err, &tooLarge) {
-			return corkwriter.Closed, true // the connection is gone, or takes no datagrams
+			// The peer takes no datagrams (quic-go checks the size only
+			// once they were negotiated, and also after the connection
+			// ended): the packet goes on the control stream, which
+			// reports a connection that is gone (PROTOCOL.md §8.4).
+			return 0, false
 		}
 		m = max(tooLarge.MaxDatagramPayloadSize-d.overhead, 1)
 		d.max.Store(m)
