@@ -18,7 +18,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +32,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/datachannel"
 	"github.com/pion/dtls/v3"
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
@@ -3113,5 +3118,68 @@ func TestUnreliableEmitToQUICPeerWithoutDatagrams(t *testing.T) {
 		if p.Kind == dispatch.KindEmit && string(p.Name) == "pos" {
 			break
 		}
+	}
+}
+
+// A WebRTC client that sends a datagram larger than the server reads
+// (maxChannelMessage, the a=max-message-size it announces) is closed with
+// 1009, as on SCTP. The server's datagram reader used to stop at
+// pion's io.ErrShortBuffer: the unreliable channel was never read again,
+// its messages filled the association's receive window, and the
+// connection stayed open with a stalled control channel. The client here
+// is told a larger max-message-size, as a client that ignores the
+// server's would be.
+func TestWebRTCOversizedDatagram(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	target, err := url.Parse("http" + strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target.Host})
+	announced := fmt.Sprintf("a=max-message-size:%d", maxChannelMessage)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		b = bytes.ReplaceAll(b, []byte(announced), []byte("a=max-message-size:1048576"))
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	ps := httptest.NewServer(proxy)
+	defer ps.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "webrtc+"+ps.URL+target.Path, ClientOptions{WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, "echo/raw", []byte("first"), nil); err != nil {
+		t.Fatal(err)
+	}
+	failed, cc := callInFlight(t, c)
+	tr := cc.link.(*pktConn).t.(*rtcTransport)
+	var raw datachannel.ReadWriteCloser
+	waitFor(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		raw = tr.unreliable
+		return raw != nil
+	})
+	big := wire.AppendEmit(nil, "r", "big", 0, make([]byte, maxChannelMessage+1024))
+	if _, err := raw.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		var ce *CloseError
+		if !errors.As(err, &ce) || ce.Code != wsframe.CloseMessageTooBig {
+			t.Errorf("client saw %v, want close 1009 (nil: the connection stayed open)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the connection was not closed")
 	}
 }

@@ -402,6 +402,18 @@ func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
 	buf := make([]byte, maxChannelMessage)
 	for {
 		n, text, err := raw.ReadDataChannel(buf)
+		if errors.Is(err, io.ErrShortBuffer) {
+			// As on SCTP (sctpTransport.receiveDatagrams): pion keeps
+			// the message, over the a=max-message-size we announce, at
+			// the head of the channel, which stalls for good and with
+			// it the association's receive window. A violation.
+			if link := t.link.Load(); link != nil {
+				link.violate(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
+			} else {
+				t.closeTransport(wsframe.CloseAbnormal, "")
+			}
+			return
+		}
 		if err != nil {
 			return
 		}
