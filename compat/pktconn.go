@@ -443,6 +443,20 @@ func (c *pktConn) failAsync(err error) {
 // the close notice and then, on a carrier whose close carries the code
 // (QUIC), the carrier at once. Waiting for the answer held a
 // peer that never gave one for closeTimeout.
+// datagramTooBig ends the connection of a carrier whose datagram reader
+// met a message larger than it reads (over the size this end announced):
+// pion keeps such a message at the head of its stream or channel, which
+// would come back at once on every read, for ever, and hold the
+// association's receive window. A violation (1009) once link, the
+// connection's pktConn, exists; before, the carrier is closed.
+func datagramTooBig(link *pktConn, t pktTransport) {
+	if link != nil {
+		link.violate(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
+	} else {
+		t.closeTransport(wsframe.CloseAbnormal, "")
+	}
+}
+
 func (c *pktConn) violate(code wsframe.CloseCode, reason string) {
 	c.sendClose(code, reason)
 	if c.t.carriesCloseCode() {

@@ -378,14 +378,8 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 	for {
 		n, err := st.Read(buf)
 		if errors.Is(err, io.ErrShortBuffer) {
-			// pion keeps a message buf cannot hold at the head of the
-			// stream: read again, it comes back at once, for ever. No
-			// hotpath end sends one (sendDatagram): a violation.
-			if link := t.link.Load(); link != nil {
-				link.violate(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
-			} else {
-				t.closeTransport(wsframe.CloseAbnormal, "")
-			}
+			// No hotpath end sends one (sendDatagram).
+			datagramTooBig(t.link.Load(), t)
 			return
 		}
 		if err != nil {

@@ -403,15 +403,8 @@ func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
 	for {
 		n, text, err := raw.ReadDataChannel(buf)
 		if errors.Is(err, io.ErrShortBuffer) {
-			// As on SCTP (sctpTransport.receiveDatagrams): pion keeps
-			// the message, over the a=max-message-size we announce, at
-			// the head of the channel, which stalls for good and with
-			// it the association's receive window. A violation.
-			if link := t.link.Load(); link != nil {
-				link.violate(wsframe.CloseMessageTooBig, "HP_ERR_MESSAGE_TOO_BIG")
-			} else {
-				t.closeTransport(wsframe.CloseAbnormal, "")
-			}
+			// Over the a=max-message-size this end announces.
+			datagramTooBig(t.link.Load(), t)
 			return
 		}
 		if err != nil {
