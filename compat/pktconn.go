@@ -438,11 +438,6 @@ func (c *pktConn) failAsync(err error) {
 	c.violate(ce.Code, ce.Reason)
 }
 
-// violate closes the connection for a protocol violation found off the
-// read loop, as end does for one the read loop finds (PROTOCOL.md §8.3):
-// the close notice and then, on a carrier whose close carries the code
-// (QUIC), the carrier at once. Waiting for the answer held a
-// peer that never gave one for closeTimeout.
 // datagramTooBig ends the connection of a carrier whose datagram reader
 // met a message larger than it reads (over the size this end announced):
 // pion keeps such a message at the head of its stream or channel, which
@@ -457,6 +452,11 @@ func datagramTooBig(link *pktConn, t pktTransport) {
 	}
 }
 
+// violate closes the connection for a protocol violation found off the
+// read loop, as end does for one the read loop finds (PROTOCOL.md §8.3):
+// the close notice and then, on a carrier whose close carries the code
+// (QUIC), the carrier at once. Waiting for the answer held a
+// peer that never gave one for closeTimeout.
 func (c *pktConn) violate(code wsframe.CloseCode, reason string) {
 	c.sendClose(code, reason)
 	if c.t.carriesCloseCode() {
