@@ -313,14 +313,18 @@ func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 // Options.MaxConnections, or during Shutdown) ended in 1006 without its
 // notice.
 func (t *rtcTransport) closeTransport(code wsframe.CloseCode, _ string) {
+	t.close(code != wsframe.CloseAbnormal)
+}
+
+// close closes the peer connection once, after the control channel's
+// delivery (awaitDelivered) if deliver is set.
+func (t *rtcTransport) close(deliver bool) {
 	t.closeOnce.Do(func() {
 		close(t.closed)
-		if code == wsframe.CloseAbnormal {
-			go t.pc.Close()
-			return
-		}
 		go func() {
-			t.awaitDelivered(time.Now().Add(noticeDeliveryTimeout))
+			if deliver {
+				t.awaitDelivered(time.Now().Add(noticeDeliveryTimeout))
+			}
 			t.pc.Close()
 		}()
 	})
@@ -353,18 +357,16 @@ func (t *rtcTransport) awaitDelivered(deadline time.Time) {
 // this end started and the other end answered: the answer shows that the
 // notice arrived, and the acknowledgement awaitDelivered waits for may
 // come up to 200 ms later (SCTP's delayed SACK).
-func (t *rtcTransport) closeAfterHandshake() { t.closeTransport(wsframe.CloseAbnormal, "") }
+func (t *rtcTransport) closeAfterHandshake() { t.close(false) }
 
 // closeClosed closes a peer connection the other end closed after this end
 // answered its close notice: nothing is left to deliver.
-func (t *rtcTransport) closeClosed() { t.closeTransport(wsframe.CloseAbnormal, "") }
+func (t *rtcTransport) closeClosed() { t.close(false) }
 
 // closeUnanswered closes a peer connection whose close notice went
 // unanswered for closeTimeout at once: the notice had that long to be
 // delivered, and awaitDelivered would only add its second on a dead path.
-func (t *rtcTransport) closeUnanswered(wsframe.CloseCode, string) {
-	t.closeTransport(wsframe.CloseAbnormal, "")
-}
+func (t *rtcTransport) closeUnanswered(wsframe.CloseCode, string) { t.close(false) }
 
 func (t *rtcTransport) closeErrorOf(error) *CloseError { return nil }
 
