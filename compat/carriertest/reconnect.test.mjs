@@ -67,6 +67,12 @@ async function outage(prefix, room, signal, ms, names = carriers) {
     const cs = names.map((n) => window.clients[prefix + n]);
     const end = Date.now() + 15_000;
     while (cs.some((c) => c.state !== 'open') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    // 'open' means the rejoins were sent, not that the server has them: an
+    // emit from one client could reach the room before another's rejoin.
+    // A call leaves after its client's rejoin, and the server handles a
+    // connection's join before it reads the next packet, so once every
+    // client has its answer every rejoin is done.
+    await Promise.all(cs.map((c) => c.call('echo/say', { text: 'rejoined?' }, { timeout: 5_000 }).catch(() => {})));
     const got = {};
     for (const n of names) { got[n] = []; window.clients[prefix + n].onRoom(room, 'm', (d) => got[n].push(d)); }
     for (const n of names) window.clients[prefix + n].emit(room, 'm', n);
