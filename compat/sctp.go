@@ -281,6 +281,9 @@ func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
 func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 	t.closeOnce.Do(func() {
 		close(t.closed)
+		if hook := testHookSCTPClose.Load(); hook != nil {
+			(*hook)(t, code != wsframe.CloseAbnormal)
+		}
 		if code == wsframe.CloseAbnormal {
 			t.assoc.Abort(reason)
 		} else {
@@ -294,6 +297,10 @@ func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 		t.nc.Close()
 	})
 }
+
+// testHookSCTPClose, when set, runs as an association closes, with whether
+// it tries a graceful shutdown before an ABORT.
+var testHookSCTPClose atomic.Pointer[func(t *sctpTransport, graceful bool)]
 
 // closeAfterHandshake ends an association whose closing handshake this end
 // started and the other end answered. The answer proves that every packet
