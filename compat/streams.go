@@ -12,6 +12,8 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
 )
 
 // ErrStreamsUnsupported is returned by OpenStream on a carrier without
@@ -33,6 +35,20 @@ type rawStream interface {
 	// stream, when err says it did.
 	resetCode(err error) (uint32, bool)
 	SetReadDeadline(t time.Time) error
+	// Context ends when this side's writing ends: closed or reset here,
+	// or stopped by the other end (its cause then says so:
+	// peerStoppedReading).
+	Context() context.Context
+}
+
+// peerStoppedReading reports whether cause, that of a rawStream's Context,
+// is the other end's STOP_SENDING: its Stream.Close, or its connection's
+// reset of the stream. A WebTransport stream's context is its QUIC
+// stream's, so both carriers report a remote *quic.StreamError.
+func peerStoppedReading(cause error) bool {
+	var qe *quic.StreamError
+	var we *webtransport.StreamError
+	return (errors.As(cause, &qe) && qe.Remote) || (errors.As(cause, &we) && we.Remote)
 }
 
 // streamOpener is a transport on which a client opens binary streams;
@@ -200,7 +216,11 @@ type streamMethod struct {
 // (the client reads io.EOF) and what the client sends is no longer read
 // (its Write fails: an *Error of code 0); an error resets it with the
 // code a call's handler would answer for it (an *Error's, a ctx's
-// deadline as Timeout, else Internal, logged). Streams count against
+// deadline as Timeout, else Internal, logged). fn's ctx ends when the
+// connection does, at the deadline the client opened the stream with, at
+// Shutdown, and when the client stops reading the stream (its
+// Stream.Close), but not once fn has closed its side (CloseWrite): what it
+// does after that is not cut short. Streams count against
 // Limits.MaxInFlight with Async calls, and run on goroutines of their own.
 func HandleStream[Req any](r *Router, name string, fn func(ctx context.Context, req Req, s *Stream) error) {
 	m := &streamMethod{
@@ -329,6 +349,18 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(call.Timeout)*time.Millisecond)
 		defer cancel()
 	}
+	// A client that stops reading (its Stream.Close) is done with the
+	// stream: the handler's ctx ends, as an
+	// http.Handler's does at its client's RST_STREAM, so that a handler
+	// busy with anything but the stream (a query, a wait for the next
+	// chunk to send) stops too rather than at its next Write.
+	sctx := raw.Context()
+	stopOnAbandon := context.AfterFunc(sctx, func() {
+		if peerStoppedReading(context.Cause(sctx)) {
+			cancel()
+		}
+	})
+	defer stopOnAbandon()
 	// Shutdown ends the stream: a download or a proxied stream may last
 	// as long as the connection, and Shutdown(context.Background()) waited
 	// for ever for a handler that only stops on an error.

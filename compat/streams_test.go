@@ -264,3 +264,63 @@ func TestStreamHandlerEndedByItsConnectionLogsNothing(t *testing.T) {
 		t.Errorf("a handler ended by its connection was logged as failed: %s", got)
 	}
 }
+
+// A client that closes its stream ends the handler's ctx, as a client's
+// RST_STREAM ends an http.Handler's: a handler busy with anything but the
+// stream went on until the connection ended (a leftover of the streams
+// audit). Not once the handler has closed its side: what it does after
+// CloseWrite is its own.
+func TestStreamHandlerCtxEndsWhenTheClientCloses(t *testing.T) {
+	r := streamRouter()
+	ended := make(chan error, 1)
+	HandleStream(r, "file/busy", func(ctx context.Context, _ struct{}, s *Stream) error {
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return ctx.Err()
+	})
+	finished := make(chan error, 1)
+	HandleStream(r, "file/after", func(ctx context.Context, _ struct{}, s *Stream) error {
+		s.Write([]byte("done"))
+		s.CloseWrite()
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+		finished <- ctx.Err()
+		return nil
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			s, err := c.OpenStream(ctx, "file/busy", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			select {
+			case err := <-ended:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the handler's ctx ended with %v, want context.Canceled", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler's ctx still live 10 s after its client closed the stream")
+			}
+
+			// The client reads the handler's end, then closes; the handler,
+			// which closed its side first, keeps its ctx.
+			s, err = c.OpenStream(ctx, "file/after", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := io.ReadAll(s); err != nil || string(got) != "done" {
+				t.Fatalf("read %q, %v", got, err)
+			}
+			s.Close()
+			if err := <-finished; err != nil {
+				t.Errorf("a handler that had closed its side: its ctx ended (%v) when the client closed", err)
+			}
+		})
+	}
+}
