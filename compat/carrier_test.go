@@ -1353,6 +1353,61 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 	}
 }
 
+// A datagram is held to MaxMessageSize as a control-stream packet is:
+// over it, the connection closes with 1009, seen by the client's call in
+// flight; at the limit it is taken. Only the carrier bounded datagrams
+// (a data channel message may be 256 KiB), whatever limit was set.
+func TestCarrierDatagramOverMaxMessageSize(t *testing.T) {
+	t.Parallel()
+	const limit = 512
+	e := newCarrierEnv(t, Options{Limits: Limits{MaxMessageSize: limit}})
+	emit := func(size int) []byte {
+		head := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte("r"), Name: []byte("e")})
+		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte("r"), Name: []byte("e"), Payload: make([]byte, size-len(head))})
+	}
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if err := c.Call(context.Background(), "echo/raw", []byte("first"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(emit(limit)); n != limit {
+				t.Fatalf("an emit of %d bytes, want %d", n, limit)
+			}
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 { // some may be lost; none may close the connection
+				cc.link.sendDatagram(emit(limit))
+			}
+			if err := c.Call(context.Background(), "echo/raw", []byte("at the limit"), nil); err != nil {
+				t.Fatalf("after datagrams at the limit: %v", err)
+			}
+			failed, cc := callInFlight(t, c)
+			resend := time.NewTicker(200 * time.Millisecond)
+			defer resend.Stop()
+			timeout := time.After(10 * time.Second)
+			for {
+				if _, ok := cc.link.sendDatagram(emit(limit + 1)); !ok {
+					t.Fatalf("%s sent no datagram of %d bytes", carrier, limit+1)
+				}
+				select {
+				case err := <-failed:
+					var ce *CloseError
+					if !errors.As(err, &ce) || ce.Code != wsframe.CloseMessageTooBig || ce.Reason != "HP_ERR_MESSAGE_TOO_BIG" {
+						t.Errorf("client saw %v, want close 1009 HP_ERR_MESSAGE_TOO_BIG", err)
+					}
+					return
+				case <-resend.C:
+				case <-timeout:
+					t.Fatal("a datagram over MaxMessageSize: the connection was not closed")
+				}
+			}
+		})
+	}
+}
+
 // Dial gives up on a server that never answers after ConnectTimeout on
 // every carrier, also with a ctx that has no deadline: an SCTP handshake
 // with a silent host used to retry its INIT forever. Its error names the

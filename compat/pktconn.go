@@ -424,6 +424,13 @@ func (c *pktConn) onDatagram(h datagramHandler, pkt []byte) {
 	if c.isClosing() {
 		return
 	}
+	// Held to MaxMessageSize as a control-stream packet is: the carrier
+	// bounds a datagram too (about 1,200 bytes on QUIC, 256 KiB on a data
+	// channel), but not to a smaller limit set here.
+	if int64(len(pkt)) > c.limits.MaxMessageSize {
+		c.failAsync(errMessageTooBig)
+		return
+	}
 	if err := h.handleDatagram(pkt); err != nil {
 		c.failAsync(err)
 	}
