@@ -1356,7 +1356,8 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 // A datagram is held to MaxMessageSize as a control-stream packet is:
 // over it, the connection closes with 1009, seen by the client's call in
 // flight; at the limit it is taken. Only the carrier bounded datagrams
-// (a data channel message may be 256 KiB), whatever limit was set.
+// (a data channel message may be 256 KiB), whatever limit was set, and
+// Client.EmitUnreliable sent what Emit refused (ErrMessageTooBig).
 func TestCarrierDatagramOverMaxMessageSize(t *testing.T) {
 	t.Parallel()
 	const limit = 512
@@ -1373,6 +1374,10 @@ func TestCarrierDatagramOverMaxMessageSize(t *testing.T) {
 			}
 			if n := len(emit(limit)); n != limit {
 				t.Fatalf("an emit of %d bytes, want %d", n, limit)
+			}
+			// The client holds its own to the server's limit, as Emit.
+			if err := c.EmitUnreliable("r", "e", strings.Repeat("x", limit), false); !errors.Is(err, ErrMessageTooBig) {
+				t.Errorf("EmitUnreliable over the server's limit: %v, want ErrMessageTooBig", err)
 			}
 			cc, err := c.current()
 			if err != nil {

@@ -1492,6 +1492,11 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 	if err != nil {
 		return err
 	}
+	// Held to the server's limit as Emit is: the server closes the
+	// connection on a datagram over it (1009).
+	if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
+		return err
+	}
 	if st, ok := cc.link.sendDatagram(b[frameHeadroom:]); ok {
 		return cc.sendError(st)
 	}
