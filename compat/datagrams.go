@@ -43,16 +43,21 @@ func (q *datagramQueue) push(pkt []byte) corkwriter.Status {
 		q.ch = make(chan []byte, 1024)
 		go q.run()
 	})
-	if q.queued.Load()+int64(len(pkt)) > maxQueuedDatagrams {
+	// Counted before it is queued, so that pushes racing each other
+	// cannot all pass the bound (a check, then an add, let them).
+	n := int64(len(pkt))
+	if q.queued.Add(n) > maxQueuedDatagrams {
+		q.queued.Add(-n)
 		return corkwriter.Dropped
 	}
 	select {
 	case <-q.done:
+		q.queued.Add(-n)
 		return corkwriter.Closed
 	case q.ch <- pkt:
-		q.queued.Add(int64(len(pkt)))
 		return corkwriter.Queued
 	default:
+		q.queued.Add(-n)
 		return corkwriter.Dropped
 	}
 }
