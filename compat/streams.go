@@ -35,6 +35,7 @@ type rawStream interface {
 	// stream, when err says it did.
 	resetCode(err error) (uint32, bool)
 	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
 	// Context ends when this side's writing ends: closed or reset here,
 	// or stopped by the other end (its cause then says so:
 	// peerStoppedReading).
@@ -112,6 +113,22 @@ func (s *Stream) Write(p []byte) (int, error) {
 	s.writing = false
 	s.mu.Unlock()
 	return n, s.streamError(err)
+}
+
+// SetReadDeadline sets when a Read waiting for bytes gives up, with an
+// error that matches os.ErrDeadlineExceeded (a net.Error whose Timeout is
+// true); the zero time removes it. The stream stays usable: with a later
+// deadline, or none, Read goes on where it stopped.
+func (s *Stream) SetReadDeadline(t time.Time) error { return s.raw.SetReadDeadline(t) }
+
+// SetWriteDeadline sets when a Write waiting for the other end to read
+// gives up, as SetReadDeadline does for Read; the Write returns how many
+// bytes it had written.
+func (s *Stream) SetWriteDeadline(t time.Time) error { return s.raw.SetWriteDeadline(t) }
+
+// SetDeadline sets both deadlines.
+func (s *Stream) SetDeadline(t time.Time) error {
+	return errors.Join(s.raw.SetReadDeadline(t), s.raw.SetWriteDeadline(t))
 }
 
 // CloseWrite ends this side of the stream: the other end reads io.EOF

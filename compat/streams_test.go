@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -321,6 +323,75 @@ func TestStreamHandlerCtxEndsWhenTheClientCloses(t *testing.T) {
 			if err := <-finished; err != nil {
 				t.Errorf("a handler that had closed its side: its ctx ended (%v) when the client closed", err)
 			}
+		})
+	}
+}
+
+// Stream deadlines, on either end: a Read or a Write that waits past its
+// deadline returns os.ErrDeadlineExceeded (a net.Error that is a
+// timeout), and the stream goes on once the deadline is moved. Before,
+// only Close could stop a waiting Read or Write.
+func TestStreamDeadlines(t *testing.T) {
+	r := streamRouter()
+	send := make(chan string)
+	handlerWrite := make(chan error, 1)
+	finish := make(chan struct{})
+	HandleStream(r, "file/later", func(ctx context.Context, _ struct{}, s *Stream) error {
+		// Waits for the word to send; meanwhile reads nothing, so a
+		// large upload waits for the window.
+		s.Write([]byte(<-send))
+		// Then a download its client does not read: a server-side Write
+		// deadline.
+		s.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err := s.Write(make([]byte, 8<<20))
+		handlerWrite <- err
+		select { // still reading nothing: the client's Write deadline
+		case <-finish:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			s, err := c.OpenStream(context.Background(), "file/later", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			timedOut := func(what string, err error) {
+				t.Helper()
+				var ne net.Error
+				if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+					t.Fatalf("%s past its deadline: %v, want os.ErrDeadlineExceeded", what, err)
+				}
+			}
+
+			s.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			buf := make([]byte, 16)
+			_, err = s.Read(buf)
+			timedOut("Read", err)
+			s.SetReadDeadline(time.Time{})
+			send <- "late"
+			if n, err := io.ReadFull(s, buf[:4]); err != nil || string(buf[:n]) != "late" {
+				t.Fatalf("Read after the deadline was lifted: %q, %v", buf[:n], err)
+			}
+
+			select {
+			case err := <-handlerWrite:
+				timedOut("the handler's Write", err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the handler's Write still waits past its deadline")
+			}
+
+			s.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+			n, err := s.Write(make([]byte, 8<<20))
+			timedOut("Write", err)
+			if n >= 8<<20 {
+				t.Errorf("Write past its deadline wrote all %d bytes", n)
+			}
+			finish <- struct{}{}
 		})
 	}
 }
