@@ -132,8 +132,17 @@ func (s *Stream) SetDeadline(t time.Time) error {
 }
 
 // CloseWrite ends this side of the stream: the other end reads io.EOF
-// after the bytes written so far.
-func (s *Stream) CloseWrite() error { return s.raw.CloseWrite() }
+// after the bytes written so far. After Close it returns ErrClosed, as
+// Read and Write do.
+func (s *Stream) CloseWrite() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return s.raw.CloseWrite()
+}
 
 // Close ends this side and stops reading the other. A Write under way is
 // abandoned (the other end reads Canceled) rather than waited for: the

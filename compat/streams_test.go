@@ -92,7 +92,8 @@ func TestStreamHandlerErrorsAnswerAsCalls(t *testing.T) {
 
 // Close interrupts a Write that waits for a peer that stopped reading, on
 // either end, and the Read and Write it interrupts or that come after it
-// return ErrClosed. Nothing else could: OpenStream's ctx no longer
+// return ErrClosed, as CloseWrite after it does (it returned quic-go's
+// "close called for canceled stream"). Nothing else could: OpenStream's ctx no longer
 // touches the stream, a handler's ctx never did, and Close, QUIC's FIN,
 // left the Write waiting until the connection ended.
 func TestStreamCloseInterruptsAWrite(t *testing.T) {
@@ -140,6 +141,9 @@ func TestStreamCloseInterruptsAWrite(t *testing.T) {
 			}
 			if _, err := s.Write([]byte("x")); !errors.Is(err, ErrClosed) {
 				t.Errorf("Write after Close: %v, want ErrClosed", err)
+			}
+			if err := s.CloseWrite(); !errors.Is(err, ErrClosed) {
+				t.Errorf("CloseWrite after Close: %v, want ErrClosed", err)
 			}
 
 			// The handler closes its stream when its ctx ends, here at the
