@@ -285,11 +285,15 @@ func (p *Peer) onCall(body []byte) error {
 		p.answerError(pk.ID, ErrOverloaded, true)
 		return nil
 	}
+	if !s.admitAsync() {
+		p.inflight.Add(-1)
+		p.answerError(pk.ID, ErrUnavailable, true)
+		return nil
+	}
 	payload := append([]byte(nil), pk.Payload...) // the read buffer is reused
 	// The closure takes the id and timeout, not pk: a captured packet
 	// would go to the heap on every call.
 	id, timeout := pk.ID, pk.Timeout
-	s.asyncCalls.add()
 	go func() {
 		defer s.asyncCalls.done()
 		defer p.inflight.Add(-1)

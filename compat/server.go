@@ -393,6 +393,27 @@ func (s *Server) checkKeepalive(batch []*Peer) {
 	}
 }
 
+// admitAsync counts an Async call or a binary stream, which Shutdown
+// waits for, unless Shutdown has begun. Counted first, then checked: a
+// Shutdown that found no call running had set shutting before it looked,
+// so it cannot have missed this one. Checked first, a call admitted just
+// as Shutdown looked ran after its connection had closed, its answer lost.
+func (s *Server) admitAsync() bool {
+	s.asyncCalls.add()
+	if hook := testHookAdmitAsync.Load(); hook != nil {
+		(*hook)()
+	}
+	if s.shutting.Load() {
+		s.asyncCalls.done()
+		return false
+	}
+	return true
+}
+
+// testHookAdmitAsync, when set, runs in admitAsync between the count and
+// the check.
+var testHookAdmitAsync atomic.Pointer[func()]
+
 // Shutdown stops the server gracefully: it stops accepting connections and
 // calls (new calls are answered ErrUnavailable), lets the calls in flight
 // finish, closes every connection with 1001 (going away) after its answers,

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -781,5 +782,50 @@ func TestJoinTwiceLeaveNotInOnTheWire(t *testing.T) {
 	}
 	if got, want := strings.Join(presence, " "), `$join{"members":2}`; got != want {
 		t.Errorf("b's presence events: %s, want %s", got, want)
+	}
+}
+
+// An Async call that Shutdown does not refuse is waited for, so its
+// caller gets its answer. The call was admitted by a check of shutting,
+// then counted: a Shutdown between the two found no call to wait for and
+// closed the connection, and the call ran with its answer lost (the
+// caller saw 1001). The hook runs Shutdown in that window, and waits
+// (a second at most) for it to close the connection.
+func TestShutdownWaitsForTheAsyncCallItAdmits(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	closing := make(chan struct{}, 1)
+	onClose := func(*wsConn) {
+		select {
+		case closing <- struct{}{}:
+		default:
+		}
+	}
+	testHookCloseRequested.Store(&onClose)
+	t.Cleanup(func() { testHookCloseRequested.Store(nil) })
+	var once sync.Once
+	shut := make(chan error, 1)
+	inWindow := func() {
+		once.Do(func() {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				shut <- s.Shutdown(ctx)
+			}()
+			select {
+			case <-closing:
+			case <-time.After(time.Second):
+			}
+		})
+	}
+	testHookAdmitAsync.Store(&inWindow)
+	t.Cleanup(func() { testHookAdmitAsync.Store(nil) })
+	var out string
+	err := c.Call(context.Background(), "test/sleep", 0, &out)
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		t.Errorf("an Async call as Shutdown began: %v, want its answer or Unavailable", err)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }

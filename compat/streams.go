@@ -363,7 +363,10 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		refuse(&Error{Code: wire.CodeNotFound, Message: "stream method not found: " + string(call.Name)})
 		return
 	}
-	s.asyncCalls.add()
+	if !s.admitAsync() {
+		refuse(ErrUnavailable)
+		return
+	}
 	defer s.asyncCalls.done()
 	if err := writeStreamPacket(raw, wire.AppendResult(nil, call.ID, nil)); err != nil {
 		raw.Close()
