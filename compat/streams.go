@@ -76,8 +76,8 @@ type (
 // ErrDisconnected with the close (CloseStatus) on the client, ErrClosed on
 // the server.
 //
-// A Stream is used by one reader and one writer at a time; Close may be
-// called at any time, from any goroutine.
+// A Stream is used by one reader and one writer at a time; Close and the
+// deadlines may be set at any time, from any goroutine.
 type Stream struct {
 	raw rawStream
 	// connectionEnded turns the carrier's error for a connection that
