@@ -379,17 +379,16 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		defer cancel()
 	}
 	// A client that stops reading (its Stream.Close) is done with the
-	// stream: the handler's ctx ends, as an
-	// http.Handler's does at its client's RST_STREAM, so that a handler
-	// busy with anything but the stream (a query, a wait for the next
-	// chunk to send) stops too rather than at its next Write.
+	// stream: the handler's ctx ends, as an http.Handler's does at its
+	// client's RST_STREAM, so that a handler busy with anything but the
+	// stream (a query, a wait for the next chunk to send) stops too
+	// rather than at its next Write.
 	sctx := raw.Context()
 	stopOnAbandon := context.AfterFunc(sctx, func() {
 		if peerStoppedReading(context.Cause(sctx)) {
 			cancel()
 		}
 	})
-	defer stopOnAbandon()
 	// Shutdown ends the stream: a download or a proxied stream may last
 	// as long as the connection, and Shutdown(context.Background()) waited
 	// for ever for a handler that only stops on an error.
@@ -398,7 +397,11 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 		raw.Reset(uint32(ErrUnavailable.Code))
 	})
 	defer stopStream()
-	if err := p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}); err != nil {
+	err = p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)})
+	// Stopped before this end closes the stream, which would otherwise
+	// run the check on a goroutine of its own for every stream.
+	stopOnAbandon()
+	if err != nil {
 		if errors.Is(err, ErrClosed) {
 			// The connection ended under the handler, or the handler
 			// closed the stream: nobody reads a code, and a handler that
