@@ -35,7 +35,7 @@ async function connectAll(prefix, room, names = carriers) {
   await page.evaluate(async ({ prefix, room, names }) => {
     for (const carrier of names) {
       const name = prefix + carrier;
-      const c = new window.hp.Client('/ws', { ...window.opts[carrier], reconnect: { minDelay: 100, maxDelay: 800 } });
+      const c = new window.hp.Client('/ws', { ...window.opts[carrier], reconnect: { minDelay: 100, maxDelay: 2000 } });
       window.clients[name] = c;
       window.log[name] = [];
       c.onState((st) => window.log[name].push(st.state === 'open' ? `open ${c.carrier}` : `${st.state} ${st.error?.code} ${st.error?.reason}`));
@@ -70,13 +70,15 @@ async function outage(prefix, room, signal, ms, names = carriers) {
   // fallback compat/js/README.md documents ("Other carriers"), which left
   // a client on WebSocket about one run in twenty under load. The server
   // comes back while every client with a fallback waits out a backoff
-  // delay with time to spare, so that its next attempt finds it up.
+  // delay with time to spare, so that its next attempt finds it up: 500
+  // ms, for a start that takes about 10 ms on an idle machine (spawn to
+  // its URLs) and much longer on a loaded one.
   await page.evaluate(async ({ prefix, names }) => {
     const fallbacks = names.filter((n) => n !== 'websocket').map((n) => prefix + n);
     const end = performance.now() + 10_000;
     while (performance.now() < end) {
       const now = performance.now();
-      if (fallbacks.every((n) => window.nextAttempt[n] !== null && window.nextAttempt[n] - now >= 250)) return;
+      if (fallbacks.every((n) => window.nextAttempt[n] !== null && window.nextAttempt[n] - now >= 500)) return;
       await new Promise((r) => setTimeout(r, 5));
     }
   }, { prefix, names });
