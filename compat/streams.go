@@ -13,7 +13,6 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/quic-go/quic-go"
-	"github.com/quic-go/webtransport-go"
 )
 
 // ErrStreamsUnsupported is returned by OpenStream on a carrier without
@@ -43,13 +42,12 @@ type rawStream interface {
 }
 
 // peerStoppedReading reports whether cause, that of a rawStream's Context,
-// is the other end's STOP_SENDING: its Stream.Close, or its connection's
-// reset of the stream. A WebTransport stream's context is its QUIC
-// stream's, so both carriers report a remote *quic.StreamError.
+// is the other end's STOP_SENDING (its Stream.Close, or a reset). A
+// WebTransport stream's context is its QUIC stream's, so on both carriers
+// the cause is a remote *quic.StreamError.
 func peerStoppedReading(cause error) bool {
-	var qe *quic.StreamError
-	var we *webtransport.StreamError
-	return (errors.As(cause, &qe) && qe.Remote) || (errors.As(cause, &we) && we.Remote)
+	var se *quic.StreamError
+	return errors.As(cause, &se) && se.Remote
 }
 
 // streamOpener is a transport on which a client opens binary streams;
