@@ -343,7 +343,12 @@ func TestStreamDeadlines(t *testing.T) {
 	HandleStream(r, "file/later", func(ctx context.Context, _ struct{}, s *Stream) error {
 		// Waits for the word to send; meanwhile reads nothing, so a
 		// large upload waits for the window.
-		s.Write([]byte(<-send))
+		select {
+		case word := <-send:
+			s.Write([]byte(word))
+		case <-ctx.Done():
+			return nil
+		}
 		// Then a download its client does not read: a server-side Write
 		// deadline.
 		s.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
