@@ -3200,15 +3200,30 @@ func TestUnreliableEmitToQUICPeerWithoutDatagrams(t *testing.T) {
 	}
 	for p := next(); p.Kind != dispatch.KindResult || p.ID != 1; p = next() {
 	}
-	res, err := e.srv.EmitUnreliable("r", "pos", 7)
-	if err != nil || res.Delivered != 1 {
-		t.Fatalf("EmitUnreliable: %+v, %v; want 1 delivered", res, err)
+	// The member is asked whether it takes datagrams once, not at every
+	// emit: a room's unreliable emit probed each such member every time.
+	peers := e.srv.snapshotPeers()
+	if len(peers) != 1 {
+		t.Fatalf("%d peers, want 1", len(peers))
 	}
-	for {
-		p := next()
-		if p.Kind == dispatch.KindEmit && string(p.Name) == "pos" {
-			break
+	d := peers[0].link.(*pktConn).t.(*quicTransport).datagrams
+	probes := 0
+	send := d.send
+	d.send = func(b []byte) error { probes++; return send(b) }
+	for i := range 3 {
+		res, err := e.srv.EmitUnreliable("r", "pos", i)
+		if err != nil || res.Delivered != 1 {
+			t.Fatalf("EmitUnreliable: %+v, %v; want 1 delivered", res, err)
 		}
+		for {
+			p := next()
+			if p.Kind == dispatch.KindEmit && string(p.Name) == "pos" {
+				break
+			}
+		}
+	}
+	if probes != 1 {
+		t.Errorf("3 unreliable emits asked the member %d times whether it takes datagrams, want once", probes)
 	}
 }
 

@@ -89,7 +89,11 @@ type quicDatagrams struct {
 	// (RFC 9297 §2.1), a varint of up to 8 bytes.
 	overhead int64
 	max      atomic.Int64 // the largest payload; 0 until asked
-	queue    *datagramQueue
+	// none: the peer did not negotiate datagrams, which the handshake
+	// settled for good; not asked again (an emit to a room probed each
+	// such member on every unreliable emit).
+	none  atomic.Bool
+	queue *datagramQueue
 }
 
 func newQUICDatagrams(send func([]byte) error, overhead int64, done <-chan struct{}) *quicDatagrams {
@@ -102,6 +106,9 @@ func newQUICDatagrams(send func([]byte) error, overhead int64, done <-chan struc
 var oversized = make([]byte, 1<<16)
 
 func (d *quicDatagrams) push(pkt []byte) (corkwriter.Status, bool) {
+	if d.none.Load() {
+		return 0, false
+	}
 	m := d.max.Load()
 	if m == 0 {
 		var tooLarge *quic.DatagramTooLargeError
@@ -109,7 +116,10 @@ func (d *quicDatagrams) push(pkt []byte) (corkwriter.Status, bool) {
 			// The peer takes no datagrams (quic-go checks the size only
 			// once they were negotiated, and also after the connection
 			// ended): the packet goes on the control stream, which
-			// reports a connection that is gone (PROTOCOL.md §8.4).
+			// reports a connection that is gone (PROTOCOL.md §8.4). So do
+			// the next ones: a connection that ended has nothing more to
+			// send, one without datagrams never will have them.
+			d.none.Store(true)
 			return 0, false
 		}
 		m = max(tooLarge.MaxDatagramPayloadSize-d.overhead, 1)
