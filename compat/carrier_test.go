@@ -2988,8 +2988,9 @@ func TestSilentQUICMember(t *testing.T) {
 // it stayed in the server's memory until the connection ended. Here the
 // member's room listener blocks, so its client reads nothing more: the
 // server's emits fill the window, then a burst of 4 MiB more goes to the
-// member, and the unreliable channel's buffered amount stays at the
-// bound, the emits past it dropped. Once the listener returns, the member
+// member from 8 goroutines, and the unreliable channel's buffered amount
+// stays at the bound, the emits past it dropped (up to a tick more per
+// goroutine went in while each checked, then wrote: 2 runs in 6). Once the listener returns, the member
 // takes what was queued and answers calls again.
 func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 	peers := make(chan *Peer, 1)
@@ -3056,11 +3057,29 @@ func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 			break
 		}
 	}
+	// 4 MiB, from 8 goroutines at once, as emits to rooms the member
+	// shares arrive: each checked the buffered amount, then wrote, so
+	// those that checked together all passed the bound.
+	var mu sync.Mutex
 	var most uint64
 	dropped := 0
-	for range 512 { // 4 MiB
-		dropped += emit().Dropped
-		most = max(most, dc.BufferedAmount())
+	tick := strings.Repeat("a", 8<<10)
+	for _, err := range allReturn(t, 8, 20*time.Second, "unreliable emits to a member that reads nothing", func(int) error {
+		for range 64 {
+			res, err := e.srv.EmitUnreliable("r", "tick", tick)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			dropped += res.Dropped
+			most = max(most, dc.BufferedAmount())
+			mu.Unlock()
+		}
+		return nil
+	}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if most > maxQueuedDatagrams+size || dropped < 256 {
 		t.Fatalf("the unreliable channel of a member that reads nothing (its window full after %d ticks) buffered up to %d bytes, %d of 512 more ticks dropped; want at most %d bytes (maxQueuedDatagrams and a tick), most ticks dropped",

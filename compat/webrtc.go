@@ -229,6 +229,7 @@ type rtcTransport struct {
 	pc *webrtc.PeerConnection
 
 	mu           sync.Mutex
+	sendMu       sync.Mutex                  // an unreliable send's bound check and write
 	unreliable   datachannel.ReadWriteCloser // nil until it opens
 	unreliableDC *webrtc.DataChannel         // the channel unreliable is detached from
 	datagrams    chan datachannel.ReadWriteCloser
@@ -380,7 +381,10 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	// A data channel's write never waits: pion queues what the peer has
 	// not taken, without bound. For a peer that stopped answering, every
 	// emit would stay in memory until the connection ends; one that may
-	// be lost is dropped past maxQueuedDatagrams instead.
+	// be lost is dropped past maxQueuedDatagrams instead. The check and
+	// the write go together: emits that checked at once all passed it.
+	t.sendMu.Lock()
+	defer t.sendMu.Unlock()
 	if dc.BufferedAmount() > maxQueuedDatagrams {
 		return corkwriter.Dropped, true
 	}
