@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -406,10 +407,12 @@ func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
 }
 
 // dropAndAwaitReconnect closes every connection of s with 1011 and waits
-// for connected, the client's next Connected.
+// for connected, the client's next Connected, and for the closed
+// connections' peers to be gone.
 func dropAndAwaitReconnect(t *testing.T, s *Server, connected <-chan struct{}) {
 	t.Helper()
-	for _, p := range s.snapshotPeers() {
+	dropped := s.snapshotPeers()
+	for _, p := range dropped {
 		p.closeWith(wsframe.CloseInternalError, "drop")
 	}
 	select {
@@ -417,6 +420,18 @@ func dropAndAwaitReconnect(t *testing.T, s *Server, connected <-chan struct{}) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reconnect")
 	}
+	// The dropped peers leave their rooms as their ends are handled,
+	// which under load may come after the client's reconnect: a room's
+	// count then still had them.
+	waitFor(t, func() bool {
+		live := s.snapshotPeers()
+		for _, p := range dropped {
+			if slices.Contains(live, p) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // proxy relays conn to and from a new TCP connection to addr, each way
