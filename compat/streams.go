@@ -133,13 +133,16 @@ func (s *Stream) SetDeadline(t time.Time) error {
 // after the bytes written so far. After Close it returns ErrClosed, as
 // Read and Write do.
 func (s *Stream) CloseWrite() error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return ErrClosed
 	}
 	return s.raw.CloseWrite()
+}
+
+func (s *Stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Close ends this side and stops reading the other. A Write under way is
@@ -163,10 +166,7 @@ func (s *Stream) streamError(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return ErrClosed
 	}
 	if code, ok := s.raw.resetCode(err); ok {

@@ -93,9 +93,10 @@ func TestStreamHandlerErrorsAnswerAsCalls(t *testing.T) {
 // Close interrupts a Write that waits for a peer that stopped reading, on
 // either end, and the Read and Write it interrupts or that come after it
 // return ErrClosed, as CloseWrite after it does (it returned quic-go's
-// "close called for canceled stream"). Nothing else could: OpenStream's ctx no longer
-// touches the stream, a handler's ctx never did, and Close, QUIC's FIN,
-// left the Write waiting until the connection ended.
+// "close called for canceled stream"). Before, nothing could: OpenStream's
+// ctx no longer touches the stream, a handler's ctx ends but does not
+// stop a Write, and Close, QUIC's FIN, left the Write waiting until the
+// connection ended. (A write deadline now can too: TestStreamDeadlines.)
 func TestStreamCloseInterruptsAWrite(t *testing.T) {
 	r := streamRouter()
 	release := make(chan struct{})
