@@ -131,12 +131,32 @@ func (s *Stream) SetDeadline(t time.Time) error {
 
 // CloseWrite ends this side of the stream: the other end reads io.EOF
 // after the bytes written so far. After Close it returns ErrClosed, as
-// Read and Write do.
+// Read and Write do; once the other end has stopped reading, the error a
+// Write gets.
 func (s *Stream) CloseWrite() error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	return s.raw.CloseWrite()
+	if err := s.raw.CloseWrite(); err != nil {
+		if writeSideReset(s.raw) {
+			// A Write says why: the other end's code, or the end of
+			// the connection.
+			if _, werr := s.raw.Write(nil); werr != nil {
+				err = werr
+			}
+		}
+		return s.streamError(err)
+	}
+	return nil
+}
+
+// writeSideReset reports whether raw's write side was reset, by this end
+// or by the other end's STOP_SENDING (its Close, its handler returning).
+// quic-go refuses to close such a side with an error of its own, "close
+// called for canceled stream", that Close and CloseWrite do not pass on.
+func writeSideReset(raw rawStream) bool {
+	var se *quic.StreamError
+	return errors.As(context.Cause(raw.Context()), &se)
 }
 
 func (s *Stream) isClosed() bool {
@@ -149,7 +169,8 @@ func (s *Stream) isClosed() bool {
 // abandoned (the other end reads Canceled) rather than waited for: the
 // carrier's FIN would leave it waiting as long as the other end does not
 // read. The Read or Write it interrupts, and those after it, return
-// ErrClosed.
+// ErrClosed. Closing a stream the other end has stopped reading (its
+// handler returned, its Close) is not an error.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -159,7 +180,13 @@ func (s *Stream) Close() error {
 		s.raw.Reset(uint32(ErrCanceled.Code))
 		return nil
 	}
-	return s.raw.Close()
+	if err := s.raw.Close(); err != nil && !writeSideReset(s.raw) {
+		return err
+	}
+	// A side already reset has nothing left to close: the other end
+	// stopped reading (a download read to its end), or an earlier Close
+	// reset it.
+	return nil
 }
 
 func (s *Stream) streamError(err error) error {

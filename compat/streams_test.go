@@ -405,3 +405,79 @@ func TestStreamDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// Closing a stream whose write side the other end already stopped (a
+// handler that returned, a client that closed) is not an error, and
+// CloseWrite then says what a Write would: quic-go's own "close called for
+// canceled stream" came out of Close after every download read to its end.
+func TestStreamCloseAfterTheOtherEndStoppedReading(t *testing.T) {
+	r := streamRouter()
+	HandleStream(r, "file/hello", func(ctx context.Context, _ struct{}, s *Stream) error {
+		_, err := s.Write([]byte("hello"))
+		return err
+	})
+	handlerClose := make(chan error, 1)
+	HandleStream(r, "file/closed-by-client", func(ctx context.Context, _ struct{}, s *Stream) error {
+		<-ctx.Done() // the client's Close
+		handlerClose <- s.Close()
+		return nil
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			download := func() *Stream {
+				t.Helper()
+				s, err := c.OpenStream(ctx, "file/hello", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := io.ReadAll(s); err != nil || string(got) != "hello" {
+					t.Fatalf("read %q, %v", got, err)
+				}
+				// The handler's STOP_SENDING follows its FIN.
+				select {
+				case <-s.raw.Context().Done():
+				case <-time.After(5 * time.Second):
+					t.Fatal("the handler's STOP_SENDING did not come")
+				}
+				return s
+			}
+
+			s := download()
+			if err := s.Close(); err != nil {
+				t.Errorf("Close after a download read to its end: %v", err)
+			}
+			s = download()
+			var se *Error
+			if err := s.CloseWrite(); !errors.As(err, &se) || se.Code != 0 {
+				t.Errorf("CloseWrite after the handler returned: %v, want the *Error of code 0 a Write gets", err)
+			}
+
+			// A Close that interrupted a Write, then another.
+			s, err := c.OpenStream(ctx, "file/closed-by-client", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := make(chan error, 1)
+			go func() { _, err := s.Write(make([]byte, 8<<20)); written <- err }()
+			time.Sleep(200 * time.Millisecond)
+			if err := s.Close(); err != nil {
+				t.Errorf("Close interrupting a Write: %v", err)
+			}
+			<-written
+			if err := s.Close(); err != nil {
+				t.Errorf("Close again: %v", err)
+			}
+			select {
+			case err := <-handlerClose:
+				if err != nil {
+					t.Errorf("the handler's Close after its client's: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler's ctx did not end at its client's Close")
+			}
+		})
+	}
+}
