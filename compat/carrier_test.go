@@ -1353,6 +1353,54 @@ func TestCarrierDatagramBadInput(t *testing.T) {
 	}
 }
 
+// Client.EmitUnreliable holds a datagram to the server's limit on a
+// reconnected connection too: that connection is the client's before the
+// server's capabilities arrive, and an emit over the limit made meanwhile
+// went out unchecked, so the server closed the new connection with 1009
+// and the client's calls on it failed.
+func TestEmitUnreliableOnAReconnectedConnectionHoldsTheLimit(t *testing.T) {
+	const limit = 512
+	var conns atomic.Int32
+	e := newCarrierEnv(t, Options{
+		Limits: Limits{MaxMessageSize: limit},
+		OnConnect: func(*Peer) {
+			if conns.Add(1) == 2 {
+				// The reconnected connection's capabilities come late.
+				time.Sleep(500 * time.Millisecond)
+			}
+		},
+	})
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			conns.Store(0)
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{MinDelay: 10 * time.Millisecond}})
+			first, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.link.abort()
+			var cc *clientConn
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if cc, _ = c.current(); cc != nil && cc != first {
+					break
+				}
+			}
+			if cc == nil || cc == first {
+				t.Fatal("the client did not reconnect")
+			}
+			if err := c.EmitUnreliable("r", "e", strings.Repeat("x", 2*limit), false); !errors.Is(err, ErrMessageTooBig) {
+				t.Errorf("EmitUnreliable over the server's limit on a reconnected connection: %v, want ErrMessageTooBig", err)
+			}
+			if err := c.Call(context.Background(), "echo/raw", []byte("after"), nil); err != nil {
+				t.Errorf("a call after the emit: %v", err)
+			}
+			if cur, _ := c.current(); cur != cc {
+				t.Error("the reconnected connection ended")
+			}
+		})
+	}
+}
+
 // A datagram is held to MaxMessageSize as a control-stream packet is:
 // over it, the connection closes with 1009, seen by the client's call in
 // flight; at the limit it is taken. Only the carrier bounded datagrams

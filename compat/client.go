@@ -1475,7 +1475,9 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 // never waits behind other traffic, and the server relays it to the
 // members the same way where their carriers allow (Server.EmitUnreliable);
 // on WebSocket, or when it is too large for a datagram, it goes as Emit
-// sends it.
+// sends it. Like Emit, it fails with ErrMessageTooBig over the server's
+// limit, and on a connection just reestablished first waits for the
+// server's capabilities, which tell that limit.
 func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
 		return err
@@ -1493,7 +1495,13 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 		return err
 	}
 	// Held to the server's limit as Emit is: the server closes the
-	// connection on a datagram over it (1009).
+	// connection on a datagram over it (1009). The limit is known once
+	// the server's capabilities came (awaitReady, as enqueue waits):
+	// a reconnected connection is current before, and its first
+	// datagrams went unchecked.
+	if err := cc.awaitReady(); err != nil {
+		return err
+	}
 	if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
 		return err
 	}
