@@ -2194,6 +2194,67 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 }
 
+// A stream handler's Read or Write that Shutdown interrupts returns
+// ErrClosed, as when the connection ends under it, and a handler that
+// passes it on is not logged as failed: it got quic-go's "stream 4
+// canceled by local with error code 9" (webtransport-go's "stream
+// canceled"), and every stream open at a graceful Shutdown logged a Warn
+// "handler failed". The client still reads Unavailable.
+func TestShutdownEndsStreamHandlersWithErrClosed(t *testing.T) {
+	for _, carrier := range streamCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			r := testRouter()
+			errs := make(chan error, 2)
+			HandleStream(r, "file/upload", func(ctx context.Context, _ string, s *Stream) error {
+				_, err := io.Copy(io.Discard, s)
+				errs <- err
+				return err
+			})
+			HandleStream(r, "file/download", func(ctx context.Context, _ string, s *Stream) error {
+				chunk := make([]byte, 4096)
+				for {
+					if _, err := s.Write(chunk); err != nil {
+						errs <- err
+						return err
+					}
+				}
+			})
+			var log lockedBuffer
+			e := newCarrierEnv(t, Options{Router: r, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			up, err := c.OpenStream(context.Background(), "file/upload", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := up.Write([]byte("some")); err != nil {
+				t.Fatal(err)
+			}
+			down, err := c.OpenStream(context.Background(), "file/download", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the handlers wait in Read and Write
+			if err := e.srv.Shutdown(context.Background()); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			for range 2 {
+				if err := <-errs; !errors.Is(err, ErrClosed) {
+					t.Errorf("a handler's Read or Write interrupted by Shutdown: %v, want ErrClosed", err)
+				}
+			}
+			for _, s := range []*Stream{up, down} {
+				var se *Error
+				if _, err := io.Copy(io.Discard, s); !errors.As(err, &se) || se.Code != ErrUnavailable.Code {
+					t.Errorf("the client's Read: %v, want Unavailable", err)
+				}
+			}
+			if got := log.String(); strings.Contains(got, "handler failed") {
+				t.Errorf("handlers ended by Shutdown were logged as failed: %s", got)
+			}
+		})
+	}
+}
+
 // Either end may compress any packet after the capabilities (PROTOCOL.md
 // §6), datagrams included: the Go server takes a compressed Emit datagram,
 // and so does the Go client, which closed the connection on one as

@@ -419,7 +419,8 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // finish, closes every connection with 1001 (going away) after its answers,
 // and waits for the connections to end. Binary streams, which may last as
 // long as their connection, are not waited for: their handlers' contexts
-// are canceled and the streams reset with Unavailable (9) at once. When
+// are canceled and the streams reset with Unavailable (9) at once (a
+// handler's Read or Write then returns ErrClosed). When
 // ctx ends first, the remaining connections and the handshakes in
 // progress (QUIC's control stream, SCTP's, WebRTC's) are dropped and Shutdown returns ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped

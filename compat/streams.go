@@ -189,6 +189,17 @@ func (s *Stream) Close() error {
 	return nil
 }
 
+// abort resets the stream with code for this end, as Close does under a
+// Write: the Read or Write it interrupts, and those after it, return
+// ErrClosed rather than the carrier's "canceled by local" error (which a
+// handler passing it on had logged as its failure).
+func (s *Stream) abort(code uint32) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.raw.Reset(code)
+}
+
 func (s *Stream) streamError(err error) error {
 	if err == nil || err == io.EOF {
 		return err
@@ -417,12 +428,13 @@ func (p *Peer) serveStream(t pktTransport, raw rawStream) {
 	// Shutdown ends the stream: a download or a proxied stream may last
 	// as long as the connection, and Shutdown(context.Background()) waited
 	// for ever for a handler that only stops on an error.
+	st := &Stream{raw: raw, connectionEnded: serverStreamEnded(t)}
 	stopStream := context.AfterFunc(s.stopping, func() {
 		cancel()
-		raw.Reset(uint32(ErrUnavailable.Code))
+		st.abort(uint32(ErrUnavailable.Code))
 	})
 	defer stopStream()
-	err = p.runStream(ctx, m, call.Payload, &Stream{raw: raw, connectionEnded: serverStreamEnded(t)})
+	err = p.runStream(ctx, m, call.Payload, st)
 	// Stopped before this end closes the stream, which would otherwise
 	// run the check on a goroutine of its own for every stream.
 	stopOnAbandon()
