@@ -618,6 +618,9 @@ func (cc *clientConn) watchLiveness() (stop func() (timedOut bool)) {
 	return func() bool {
 		w.stopped.Store(true)
 		t.Stop()
+		if h := w.heldLoop.Load(); h != nil {
+			h.Stop()
+		}
 		return w.timedOut.Load()
 	}
 }
@@ -633,7 +636,15 @@ type livenessWatch struct {
 	timer    atomic.Pointer[time.Timer]
 	stopped  atomic.Bool
 	timedOut atomic.Bool
+	// heldLoop fires heldLoopGrace after the connection was given up,
+	// should its read loop not have ended by then (endHeldLoop).
+	heldLoop atomic.Pointer[time.Timer]
 }
+
+// heldLoopGrace is how long a connection given up for silence has to end
+// before endHeldLoop concludes that its read loop is held: the closing
+// handshake that ends it takes closeTimeout at most.
+const heldLoopGrace = 2 * closeTimeout
 
 func (w *livenessWatch) check() {
 	if w.stopped.Load() {
@@ -645,11 +656,43 @@ func (w *livenessWatch) check() {
 	case keepGiveUp:
 		w.timedOut.Store(true)
 		l.requestClose(wsframe.CloseGoingAway, idleTimeoutReason)
+		w.heldLoop.Store(time.AfterFunc(heldLoopGrace, w.cc.endHeldLoop))
 		return
 	case keepPing:
 		l.ping()
 	}
 	w.timer.Load().Reset(time.Until(next))
+}
+
+// endHeldLoop ends the calls of a connection given up for silence whose
+// read loop has not ended heldLoopGrace later: the loop is held by a
+// callback of the program's, most likely a listener that made a Call,
+// Join or Leave, whose answer only that loop could read. Such a call
+// waited for ever, and with it the client: every later call, and the
+// reconnect, which follows the loop's end. The link is dropped first, so
+// that calls sent from then on fail to send instead of waiting; the calls
+// waiting fail as at any end of the connection, and once the callback
+// returns, the loop ends the connection and the client reconnects.
+func (cc *clientConn) endHeldLoop() {
+	select {
+	case <-cc.ended:
+		return
+	default:
+	}
+	c := cc.c
+	c.opts.Logger.Warn("hotpath: the connection was given up for silence, but its read loop is held by a listener or OnState callback; its calls fail now (a Call, Join or Leave made inside a listener waits for an answer only that loop can read: make it from a goroutine)",
+		"url", c.url, "held", heldLoopGrace)
+	cc.link.abort()
+	err := fmt.Errorf("%w: %w", ErrDisconnected, &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason})
+	var failed []*pendingCall
+	c.mu.Lock()
+	if c.conn == cc {
+		failed = c.pending.drain()
+	}
+	c.mu.Unlock()
+	for _, pc := range failed {
+		c.settle(pc, nil, err, true)
+	}
 }
 
 // reconnect dials, after a delay of about step and then doubling it up to
@@ -1252,7 +1295,11 @@ var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 // On registers fn for the server events named event; the returned
 // function unregisters it. fn runs on the connection's read loop and must
 // not block: a Call made from fn would wait for an answer that only the
-// loop it holds can read, so fn starts a goroutine for one. A panic in fn
+// loop it holds can read, so fn starts a goroutine for one. (Made from fn,
+// such a call, Join or Leave fails with ErrDisconnected once the silent
+// connection is given up, IdleTimeout plus 6 s after the loop's last
+// read, and a warning is logged; the client reconnects when fn
+// returns.) A panic in fn
 // is logged and the event goes on to the other listeners. On panics on a
 // name no event can have (empty, over 255 bytes, not UTF-8), as a
 // listener that could never run is a bug in the caller.

@@ -2127,3 +2127,64 @@ func TestDialAnEchoServer(t *testing.T) {
 		t.Errorf("Dial returned at its context's end: %v", err)
 	}
 }
+
+// TestCallFromListenerFailsWhenTheConnectionIsGivenUp: a Call made inside
+// a listener waits for an answer that only the read loop running the
+// listener could read. It waited for ever, and the client with it: the
+// keepalive gave the silent connection up, but the loop never took the
+// close up, so nothing reconnected and every later call timed out. Now
+// the calls fail (ErrDisconnected, 1001) heldLoopGrace after the give-up,
+// a warning says why, the listener returns, and the client reconnects.
+func TestCallFromListenerFailsWhenTheConnectionIsGivenUp(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			t.Parallel()
+			var log lockedBuffer
+			c := e.dial(t, carrier, ClientOptions{
+				KeepaliveInterval: 250 * time.Millisecond, IdleTimeout: time.Second,
+				Logger: slog.New(slog.NewTextHandler(&log, nil)),
+			})
+			room := "held-" + carrierName(carrier) // the subtests share the server
+			nested := make(chan error, 1)
+			c.OnRoom(room, "go", func(Message) {
+				var resp []byte
+				nested <- c.Call(context.Background(), "echo/raw", []byte("x"), &resp)
+			})
+			if _, err := c.Join(context.Background(), room); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.srv.Emit(room, "go", 1); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-nested:
+				if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseGoingAway {
+					t.Fatalf("the listener's call ended with %v, want ErrDisconnected with 1001", err)
+				}
+			case <-time.After(heldLoopGrace + 10*time.Second):
+				t.Fatal("the listener's call still waits, and holds the client")
+			}
+			if !strings.Contains(log.String(), "read loop is held by a listener") {
+				t.Errorf("no warning says why; log:\n%s", log.String())
+			}
+			// The loop ends the connection once the listener returns; a
+			// call sent before that fails as the nested one did, and one
+			// sent while the client reconnects waits for the new
+			// connection (a WebRTC handshake under load takes seconds).
+			var err error
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				var resp []byte
+				err = c.Call(ctx, "echo/raw", []byte("y"), &resp)
+				cancel()
+				if err == nil {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("a call after the listener returned: %v (the client did not reconnect)", err)
+			}
+		})
+	}
+}
