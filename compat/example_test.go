@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat"
@@ -100,4 +101,32 @@ func ExampleClient_GoAll() {
 	}
 	fmt.Println(total)
 	// Output: 21
+}
+
+// One server on every carrier: the README's "Serving" excerpt, compiled by
+// go test but not run (it binds fixed ports). QUIC and WebTransport share
+// one UDP port; SCTP listens over plain UDP and over DTLS; WebRTC is
+// signalled over HTTP beside the WebSocket endpoint.
+func Example_carriers() {
+	r := compat.NewRouter()
+	srv, _ := compat.NewServer(compat.Options{Router: r})
+
+	// QUIC and WebTransport share one UDP port (ALPN "hotpath.v1" and "h3").
+	cert, _ := compat.NewDevCertificate(13*24*time.Hour, "127.0.0.1") // development only, ≤ 14 days
+	fmt.Println("sha-256", cert.HashBase64())                         // for serverCertificateHashes
+	qln, _ := srv.ListenQUIC("127.0.0.1:4433", cert.ServerTLSConfig())
+	go srv.ServeQUIC(qln)
+
+	// SCTP over UDP (trusted networks), or over DTLS.
+	sln, _ := compat.ListenSCTP("127.0.0.1:5000")
+	go srv.ServeSCTP(sln)
+	dln, _ := compat.ListenSCTPDTLS("127.0.0.1:5001", cert.ServerDTLSConfig())
+	go srv.ServeSCTP(dln)
+
+	// WebRTC: an HTTP signalling endpoint (one POST of the offer, the answer back).
+	mux := http.NewServeMux()
+	mux.Handle("/ws", srv)
+	mux.Handle("/rtc", srv.WebRTCHandler(compat.WebRTCOptions{})) // LoopbackOnly: true for tests
+	// Serve mux with an http.Server that sets timeouts (Example_webSocket).
+	_ = mux
 }
