@@ -29,11 +29,11 @@ var ErrPreparedOpcode = errors.New("wsframe: opcode cannot frame a prepared mess
 // Besides the plain frame, a Prepared has Variants slots for other
 // encodings of the same message that other modules build, keyed by a small
 // int. deflatecache keeps one permessage-deflate frame per negotiated
-// window there: it picks the slot from the window bits and takeover mode
-// of a connection, and Variant builds that frame once, from the payload
-// itself (never a copy), on the first connection that needs it; every
-// later connection with the same parameters gets the same bytes with two
-// atomic loads. Writers that need different slots never wait for one
+// window there: it picks the slot from the window bits of a connection
+// (with or without context takeover), and Variant builds that frame once,
+// from the payload itself (never a copy), on the first connection that
+// needs it; every later connection with the same window gets the same
+// bytes with two atomic loads. Writers that need different slots never wait for one
 // another; writers of the same slot wait only for its first build. A
 // failed build leaves the slot empty for the next writer to retry. The
 // slot table (Variants × 16 bytes) is allocated on first use, so a message
