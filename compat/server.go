@@ -418,9 +418,11 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // calls (new calls are answered ErrUnavailable), lets the calls in flight
 // finish, closes every connection with 1001 (going away) after its answers,
 // and waits for the connections to end. Binary streams, which may last as
-// long as their connection, are not waited for: their handlers' contexts
+// long as their connection, are not let finish: their handlers' contexts
 // are canceled and the streams reset with Unavailable (9) at once (a
-// handler's Read or Write then returns ErrClosed). When
+// handler's Read or Write then returns ErrClosed), and Shutdown waits for
+// the handlers to return, as for the calls in flight (a handler that
+// heeds neither holds it until ctx ends). When
 // ctx ends first, the remaining connections and the handshakes in
 // progress (QUIC's control stream, SCTP's, WebRTC's) are dropped and Shutdown returns ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped
