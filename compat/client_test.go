@@ -1473,6 +1473,56 @@ func TestClientKeepalive(t *testing.T) {
 	}
 }
 
+// The keepalive rule of both ends (liveness.check, run again at the time
+// it returns by the client's timer and the server's scheduler) pings a
+// link once it has been silent for the interval, after every answer, so
+// each ping has IdleTimeout minus the interval to be answered. It used to
+// check again only when the pending ping would time out: the answer that
+// came meanwhile was seen then, with the link silent for most of
+// IdleTimeout, and the next ping went out so late that its own answer had
+// the interval plus the last round trip to arrive (TestClientKeepalive's
+// 50 ms pings under a 600 ms IdleTimeout gave the server up in 20 of 76
+// loaded runs, 2 of 72 after). The clock here is simulated: reads happen
+// when a ping's answer arrives, some time after it, and nowhere else.
+func TestKeepalivePingsAfterEachSilentInterval(t *testing.T) {
+	const interval, idle = 50 * time.Millisecond, 600 * time.Millisecond
+	rtts := []time.Duration{5 * time.Millisecond, 120 * time.Millisecond, 49 * time.Millisecond, 300 * time.Millisecond}
+	var l liveness
+	read := func(at time.Duration) {
+		l.lastRead.Store(int64(at))
+		l.pongPending.Store(false)
+	}
+	read(0)
+	answer := time.Duration(-1) // when the pending ping's answer arrives
+	next := monoTime(int64(interval))
+	for pings, checks := 0, 0; pings < 20; checks++ {
+		if checks > 1000 {
+			t.Fatalf("%d checks for %d pings", checks, pings)
+		}
+		now := next.Sub(clockBase)
+		if answer >= 0 && answer <= now {
+			read(answer)
+			answer = -1
+		}
+		act, n := l.check(next, interval, idle)
+		silent := now - time.Duration(l.lastRead.Load())
+		switch act {
+		case keepGiveUp:
+			t.Fatalf("gave up at %v after %d pings, silent %v, every ping answered within %v", now, pings, silent, slices.Max(rtts))
+		case keepPing:
+			if silent != interval {
+				t.Fatalf("ping %d at %v after %v of silence, want %v: its answer has %v to arrive", pings+1, now, silent, interval, idle-silent)
+			}
+			answer = now + rtts[pings%len(rtts)]
+			pings++
+		}
+		if !n.After(next) {
+			t.Fatalf("check at %v re-armed for %v", now, n.Sub(clockBase))
+		}
+		next = n
+	}
+}
+
 // Options.AllowJoin and AllowEmit decide which rooms a client may join and
 // which of its emits reach a room; a refused Join is answered (the hook's
 // *Error, ErrUnauthorized for another error, ErrInternal for a panic) and

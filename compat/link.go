@@ -141,18 +141,27 @@ const (
 
 // check is the keepalive rule of both ends, at now: a link silent for
 // idle is given up; one silent for interval is pinged, once; next is when
-// its silence would next matter.
+// its silence would next matter. While a ping waits for its answer the
+// link is checked again every interval, not only when it would time out:
+// a read does not re-arm the check, and an answer seen only then would
+// have the next ping sent with the link silent for most of idle, leaving
+// that ping's answer little more than the interval to arrive.
 func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
 	last := monoTime(l.lastRead.Load())
 	silent := now.Sub(last)
+	// While a ping is pending: at the timeout, or an interval from now.
+	pending := last.Add(idle)
+	if again := now.Add(interval); again.Before(pending) {
+		pending = again
+	}
 	switch {
 	case silent >= idle:
 		return keepGiveUp, time.Time{}
 	case silent >= interval && !l.pongPending.Load():
 		l.pongPending.Store(true)
-		return keepPing, last.Add(idle)
+		return keepPing, pending
 	case l.pongPending.Load():
-		return keepWaiting, last.Add(idle)
+		return keepWaiting, pending
 	default:
 		return keepWaiting, last.Add(interval)
 	}
