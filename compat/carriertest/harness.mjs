@@ -27,13 +27,23 @@ export function devCert() {
 }
 
 /** startServer runs the hotpath binary with args and resolves with the
- * process and the URLs it prints ({http, webtransport, webrtc}). */
+ * process and the URLs it prints ({http, webtransport, webrtc}). A server
+ * that exits before printing them rejects with the end of its stderr
+ * (kept even when quiet: a failed restart said only "exited with 1"). */
 export function startServer(args, { quiet = true } = {}) {
   return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', quiet ? 'ignore' : 'inherit'] });
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderrTail = '';
+    p.stderr.on('data', (d) => {
+      stderrTail = (stderrTail + d).slice(-4096);
+      if (!quiet) process.stderr.write(d);
+    });
     const found = {};
     const timer = setTimeout(() => { p.kill('SIGKILL'); reject(new Error('server did not print its URLs within 20 s')); }, 20_000);
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited with ${code}`)); });
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}${stderrTail.trim() ? `: ${stderrTail.trim()}` : ''}`));
+    });
     const want = ['http', ...(args.includes('-quic') ? ['webtransport'] : []), ...(args.includes('-webrtc-loopback') ? ['webrtc'] : [])];
     createInterface({ input: p.stdout }).on('line', (line) => {
       let m;
