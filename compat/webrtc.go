@@ -381,11 +381,12 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	// A data channel's write never waits: pion queues what the peer has
 	// not taken, without bound. For a peer that stopped answering, every
 	// emit would stay in memory until the connection ends; one that may
-	// be lost is dropped past maxQueuedDatagrams instead. The check and
-	// the write go together: emits that checked at once all passed it.
+	// be lost is dropped instead when it would take the buffered amount
+	// past maxQueuedDatagrams. The check and the write go together: emits
+	// that checked at once all passed it.
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
-	if dc.BufferedAmount() > maxQueuedDatagrams {
+	if dc.BufferedAmount()+uint64(len(pkt)) > maxQueuedDatagrams {
 		return corkwriter.Dropped, true
 	}
 	if _, err := raw.Write(pkt); err != nil {
