@@ -19,6 +19,7 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/quic-go/quic-go"
@@ -68,8 +69,9 @@ func TestMixedLoadWithBadPeers(t *testing.T) {
 
 // chaosSeq is the payload of a good client's emit.
 type chaosSeq struct {
-	From int `json:"from"`
-	Seq  int `json:"seq"`
+	From int    `json:"from"`
+	Seq  int    `json:"seq"`
+	Pad  string `json:"pad,omitempty"` // past Compression.Threshold now and then
 }
 
 // chaosMember is a good client and what it received.
@@ -117,7 +119,12 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	wsAddr := strings.TrimSuffix(strings.TrimPrefix(e.urls[CarrierWebSocket], "ws://"), "/ws")
 	ctx := context.Background()
 
-	// Good clients, all members of the shared room before anyone emits.
+	// Good clients, all members of the shared room before anyone emits;
+	// the second of each carrier compresses with the router's dictionary.
+	dict, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var members []*chaosMember
 	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
 		n := 2
@@ -128,8 +135,13 @@ func mixedLoadWithBadPeers(t *testing.T) {
 			m := &chaosMember{id: len(members), name: fmt.Sprintf("%s#%d", carrierName(carrier), i)}
 			m.own = "own-" + m.name
 			members = append(members, m)
+			var d *dictionary.Dictionary
+			if i == 1 {
+				d = dict
+			}
 			m.c = e.dial(t, carrier, ClientOptions{
-				Reconnect: Reconnect{Disabled: true},
+				Dictionary: d,
+				Reconnect:  Reconnect{Disabled: true},
 				OnState: func(s State) {
 					m.mu.Lock()
 					m.states = append(m.states, s)
@@ -216,10 +228,14 @@ func mixedLoadWithBadPeers(t *testing.T) {
 					m.problem("join of its own room, iteration %d: %v", i, err)
 				}
 				cancel()
-				if err := m.c.Emit("mix", "seq", chaosSeq{m.id, i}, false); err != nil {
+				v := chaosSeq{From: m.id, Seq: i}
+				if i%4 == 0 {
+					v.Pad = strings.Repeat("pad ", 80)
+				}
+				if err := m.c.Emit("mix", "seq", v, false); err != nil {
 					m.problem("emit %d to the shared room: %v", i, err)
 				}
-				if err := m.c.Emit(m.own, "seq", chaosSeq{m.id, i}, false); err != nil {
+				if err := m.c.Emit(m.own, "seq", v, false); err != nil {
 					m.problem("emit %d to its own room: %v", i, err)
 				}
 			}
@@ -277,6 +293,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 					t.Errorf("WebSocket %s #%d: upgrade: %v; want 101", tc.name, r, err)
 					continue
 				}
+				chaosMemberWithCallInFlight(c)
 				if err := tc.send(c); err != nil {
 					t.Errorf("WebSocket %s #%d: sending: %v", tc.name, r, err)
 				}
@@ -306,6 +323,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 					t.Errorf("WebSocket cut %s #%d: upgrade: %v; want 101", cut.name, r, err)
 					continue
 				}
+				chaosMemberWithCallInFlight(c)
 				if err := c.WriteRaw(cut.bytes); err != nil {
 					t.Errorf("WebSocket cut %s #%d: %v", cut.name, r, err)
 				}
@@ -540,6 +558,14 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	if min := uint64(2 * good * chaosIterations); got.Emits < min {
 		t.Errorf("Emits = %d; want at least the %d of the good clients", got.Emits, min)
 	}
+}
+
+// chaosMemberWithCallInFlight makes a raw WebSocket peer a member of the
+// shared room, whose emits then reach it while it misbehaves, and leaves
+// an Async call of its running, whose answer finds it gone.
+func chaosMemberWithCallInFlight(c *wstest.Conn) {
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("mix")}))
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 2, "test/sleep", 0, []byte("20")))
 }
 
 // chaosRawQUIC opens a bare native QUIC connection, and its control
