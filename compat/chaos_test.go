@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/deflatecache"
 	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -115,6 +118,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	e := newCarrierEnv(t, Options{
 		Limits:       Limits{MaxMessageSize: chaosMaxMessage, MaxOutboxBytes: chaosOutbox},
 		SlowConsumer: Disconnect,
+		Compression:  Compression{ContextTakeover: true},
 	})
 	wsAddr := strings.TrimSuffix(strings.TrimPrefix(e.urls[CarrierWebSocket], "ws://"), "/ws")
 	ctx := context.Background()
@@ -189,6 +193,54 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		}
 	}
 
+	want := map[wsframe.CloseCode]uint64{wsframe.CloseNormal: uint64(good)} // the server's Closes at the end
+
+	// Raw WebSocket members that negotiated permessage-deflate: one keeps
+	// the server's compression history (context takeover), one has a
+	// window of its own without. The shared room's emits past the
+	// threshold reach them compressed; they read and check every good
+	// emit as the Go clients do.
+	type pmdMember struct {
+		name string
+		c    *wstest.Conn
+		dc   *deflatecache.Conn
+		done chan error
+	}
+	var pmdMembers []*pmdMember
+	for _, offer := range []deflatecache.ClientOffer{{}, {ServerNoContextTakeover: true, ServerMaxWindowBits: 9}} {
+		header := string(deflatecache.AppendOffer(nil, offer))
+		c, err := wstest.Dial(wsAddr, "/ws", "Sec-WebSocket-Extensions: "+header)
+		if err != nil {
+			t.Fatalf("raw member offering %q: %v", header, err)
+		}
+		t.Cleanup(func() { c.NC.Close() })
+		params, ok, err := deflatecache.ParseResponse(c.Extensions(), offer)
+		if err != nil || !ok || params.ServerNoContextTakeover != offer.ServerNoContextTakeover {
+			t.Fatalf("raw member offering %q: answered %q (%v); want permessage-deflate as offered", header, c.Extensions(), err)
+		}
+		dc, err := deflatecache.NewConn(params, wsframe.Client, deflatecache.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("mix")}))
+		for joined := false; !joined; {
+			msg, err := c.ReadMessage(10 * time.Second)
+			if err != nil {
+				t.Fatalf("raw member %q: reading its Join's answer: %v", c.Extensions(), err)
+			}
+			payload := msg.Payload
+			if msg.Compressed {
+				if payload, err = dc.Inflate(nil, msg.Payload, 1<<20); err != nil {
+					t.Fatalf("raw member %q: inflating: %v", c.Extensions(), err)
+				}
+			}
+			p, err := wire.Decode(payload)
+			joined = err == nil && p.Kind == dispatch.KindResult && p.ID == 1
+		}
+		pmdMembers = append(pmdMembers, &pmdMember{name: c.Extensions(), c: c, dc: dc, done: make(chan error, 1)})
+	}
+	want[wsframe.CloseNormal] += uint64(len(pmdMembers))
+
 	// The bytes of the bad cases that take a while to build.
 	var bomb bytes.Buffer // permessage-deflate (RFC 7692 §7.2.1): 4 MiB of zeros in a few KiB
 	fw, _ := flate.NewWriter(&bomb, flate.BestCompression)
@@ -207,7 +259,6 @@ func mixedLoadWithBadPeers(t *testing.T) {
 			f()
 		})
 	}
-	want := map[wsframe.CloseCode]uint64{wsframe.CloseNormal: uint64(good)} // the server's Closes at the end
 	malformed := 0
 
 	// Good loops.
@@ -340,7 +391,11 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	for r := range chaosRepeats {
 		run(func() {
 			flood := fmt.Sprintf("flood-%d", r)
-			c, err := wstest.Dial(wsAddr, "/ws")
+			var headers []string
+			if r%2 == 1 { // the server compresses for it with its history
+				headers = append(headers, "Sec-WebSocket-Extensions: permessage-deflate")
+			}
+			c, err := wstest.Dial(wsAddr, "/ws", headers...)
 			if err != nil {
 				t.Errorf("slow consumer %d: upgrade: %v; want 101", r, err)
 				return
@@ -355,11 +410,15 @@ func mixedLoadWithBadPeers(t *testing.T) {
 					t.Errorf("slow consumer %d: reading its Joins' answers: %v", r, err)
 					return
 				}
+				if msg.Compressed {
+					continue // not an answer: answers are under the threshold
+				}
 				if p, err := wire.Decode(msg.Payload); err == nil && p.Kind == dispatch.KindResult && (p.ID == 1 || p.ID == 2) {
 					answered++
 				}
 			}
-			payload := make([]byte, 16<<10)
+			payload := make([]byte, 16<<10) // half zeros, half noise: compressed to about half
+			rand.Read(payload[8<<10:])
 			sent := 0
 			for ; sent < chaosFloodMax && e.srv.Members(flood) > 0; sent++ {
 				res, err := e.srv.Emit(flood, "flood", payload)
@@ -469,6 +528,9 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		})
 	}
 
+	for _, pm := range pmdMembers {
+		go func() { pm.done <- chaosReadShared(pm.c, pm.dc, good, chaosIterations) }()
+	}
 	began := time.Now()
 	close(start)
 	wg.Wait()
@@ -490,6 +552,12 @@ func mixedLoadWithBadPeers(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+	for _, pm := range pmdMembers {
+		if err := <-pm.done; err != nil {
+			t.Errorf("raw member with %s: %v", pm.name, err)
+		}
+		pm.c.Close()
 	}
 	stalledMu.Lock()
 	handshakes := len(stalled)
@@ -558,6 +626,50 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	if min := uint64(2 * good * chaosIterations); got.Emits < min {
 		t.Errorf("Emits = %d; want at least the %d of the good clients", got.Emits, min)
 	}
+}
+
+// chaosReadShared reads c until it has the shared room's emits of every
+// good sender (senders of iterations each) and checks that each came
+// once and in order per sender.
+func chaosReadShared(c *wstest.Conn, dc *deflatecache.Conn, senders, iterations int) error {
+	next := make([]int, senders)
+	compressed := 0
+	for got := 0; got < senders*iterations; {
+		m, err := c.ReadMessage(20 * time.Second)
+		if err != nil {
+			return fmt.Errorf("after %d of %d shared emits: %w", got, senders*iterations, err)
+		}
+		if m.Opcode != wsframe.OpBinary {
+			continue
+		}
+		payload := m.Payload
+		if m.Compressed {
+			compressed++
+			if payload, err = dc.Inflate(nil, m.Payload, 1<<20); err != nil {
+				return fmt.Errorf("after %d of %d shared emits: inflating: %v", got, senders*iterations, err)
+			}
+		}
+		p, err := wire.Decode(payload)
+		if err != nil {
+			return fmt.Errorf("after %d of %d shared emits: a message that does not decode (compressed %v): %v", got, senders*iterations, m.Compressed, err)
+		}
+		if p.Kind != dispatch.KindEmit || string(p.Room) != "mix" || string(p.Name) != "seq" {
+			continue
+		}
+		var v chaosSeq
+		if err := json.Unmarshal(p.Payload, &v); err != nil || v.From < 0 || v.From >= senders {
+			return fmt.Errorf("emit %q: %v; want a good sender's", p.Payload, err)
+		}
+		if v.Seq != next[v.From] {
+			return fmt.Errorf("from sender %d seq %d, want %d (lost, repeated or reordered)", v.From, v.Seq, next[v.From])
+		}
+		next[v.From]++
+		got++
+	}
+	if compressed == 0 {
+		return errors.New("no emit came compressed, though every fourth is past the threshold")
+	}
+	return nil
 }
 
 // chaosMemberWithCallInFlight makes a raw WebSocket peer a member of the
