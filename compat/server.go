@@ -241,7 +241,11 @@ const handshakeTimeout = 10 * time.Second
 
 func (s *Server) upgradeRaw(nc net.Conn) {
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	// Shutdown drops it when its ctx ends, as the other carriers'
+	// handshakes: left, it outlived Shutdown by up to handshakeTimeout.
+	s.handshakes.add(nc)
 	up, err := s.upgradeConn(nc)
+	s.handshakes.remove(nc)
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
 		nc.Close()
@@ -424,7 +428,8 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // the handlers to return, as for the calls in flight (a handler that
 // heeds neither holds it until ctx ends). When
 // ctx ends first, the remaining connections and the handshakes in
-// progress (QUIC's control stream, SCTP's, WebRTC's) are dropped and Shutdown returns ctx's error,
+// progress (Serve's upgrade requests, QUIC's control stream, SCTP's,
+// WebRTC's) are dropped and Shutdown returns ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped
 // connection does not return (one that called Shutdown, say). Shutdown
 // may be called from handlers and hooks, and more than once.

@@ -254,6 +254,43 @@ func TestShutdownGoingAway(t *testing.T) {
 	}
 }
 
+// A client that sent half an upgrade request to Serve's listener is
+// dropped when Shutdown's ctx ends, as the handshakes of the other
+// carriers are: its connection was left for the rest of handshakeTimeout
+// (10 s), past Shutdown's return, with a goroutine and a descriptor, and
+// Shutdown spent its whole shutdownDropGrace waiting for it.
+// TestMixedLoadWithBadPeers's stalled upgrades led to it.
+func TestShutdownDropsStalledUpgrade(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Accepted: counted among the connection goroutines Shutdown waits for.
+	waitFor(t, func() bool {
+		select {
+		case <-s.conns.idle():
+			return false
+		default:
+			return true
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v; want its ctx's deadline, passed while the upgrade stalled", err)
+	}
+	select {
+	case <-s.conns.idle():
+	default:
+		t.Error("the stalled upgrade's goroutine still runs after Shutdown returned; want it dropped when Shutdown's ctx ended")
+	}
+}
+
 // A close request that the read loop takes before the request's own
 // wake-up lands (woken by its idle deadline, say; here by the hook) starts
 // the closing handshake; the late wake-up must not then end the
