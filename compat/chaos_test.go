@@ -214,6 +214,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 			t.Fatalf("raw member offering %q: %v", header, err)
 		}
 		t.Cleanup(func() { c.NC.Close() })
+		c.NC.SetWriteDeadline(time.Time{}) // Dial's 10 s: it writes its close at the end
 		params, ok, err := deflatecache.ParseResponse(c.Extensions(), offer)
 		if err != nil || !ok || params.ServerNoContextTakeover != offer.ServerNoContextTakeover {
 			t.Fatalf("raw member offering %q: answered %q (%v); want permessage-deflate as offered", header, c.Extensions(), err)
@@ -557,7 +558,16 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		if err := <-pm.done; err != nil {
 			t.Errorf("raw member with %s: %v", pm.name, err)
 		}
-		pm.c.Close()
+		// The closing handshake in full: a socket closed with unread
+		// bytes (presence events, emits to bad members) resets the
+		// connection, and the server may lose the close frame (1006).
+		if err := pm.c.WriteFrame(wsframe.OpClose, wsframe.AppendClosePayload(nil, wsframe.CloseNormal, ""), wsframe.Fin); err != nil {
+			t.Errorf("raw member with %s: sending its close: %v", pm.name, err)
+		}
+		if code, reason := pm.c.ReadClose(10 * time.Second); code != wsframe.CloseNormal {
+			t.Errorf("raw member with %s: its close answered %d %q; want 1000 echoed", pm.name, code, reason)
+		}
+		pm.c.NC.Close()
 	}
 	stalledMu.Lock()
 	handshakes := len(stalled)
