@@ -31,11 +31,14 @@ import (
 // TestMixedLoadWithBadPeers holds the promise of the limits ("bad input
 // gets a clear error and loses nothing; no other connection affected; no
 // goroutine leak; memory bounded") with everything at once on one server:
-// good clients on every carrier call, join and emit in loops while bad
-// peers (malformed frames, messages over the limit, invalid UTF-8, a
-// compression bomb, garbage on QUIC and SCTP, slow consumers, peers that
-// vanish mid-frame or stall in their handshake) come and go beside them.
-// The other tests of bad input each run alone.
+// good clients on every carrier (half with the dictionary) and raw
+// permessage-deflate members (one with context takeover) share a room
+// while bad peers come and go beside them: malformed frames, messages
+// over the limit, invalid UTF-8, a compression bomb, garbage on QUIC,
+// bad packets on SCTP and WebTransport, slow consumers, peers that
+// vanish mid-frame or stall in their handshake. The bad WebSocket peers
+// are members of the shared room with a call running when they
+// misbehave. The other tests of bad input each run alone.
 //
 // Every good member must get every good emit of the shared room exactly
 // once and in order per sender (counted against the total sent), every
@@ -65,6 +68,7 @@ func TestMixedLoadWithBadPeers(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
+	t.Logf("heap: %d KiB live before, %d KiB after", heapBefore>>10, ms.HeapAlloc>>10)
 	if grew := int64(ms.HeapAlloc) - int64(heapBefore); grew > 64<<20 {
 		t.Errorf("heap: %d MiB live after the run and GC, %d MiB before; want less than 64 MiB of growth", ms.HeapAlloc>>20, heapBefore>>20)
 	}
