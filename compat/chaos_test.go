@@ -333,6 +333,16 @@ func mixedLoadWithBadPeers(t *testing.T) {
 			}
 			return c.WriteRaw(wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, bombBody, wsframe.Fin|wsframe.Rsv1, wsframe.NewMaskKey()))
 		}, wsframe.CloseMessageTooBig, "WS_ERR_INFLATE_TOO_BIG"},
+		{"ping over 125 bytes", nil, func(c *wstest.Conn) error {
+			return c.WriteFrame(wsframe.OpPing, make([]byte, 126), wsframe.Fin)
+		}, wsframe.CloseProtocolError, "WS_ERR_CONTROL_TOO_LONG"},
+		{"close with a code no endpoint may send", nil, func(c *wstest.Conn) error {
+			// 1005 on the wire (AppendClosePayload would send no body).
+			return c.WriteFrame(wsframe.OpClose, []byte{0x03, 0xed}, wsframe.Fin)
+		}, wsframe.CloseProtocolError, "WS_ERR_INVALID_CLOSE_CODE"},
+		{"close with an invalid UTF-8 reason", nil, func(c *wstest.Conn) error {
+			return c.WriteFrame(wsframe.OpClose, append(wsframe.AppendClosePayload(nil, wsframe.CloseNormal, ""), 0xff), wsframe.Fin)
+		}, wsframe.CloseInvalidPayload, "WS_ERR_INVALID_UTF8"},
 		{"malformed packet", nil, func(c *wstest.Conn) error {
 			return c.WriteMessage(wsframe.OpBinary, []byte{1})
 		}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
