@@ -416,7 +416,10 @@ func mixedLoadWithBadPeers(t *testing.T) {
 				return
 			}
 			defer c.NC.Close()
-			c.NC.(*net.TCPConn).SetReadBuffer(4 << 10) // fill sooner
+			// Its receive buffer stays small without SetReadBuffer: the
+			// kernel grows it only for a reader. Shrunk further (4 KiB),
+			// what the server queued before the drop left at the pace of
+			// zero-window probes, seconds apart.
 			c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte(flood)}))
 			c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 2, Room: []byte("mix")}))
 			for answered := 0; answered < 2; {
@@ -450,7 +453,8 @@ func mixedLoadWithBadPeers(t *testing.T) {
 				return
 			}
 			t.Logf("slow consumer %d: dropped after %d emits of 16 KiB to its room", r, sent+1)
-			if code, reason := c.ReadClose(10 * time.Second); code != wsframe.CloseAbnormal {
+			// ReadClose says 1006 for a read that timed out too.
+			if code, reason := c.ReadClose(10 * time.Second); code != wsframe.CloseAbnormal || strings.Contains(reason, "timeout") {
 				t.Errorf("slow consumer %d: close %d %q; want the connection dropped without a close frame (1006)", r, code, reason)
 			}
 		})
