@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -293,6 +295,36 @@ func TestSlowConsumer(t *testing.T) {
 				t.Error("Disconnect: no slow consumer counted")
 			}
 		}
+	}
+}
+
+// A slow consumer dropped under Disconnect is reset, not closed with a
+// FIN: after a FIN the kernel keeps the socket and what was queued for a
+// peer that does not read (up to the send buffer, some MiB), probing its
+// closed window for minutes as an orphan. The peer reads the reset once
+// it reads again.
+func TestSlowConsumerIsReset(t *testing.T) {
+	s, addr := newTestServer(t, Options{SlowConsumer: Disconnect, Limits: Limits{MaxOutboxBytes: 256 << 10}})
+	slow := dial(t, addr) // joins and never reads again
+	slow.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")}))
+	readPacket(t, slow)
+	payload := make([]byte, 16<<10)
+	for i := 0; s.Members("r") > 0; i++ {
+		if i == 4096 {
+			t.Fatal("64 MiB of emits, and the member that reads nothing is still in the room")
+		}
+		if _, err := s.Emit("r", "big", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Metrics().Connections == 0 })
+	if s.Metrics().SlowConsumers != 1 {
+		t.Fatalf("SlowConsumers = %d, want 1", s.Metrics().SlowConsumers)
+	}
+	slow.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, slow.NC)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the dropped member read %d bytes, then %v; want the connection reset (ECONNRESET), not closed after what was queued", n, err)
 	}
 }
 

@@ -782,6 +782,25 @@ func (c *wsConn) lostCompressed(st corkwriter.Status) {
 	}
 }
 
+// abort closes the socket with a reset (SO_LINGER 0), not a FIN: an
+// aborted connection's peer is not reading (a slow consumer, a dead path)
+// or will get nothing more, and after a FIN the kernel keeps the socket
+// and what it still holds for that peer (up to the send buffer, some MiB)
+// for minutes, probing a closed window (on loopback, 4 MiB still held
+// after 150 s; gone at once after a reset). What was queued is dropped either
+// way; the peer sees the connection end without a close frame, as it
+// would after a FIN.
+func (c *wsConn) abort() {
+	nc := c.nc
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+		nc = tc.NetConn()
+	}
+	if l, ok := nc.(interface{ SetLinger(sec int) error }); ok {
+		l.SetLinger(0)
+	}
+	c.nc.Close()
+}
+
 // sendDatagram: a WebSocket has no datagrams.
 func (c *wsConn) sendDatagram([]byte) (corkwriter.Status, bool) { return 0, false }
 
@@ -802,7 +821,6 @@ func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
 	c.finish()
 }
 
-func (c *wsConn) abort()              { c.nc.Close() }
 func (c *wsConn) maxPacket() int      { return 0 }
 func (c *wsConn) liveness() *liveness { return &c.live }
 func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
