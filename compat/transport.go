@@ -153,12 +153,14 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 }
 
 // onWriteError is the outbox's report that a write failed: the connection
-// cannot be written to any more, so it ends. The write's error is kept as
+// cannot be written to any more, so it ends, with a reset (see abort): a
+// write that failed at its deadline (the closing handshake's, say) was
+// waiting for a peer that does not read. The write's error is kept as
 // why (readError): the read that the close then fails would only say
 // "use of closed network connection".
 func (c *wsConn) onWriteError(err error) {
 	c.writeErr.CompareAndSwap(nil, &err)
-	c.nc.Close()
+	c.abort()
 }
 
 // readLoop reads and handles messages until the connection ends, and
@@ -630,7 +632,13 @@ func (c *wsConn) finish() {
 			c.drainOutbox(time.Now().Add(closeTimeout))
 		}
 		c.out.Close()
-		if c.lingerOnClose {
+		switch {
+		case c.closeExpired && unacked(c.rc) > 0:
+			// The peer sent nothing for closeTimeout and has not taken
+			// what the kernel holds for it, its close frame last: it is
+			// not reading, or its path is dead. Reset, as abort does.
+			c.resetOnClose()
+		case c.lingerOnClose:
 			c.lingerClose()
 		}
 		c.nc.Close()
@@ -791,6 +799,12 @@ func (c *wsConn) lostCompressed(st corkwriter.Status) {
 // way; the peer sees the connection end without a close frame, as it
 // would after a FIN.
 func (c *wsConn) abort() {
+	c.resetOnClose()
+	c.nc.Close()
+}
+
+// resetOnClose makes the socket's Close send a reset (SO_LINGER 0).
+func (c *wsConn) resetOnClose() {
 	nc := c.nc
 	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		nc = tc.NetConn()
@@ -798,7 +812,6 @@ func (c *wsConn) abort() {
 	if l, ok := nc.(interface{ SetLinger(sec int) error }); ok {
 		l.SetLinger(0)
 	}
-	c.nc.Close()
 }
 
 // sendDatagram: a WebSocket has no datagrams.
