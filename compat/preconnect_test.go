@@ -375,6 +375,12 @@ func quicClosedWith(t *testing.T, qc *quic.Conn, what string, code quic.Applicat
 // newcomer takes its slot and it is closed with 1008
 // HP_ERR_HANDSHAKE_STALE. On a listener not made by ListenQUIC the
 // refusal comes once accepted: 1013 HP_ERR_TOO_MANY_HANDSHAKES.
+//
+// The table's clock stands still but when the test moves it past
+// staleHandshake. On the wall clock the 4 handshakes that fill the table
+// took up to 2.4 s at a load average of 12 to 16 under go test -race, and
+// the oldest went stale before the newcomers meant to be refused came, which
+// then took its slot (5 runs in 146).
 func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 	const bound = 4
 	e := newCarrierEnv(t, Options{MaxPendingQUIC: bound})
@@ -384,6 +390,7 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 	waitFor(t, func() bool { return e.srv.Peers() == 0 })
 	time.Sleep(200 * time.Millisecond)
 	base := runtime.NumGoroutine()
+	advance := stopPendingClock(e.srv.quicPending)
 
 	addr := e.urls[CarrierQUIC][len("quic://"):]
 	protos := []string{http3.NextProtoH3, ALPN}
@@ -394,8 +401,8 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 			t.Fatalf("pending connection %d of %d: %v", i, bound, err)
 		}
 		held = append(held, qc)
+		waitPending(t, e.srv.quicPending, i+1)
 	}
-	waitFor(t, e.srv.quicPending.full)
 	failures := e.srv.Metrics().HandshakeFailures
 	for i := range 2 * bound {
 		qc, err := dialPendingQUIC(t, e, addr, protos[i%2])
@@ -408,7 +415,7 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 		t.Errorf("%d refusals counted as handshake failures, want %d", got, 2*bound)
 	}
 
-	time.Sleep(staleHandshake + 100*time.Millisecond)
+	advance(staleHandshake)
 	var out echoReq
 	var clients []*Client
 	for i, carrier := range streamCarriers {
@@ -420,6 +427,7 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 				t.Fatal(err)
 			}
 			held = append(held, qc)
+			waitPending(t, e.srv.quicPending, bound)
 		}
 		c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
 		clients = append(clients, c)
@@ -434,6 +442,7 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 		}
 		qc.CloseWithError(0, "")
 	}
+	waitPending(t, e.srv.quicPending, 0) // the stale ones too
 
 	// A listener without ListenQUIC's check before the handshake.
 	tc := e.cert.ServerTLSConfig()
@@ -451,8 +460,8 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		held = append(held, qc)
+		waitPending(t, e.srv.quicPending, i+1)
 	}
-	waitFor(t, e.srv.quicPending.full)
 	for i := range 2 {
 		qc, err := dialPendingQUIC(t, e, ln.Addr().String(), protos[i%2])
 		if err != nil {
@@ -755,6 +764,35 @@ func TestMaxConnectionsWebRTCRefusal(t *testing.T) {
 	if got := e.srv.Metrics().RefusedConnections; got != 1 {
 		t.Errorf("RefusedConnections %d, want 1", got)
 	}
+}
+
+// stopPendingClock stops p's clock; advance moves it on by d.
+func stopPendingClock(p *pendingHandshakes) (advance func(d time.Duration)) {
+	now := time.Now()
+	p.mu.Lock()
+	p.now = func() time.Time { return now } // called with p.mu held
+	p.mu.Unlock()
+	return func(d time.Duration) {
+		p.mu.Lock()
+		now = now.Add(d)
+		p.mu.Unlock()
+	}
+}
+
+// waitPending waits until p holds n handshakes. A test that dials pending
+// connections one after another waits for each to be accepted before the
+// next: quic-go's Dial returns when the client has sent its Finished, and
+// the server queues the connection for Accept once it has read it, from
+// a goroutine of the connection's own, so two connections dialed back to
+// back could be accepted in either order (the younger one was evicted as
+// the oldest in 4 runs of 146 at a load average of 12 to 16).
+func waitPending(t *testing.T, p *pendingHandshakes, n int) {
+	t.Helper()
+	waitFor(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.queue) == n
+	})
 }
 
 // TestShutdownDropsPendingQUIC: a QUIC connection still without its

@@ -558,6 +558,10 @@ type pendingHandshakes struct {
 	mu    sync.Mutex
 	max   int
 	queue []*pendingHandshake // oldest first
+	// now is the table's clock, read under mu; time.Now when nil. A test
+	// stops it, so that which handshakes are stale is up to the test and
+	// not to how long its handshakes take on a loaded machine.
+	now func() time.Time
 }
 
 type pendingHandshake struct {
@@ -579,7 +583,15 @@ const staleHandshake = 2 * time.Second
 func (p *pendingHandshakes) full() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.queue) >= p.max && time.Since(p.queue[0].began) < staleHandshake
+	return len(p.queue) >= p.max && p.clock().Sub(p.queue[0].began) < staleHandshake
+}
+
+// clock is the time now by the table's clock; p.mu is held.
+func (p *pendingHandshakes) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
 }
 
 // begin takes a slot for a handshake that abort cuts short, and returns
@@ -587,8 +599,8 @@ func (p *pendingHandshakes) full() bool {
 // every slot is held by a handshake younger than staleHandshake. The
 // handshake aborted to make room is the oldest, once it is stale.
 func (p *pendingHandshakes) begin(abort func()) (end func(), ok bool) {
-	h := &pendingHandshake{began: time.Now(), abort: abort}
 	p.mu.Lock()
+	h := &pendingHandshake{began: p.clock(), abort: abort}
 	var evicted *pendingHandshake
 	if len(p.queue) >= p.max {
 		if h.began.Sub(p.queue[0].began) < staleHandshake {
