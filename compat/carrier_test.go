@@ -2918,6 +2918,16 @@ func TestAskAnswersBesideAFullOutbox(t *testing.T) {
 // answers enters the queue while an answer waits (Peer.Event returns
 // ErrOverloaded meanwhile; a room emit skips the member), and the answer
 // goes in as soon as there is room for it.
+//
+// Each answer waits behind a full outbox of events, so each call costs
+// MaxOutboxBytes of the carrier's throughput: with the default 4 MiB, 128
+// events of 32 KiB arrived during every call. A WebRTC association moved
+// 0.35 to 0.8 MiB/s at a load average of 13 to 16 under go test -race
+// (183 to 545 events in 15 to 20 s; 1.2 to 2.5 s a call at 6 to 10), so
+// the 8 calls needed 40 s and more, and the webrtc subtests ran out of
+// their 20 s in 7 runs of 7 (in 11 of 29 at 6 to 11, some runs pinned
+// to one core). The outbox here is 1 MiB: the same full outbox beside
+// each answer, a quarter of the bytes (0 of 26 ran out at 6 to 11).
 func TestAnswersBesideAnEventFlood(t *testing.T) {
 	var srv atomic.Pointer[Server]
 	r := testRouter()
@@ -2950,7 +2960,7 @@ func TestAnswersBesideAnEventFlood(t *testing.T) {
 		}()
 		return struct{}{}, nil
 	})
-	e := newCarrierEnv(t, Options{Router: r})
+	e := newCarrierEnv(t, Options{Router: r, Limits: Limits{MaxOutboxBytes: 1 << 20}})
 	srv.Store(e.srv)
 	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, CarrierWebRTC} {
 		for _, flood := range []string{"events", "emits"} {
