@@ -1523,6 +1523,42 @@ func TestKeepalivePingsAfterEachSilentInterval(t *testing.T) {
 	}
 }
 
+// A keepalive check that runs late pings a link whose peer answered the
+// last ping, rather than give it up for a silence that is the checker's
+// own: nothing was sent to the peer meanwhile. A ping unanswered is still
+// given up, idle minus interval after it went out. (TestClientKeepalive
+// gave the server up so under load: the check due 50 ms after a ping
+// answered in 1 ms ran 750 ms late, past the 600 ms IdleTimeout.)
+func TestKeepaliveLateCheckPingsFirst(t *testing.T) {
+	const interval, idle = 50 * time.Millisecond, 600 * time.Millisecond
+	at := func(d time.Duration) time.Time { return clockBase.Add(d) }
+	var l liveness
+	l.touch()
+	start := time.Duration(l.lastRead.Load())
+	act, next := l.check(at(start+interval), interval, idle)
+	if act != keepPing {
+		t.Fatalf("after a silent interval: %v, want a ping", act)
+	}
+	l.lastRead.Store(int64(start + interval + time.Millisecond)) // answered
+	l.pongPending.Store(false)
+	late := next.Add(750 * time.Millisecond)
+	if act, next = l.check(late, interval, idle); act != keepPing {
+		t.Fatalf("a check 750 ms late, the last ping answered: action %d (1 ping, 2 give up), want a ping", act)
+	}
+	for now := next; ; now = next {
+		act, next = l.check(now, interval, idle)
+		if act == keepGiveUp {
+			if d := now.Sub(late); d < idle-interval {
+				t.Fatalf("given up %v after an unanswered ping, want %v", d, idle-interval)
+			}
+			break
+		}
+		if act != keepWaiting || !next.After(now) || now.Sub(late) > idle {
+			t.Fatalf("at %v after the ping: %v, next in %v", now.Sub(late), act, next.Sub(now))
+		}
+	}
+}
+
 // Options.AllowJoin and AllowEmit decide which rooms a client may join and
 // which of its emits reach a room; a refused Join is answered (the hook's
 // *Error, ErrUnauthorized for another error, ErrInternal for a panic) and

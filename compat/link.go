@@ -112,6 +112,7 @@ type liveness struct {
 	// pongPending is set when a keepalive ping went out and cleared by any
 	// read: a peer that reads nothing back within the next interval is gone.
 	pongPending atomic.Bool
+	pingedAt    atomic.Int64 // monoNow of the last keepalive ping
 }
 
 func (l *liveness) touch() {
@@ -140,31 +141,43 @@ const (
 )
 
 // check is the keepalive rule of both ends, at now: a link silent for
-// idle is given up; one silent for interval is pinged, once; next is when
-// its silence would next matter. While a ping waits for its answer the
+// interval is pinged, once; one whose ping has gone unanswered for idle
+// minus interval (silent for idle, when the ping went out on time) is
+// given up; next is when its silence would next matter. While a ping waits for its answer the
 // link is checked again every interval, not only when it would time out:
 // a read does not re-arm the check, and an answer seen only then would
 // have the next ping sent with the link silent for most of idle, leaving
 // that ping's answer little more than the interval to arrive.
+//
+// A link is given up only once a ping has gone unanswered for idle minus
+// interval, the time a ping sent on time has. A check that runs late (its
+// goroutine starved on a loaded machine) finds the link silent for longer
+// than it was pinged: a peer that answered the last ping at once has been
+// sent nothing since. Such a link is pinged, not given up: it used to be,
+// its silence the checker's own (TestClientKeepalive, pinned to one core
+// beside a CPU burner: the check due 50 ms after a ping answered within
+// 1 ms ran 740 to 750 ms late, in 2 runs of 199).
 func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
 	last := monoTime(l.lastRead.Load())
 	silent := now.Sub(last)
-	// While a ping is pending: at the timeout, or an interval from now.
-	pending := last.Add(idle)
-	if again := now.Add(interval); again.Before(pending) {
-		pending = again
-	}
-	switch {
-	case silent >= idle:
-		return keepGiveUp, time.Time{}
-	case silent >= interval && !l.pongPending.Load():
+	if !l.pongPending.Load() {
+		if silent < interval {
+			return keepWaiting, last.Add(interval)
+		}
+		l.pingedAt.Store(int64(now.Sub(clockBase)))
 		l.pongPending.Store(true)
-		return keepPing, pending
-	case l.pongPending.Load():
-		return keepWaiting, pending
-	default:
-		return keepWaiting, last.Add(interval)
+		return keepPing, now.Add(min(interval, idle-interval))
 	}
+	// A ping is pending: checked again at its timeout, or an interval
+	// from now.
+	timeout := monoTime(l.pingedAt.Load()).Add(idle - interval)
+	if !now.Before(timeout) {
+		return keepGiveUp, time.Time{}
+	}
+	if again := now.Add(interval); again.Before(timeout) {
+		return keepWaiting, again
+	}
+	return keepWaiting, timeout
 }
 
 // broadcast is one room emit, encoded once per framing and shared by every
