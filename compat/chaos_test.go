@@ -265,6 +265,14 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		})
 	}
 	malformed := 0
+	// expectCloses counts a bad case's repeats as closes with code, and
+	// as malformed packets for 1008.
+	expectCloses := func(code wsframe.CloseCode) {
+		want[code] += chaosRepeats
+		if code == wsframe.ClosePolicyViolation {
+			malformed += chaosRepeats
+		}
+	}
 
 	// Good loops.
 	for _, m := range members {
@@ -348,10 +356,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
 	}
 	for _, tc := range wsCases {
-		want[tc.code] += chaosRepeats
-		if tc.code == wsframe.ClosePolicyViolation {
-			malformed += chaosRepeats
-		}
+		expectCloses(tc.code)
 		run(func() {
 			for r := range chaosRepeats {
 				c, err := wstest.Dial(wsAddr, "/ws", tc.headers...)
@@ -471,10 +476,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 		{"malformed packet", framed([]byte{1}), wsframe.ClosePolicyViolation},
 	}
 	for _, tc := range quicCases {
-		want[tc.code] += chaosRepeats
-		if tc.code == wsframe.ClosePolicyViolation {
-			malformed += chaosRepeats
-		}
+		expectCloses(tc.code)
 		run(func() {
 			for r := range chaosRepeats {
 				qc, str, err := chaosRawQUIC(e, true)
@@ -504,10 +506,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	}
 	for _, carrier := range []Carrier{CarrierSCTP, CarrierWebTransport} {
 		for _, tc := range injected {
-			want[tc.code] += chaosRepeats
-			if tc.code == wsframe.ClosePolicyViolation {
-				malformed += chaosRepeats
-			}
+			expectCloses(tc.code)
 			// Concurrently: a packet over the limit costs each
 			// connection the closing handshake's bound (closeTimeout),
 			// both ends waiting for the other to close the carrier.
