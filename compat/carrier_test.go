@@ -1863,14 +1863,7 @@ func TestNoGoroutineLeakOnCarriers(t *testing.T) {
 			c.Close()
 		}
 	}) // the env's listeners and HTTP server close with the subtest
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	checkGoroutinesBack(t, before, 10*time.Second, "after Shutdown")
 }
 
 // Over plain UDP any address can start an SCTP association, and each one

@@ -57,14 +57,7 @@ func TestMixedLoadWithBadPeers(t *testing.T) {
 
 	t.Run("load", mixedLoadWithBadPeers) // the env's listeners close with the subtest
 
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > goroutinesBefore && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > goroutinesBefore {
-		buf := make([]byte, 1<<20)
-		t.Errorf("goroutines: %d left 10 s after the server and every peer ended, want at most the %d from before:\n%s", n, goroutinesBefore, buf[:runtime.Stack(buf, true)])
-	}
+	checkGoroutinesBack(t, goroutinesBefore, 10*time.Second, "10 s after the server and every peer ended")
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)

@@ -385,14 +385,7 @@ func TestNoGoroutineLeakAfterShutdown(t *testing.T) {
 	for _, c := range clients {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	checkGoroutinesBack(t, before, 5*time.Second, "after Shutdown")
 }
 
 // A client that sends calls and never reads their answers: the server
@@ -475,5 +468,19 @@ func TestOversizedMessageCloseFrameArrives(t *testing.T) {
 	}
 	if code, err := c.ReadClose(5 * time.Second); code != wsframe.CloseMessageTooBig {
 		t.Fatalf("close %d (%v), want 1009", code, err)
+	}
+}
+
+// checkGoroutinesBack fails t unless the process's goroutines are back to
+// at most before within d, with every goroutine's stack in the failure.
+func checkGoroutinesBack(t testing.TB, before int, d time.Duration, after string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines %s, %d before:\n%s", n, after, before, buf[:runtime.Stack(buf, true)])
 	}
 }
