@@ -180,7 +180,9 @@ type SlowConsumerPolicy uint8
 const (
 	// DropEvent skips the member for this event and counts the drop.
 	DropEvent SlowConsumerPolicy = iota
-	// Disconnect closes the member's connection.
+	// Disconnect closes the member's connection, with no close frame;
+	// a WebSocket is reset, so the kernel frees what it held for the
+	// member at once.
 	Disconnect
 )
 
