@@ -328,39 +328,6 @@ func TestSlowConsumerIsReset(t *testing.T) {
 	}
 }
 
-// A peer that has not read its close frame when the closing handshake
-// runs out (closeTimeout) is reset, not sent a FIN behind what it did not
-// read, for the reason TestSlowConsumerIsReset gives: it is not reading.
-// (Where the kernel cannot say what the peer has not taken, SIOCOUTQ
-// outside Linux, the FIN stays.)
-func TestUnreadCloseFrameEndsWithAReset(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the kernel's count of bytes the peer has not taken (SIOCOUTQ) is Linux's")
-	}
-	peers := make(chan *Peer, 1)
-	s, addr := newTestServer(t, Options{OnConnect: func(p *Peer) { peers <- p }, Limits: Limits{MaxOutboxBytes: 256 << 10}})
-	slow := dial(t, addr) // joins and never reads again
-	p := <-peers
-	slow.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")}))
-	readPacket(t, slow)
-	// DropEvent: the member stays, its outbox full behind its socket's.
-	payload := make([]byte, 16<<10)
-	for dropped := 0; dropped == 0; {
-		res, err := s.Emit("r", "big", payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dropped = res.Dropped
-	}
-	p.Close()
-	waitFor(t, func() bool { return s.Metrics().Connections == 0 }) // closeTimeout later
-	slow.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
-	n, err := io.Copy(io.Discard, slow.NC)
-	if !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("the member that did not read its close frame read %d bytes, then %v; want the connection reset (ECONNRESET)", n, err)
-	}
-}
-
 func TestNoGoroutineLeakAfterShutdown(t *testing.T) {
 	before := runtime.NumGoroutine()
 	s, err := NewServer(Options{Router: testRouter()})

@@ -632,13 +632,9 @@ func (c *wsConn) finish() {
 			c.drainOutbox(time.Now().Add(closeTimeout))
 		}
 		c.out.Close()
-		switch {
-		case c.closeExpired && unacked(c.rc) > 0:
-			// The peer sent nothing for closeTimeout and has not taken
-			// what the kernel holds for it, its close frame last: it is
-			// not reading, or its path is dead. Reset, as abort does.
-			c.resetOnClose()
-		case c.lingerOnClose:
+		// A closing handshake that ran out ends with a FIN, not a reset
+		// (abort): a peer reading a backlog slowly gets the rest of it.
+		if c.lingerOnClose {
 			c.lingerClose()
 		}
 		c.nc.Close()
