@@ -153,9 +153,9 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 }
 
 // onWriteError is the outbox's report that a write failed: the connection
-// cannot be written to any more, so it ends, with a reset (see abort): a
-// write that failed at its deadline (the closing handshake's, say) was
-// waiting for a peer that does not read. The write's error is kept as
+// cannot be written to any more, so it ends, with a reset (see abort):
+// the failed write may have left a frame cut short, so nothing the kernel
+// still holds is worth delivering. The write's error is kept as
 // why (readError): the read that the close then fails would only say
 // "use of closed network connection".
 func (c *wsConn) onWriteError(err error) {
