@@ -791,16 +791,10 @@ func (c *wsConn) lostCompressed(st corkwriter.Status) {
 // or will get nothing more, and after a FIN the kernel keeps the socket
 // and what it still holds for that peer (up to the send buffer, some MiB)
 // for minutes, probing a closed window (on loopback, 4 MiB still held
-// after 150 s; gone at once after a reset). What was queued is dropped either
-// way; the peer sees the connection end without a close frame, as it
-// would after a FIN.
+// after 150 s; gone at once after a reset). What was queued is dropped
+// either way; the peer sees the connection end without a close frame, as
+// it would after a FIN.
 func (c *wsConn) abort() {
-	c.resetOnClose()
-	c.nc.Close()
-}
-
-// resetOnClose makes the socket's Close send a reset (SO_LINGER 0).
-func (c *wsConn) resetOnClose() {
 	nc := c.nc
 	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		nc = tc.NetConn()
@@ -808,6 +802,7 @@ func (c *wsConn) resetOnClose() {
 	if l, ok := nc.(interface{ SetLinger(sec int) error }); ok {
 		l.SetLinger(0)
 	}
+	c.nc.Close()
 }
 
 // sendDatagram: a WebSocket has no datagrams.
