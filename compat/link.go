@@ -143,20 +143,19 @@ const (
 // check is the keepalive rule of both ends, at now: a link silent for
 // interval is pinged, once; one whose ping has gone unanswered for idle
 // minus interval (silent for idle, when the ping went out on time) is
-// given up; next is when its silence would next matter. While a ping waits for its answer the
-// link is checked again every interval, not only when it would time out:
-// a read does not re-arm the check, and an answer seen only then would
-// have the next ping sent with the link silent for most of idle, leaving
-// that ping's answer little more than the interval to arrive.
+// given up; next is when its silence would next matter.
 //
-// A link is given up only once a ping has gone unanswered for idle minus
-// interval, the time a ping sent on time has. A check that runs late (its
-// goroutine starved on a loaded machine) finds the link silent for longer
-// than it was pinged: a peer that answered the last ping at once has been
-// sent nothing since. Such a link is pinged, not given up: it used to be,
-// its silence the checker's own (TestClientKeepalive, pinned to one core
-// beside a CPU burner: the check due 50 ms after a ping answered within
-// 1 ms ran 740 to 750 ms late, in 2 runs of 199).
+// The give-up counts from the ping, not from the last read: a check that
+// runs late (its goroutine starved on a loaded machine) finds a link
+// silent for longer than it was pinged, and a peer that answered the last
+// ping at once has been sent nothing since, so it is pinged, not given up
+// (TestClientKeepalive, pinned to one core beside a CPU burner: the check
+// due 50 ms after a ping answered within 1 ms ran 740 to 750 ms late, in
+// 2 runs of 199). While a ping waits for its answer the link is checked
+// again every interval, not only at the timeout: a read does not re-arm
+// the check, and an answer seen only then would have the next ping sent
+// with the link silent for most of idle, leaving that ping's answer
+// little more than the interval to arrive.
 func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
 	last := monoTime(l.lastRead.Load())
 	silent := now.Sub(last)
