@@ -254,22 +254,38 @@ func (r *handshakeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// checkHeaders checks what gobwas/ws's Upgrader reads past: the
-// request's Sec-WebSocket-Key lines (checkKey), and folded lines, which
-// it reads as headers of their own where net/http joins them to the line
-// before; RFC 9112 §5.2 lets a server refuse them with 400.
+// checkHeaders checks what gobwas/ws's Upgrader reads past, on every
+// header line up to the empty one that ends them:
+//   - the line's grammar (RFC 9110 §5.1, §5.5: a token, a colon, a value
+//     without control characters). The Upgrader takes any line with a
+//     colon, and reads the headers it knows itself (Host, Upgrade,
+//     Connection, Sec-WebSocket-*) as tokens, so "Connection: Upgrade\x1f"
+//     passed; net/http refuses such a line, and so does this;
+//   - folded lines, which it reads as headers of their own where net/http
+//     joins them to the line before; RFC 9112 §5.2 lets a server refuse
+//     them with 400;
+//   - the request's Sec-WebSocket-Key lines (checkKey).
+//
+// Lines end with CRLF or, as the Upgrader also reads them, a bare LF.
 func (r *handshakeReader) checkHeaders() error {
 	var keys []string
-	head, _, _ := bytes.Cut(r.seen, []byte("\r\n\r\n"))
 	requestLine := true
-	for line := range bytes.Lines(head) {
-		if !requestLine && (line[0] == ' ' || line[0] == '\t') {
-			return errMalformedHeader
+	for line := range bytes.Lines(r.seen) {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if requestLine {
+			requestLine = false // the Upgrader checks it
+			continue
 		}
-		requestLine = false
+		if len(line) == 0 {
+			break
+		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if ok && strings.EqualFold(string(bytes.TrimSpace(name)), "Sec-WebSocket-Key") {
-			keys = append(keys, string(bytes.TrimSpace(value)))
+		value = bytes.Trim(value, " \t")
+		if !ok || !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
+			return errMalformedHeader // a folded line's name starts with a space
+		}
+		if strings.EqualFold(string(name), "Sec-WebSocket-Key") {
+			keys = append(keys, string(value))
 		}
 	}
 	return checkKey(keys)
@@ -304,11 +320,8 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return nil
 		},
 		OnHeader: func(key, value []byte) error {
-			// gobwas/ws takes any line with a colon; net/http, and
-			// RFC 9110 §5.1, want a token for the name.
-			if !httpguts.ValidHeaderFieldName(string(key)) || !httpguts.ValidHeaderFieldValue(string(value)) {
-				return errMalformedHeader
-			}
+			// checkHeaders checks the grammar of every line, these
+			// and those the Upgrader reads itself.
 			r.Header.Add(string(key), string(value))
 			return nil
 		},
