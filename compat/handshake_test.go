@@ -307,8 +307,8 @@ func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 
 // FuzzUpgradeRequest sends any bytes as an upgrade request to Serve's
 // upgrader: it never panics, and it switches protocols only for a request
-// whose headers net/http also reads, within 64 KiB, with one Sec-WebSocket-Key of 16
-// bytes in base64, answered with that key's Sec-WebSocket-Accept
+// whose headers net/http also reads, within 64 KiB, with at most one Host
+// line and one Sec-WebSocket-Key of 16 bytes in base64, answered with that key's Sec-WebSocket-Accept
 // (RFC 6455 §4.2.1, §4.2.2).
 func FuzzUpgradeRequest(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
@@ -317,6 +317,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "dGhlIHNhbXBsZSBub25jZQ==", "AAAAAAAAAAAAAAAAAAAAAAAA", 1)))
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Key: ", "Sec-WebSocket-Key: x\r\nSec-WebSocket-Key: ", 1)))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n", 1)))
+	f.Add([]byte(strings.Replace(valid, "Host: a\r\n", "Host: a\r\nHost: b\r\n", 1)))
 	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
@@ -337,6 +338,9 @@ func FuzzUpgradeRequest(f *testing.F) {
 		parsed, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(headers))).ReadMIMEHeader()
 		if err != nil {
 			t.Fatalf("switched protocols for headers net/http refuses (%v): %q", err, req)
+		}
+		if hosts := parsed.Values("Host"); len(hosts) > 1 {
+			t.Fatalf("switched protocols for a request with Host lines %q (RFC 9112 §3.2)", hosts)
 		}
 		keys := parsed.Values("Sec-Websocket-Key")
 		if len(keys) != 1 {

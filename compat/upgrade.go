@@ -264,11 +264,14 @@ func (r *handshakeReader) Read(p []byte) (int, error) {
 //   - folded lines, which it reads as headers of their own where net/http
 //     joins them to the line before; RFC 9112 §5.2 lets a server refuse
 //     them with 400;
+//   - more than one Host line, which the Upgrader reads one after the
+//     other (RFC 9112 §3.2: a server MUST answer 400);
 //   - the request's Sec-WebSocket-Key lines (checkKey).
 //
 // Lines end with CRLF or, as the Upgrader also reads them, a bare LF.
 func (r *handshakeReader) checkHeaders() error {
 	var keys []string
+	hosts := 0
 	requestLine := true
 	for line := range bytes.Lines(r.seen) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
@@ -284,7 +287,12 @@ func (r *handshakeReader) checkHeaders() error {
 		if !ok || !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
 			return errMalformedHeader // a folded line's name starts with a space
 		}
-		if strings.EqualFold(string(name), "Sec-WebSocket-Key") {
+		switch {
+		case strings.EqualFold(string(name), "Host"):
+			if hosts++; hosts > 1 {
+				return errManyHosts
+			}
+		case strings.EqualFold(string(name), "Sec-WebSocket-Key"):
 			keys = append(keys, string(value))
 		}
 	}
@@ -295,6 +303,10 @@ func (r *handshakeReader) checkHeaders() error {
 // that is not one (RFC 6455 §4.2.1: the server stops at "any violations of
 // the ABNF grammar").
 var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("malformed header line"))
+
+// errManyHosts refuses a raw upgrade request with more than one Host line,
+// as net/http does.
+var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("more than one Host header"))
 
 // upgradeConn reads and answers the upgrade request on a raw connection
 // with gobwas/ws's Upgrader. It collects the few headers the checks read
