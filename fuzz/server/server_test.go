@@ -518,6 +518,7 @@ func serverSeeds(fs *fuzzServer) []serverSeed {
 		{stream: slices.Concat(bin(caps("codec", "json", "dict", "zstd:nope, "+offer)), bin(compressed),
 			bin(call(10, methodEcho, long, 0)), bin(wire.AppendCompressed(nil, dispatch.KindCall, []byte{0xFF})))},
 		{stream: slices.Concat(bin(caps("dict", "zstd:"+fs.dictID)), bin(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(long)})))},
+		{stream: slices.Concat(bin(caps("codec", "msgpack, cbor", "dict", offer)), bin(call(11, methodEcho, "1", 0)))},
 		{stream: bin(compressed)},
 		{stream: slices.Concat(clientFrame(wsframe.OpBinary, call(1, methodEcho, "12", 0)[:3], 0),
 			clientFrame(wsframe.OpPing, []byte("between"), wsframe.Fin),

@@ -192,7 +192,18 @@ func (m *serverModel) dispatch(p []byte, batch int) wsframe.CloseCode {
 	case "capabilities":
 		// PROTOCOL.md §4.9 and §6: the server answers, and names the
 		// dictionary codec it chose among those offered; the last "dict"
-		// offer decides, and a choice once made holds.
+		// offer decides, and a choice once made holds. PROTOCOL.md §4.9:
+		// a server whose codec (json) a "codec" offer leaves out closes
+		// with 1008 HP_ERR_UNSUPPORTED_CODEC instead of answering; an
+		// empty offer is json's.
+		for _, kv := range pk.Pairs {
+			if kv[0] == "codec" && kv[1] != "" && !slices.ContainsFunc(strings.Split(kv[1], ","), func(name string) bool {
+				return strings.TrimSpace(name) == "json"
+			}) {
+				m.stop(wsframe.ClosePolicyViolation, "a codec offer without json")
+				return m.end
+			}
+		}
 		m.caps++
 		var chosen dictionary.Codec
 		for _, kv := range pk.Pairs {
