@@ -171,6 +171,11 @@ func (s *Stream) isClosed() bool {
 // read. The Read or Write it interrupts, and those after it, return
 // ErrClosed. Closing a stream the other end has stopped reading (its
 // handler returned, its Close) is not an error.
+//
+// Between Writes, Close ends this side as CloseWrite does: the other end
+// reads io.EOF after what was written, as at the end of a whole upload.
+// A writer that gives up part way (its source failed, say) calls Abort
+// instead.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -188,6 +193,14 @@ func (s *Stream) Close() error {
 	// reset it.
 	return nil
 }
+
+// Abort ends both sides at once, so that what was written cannot be
+// taken for all there was: the other end's Read and Write return an
+// *Error matching ErrCanceled (a handler's ctx ends too), never io.EOF,
+// and bytes it had not read yet may be dropped. Use it for an upload or
+// download cut short; Close for one that is done. The Read or Write it
+// interrupts, and those after it, return ErrClosed.
+func (s *Stream) Abort() { s.abort(uint32(ErrCanceled.Code)) }
 
 // abort resets the stream with code for this end, as Close does under a
 // Write: the Read or Write it interrupts, and those after it, return

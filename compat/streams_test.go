@@ -162,6 +162,67 @@ func TestStreamCloseInterruptsAWrite(t *testing.T) {
 	}
 }
 
+// TestStreamAbortIsNotAnEndOfUpload: an upload the client gives up with
+// Abort ends its handler's Read with ErrCanceled, where Close (between
+// Writes) ends it with io.EOF as a whole upload does; before Abort there
+// was no way to tell the two apart.
+func TestStreamAbortIsNotAnEndOfUpload(t *testing.T) {
+	r := streamRouter()
+	type upload struct {
+		n   int
+		err error
+	}
+	uploads := make(chan upload, 1)
+	HandleStream(r, "file/store", func(ctx context.Context, _ struct{}, s *Stream) error {
+		b, err := io.ReadAll(s)
+		uploads <- upload{len(b), err}
+		return err
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range streamCarriers {
+		t.Run(carrier.String(), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{})
+			ctx := context.Background()
+			send := func(end func(*Stream)) upload {
+				t.Helper()
+				s, err := c.OpenStream(ctx, "file/store", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Write(make([]byte, 1000)); err != nil {
+					t.Fatal(err)
+				}
+				end(s)
+				select {
+				case u := <-uploads:
+					return u
+				case <-time.After(20 * time.Second):
+					t.Fatal("the handler still reads")
+				}
+				return upload{}
+			}
+			if u := send(func(s *Stream) { s.Close() }); u.err != nil || u.n != 1000 {
+				t.Errorf("after Close the handler read %d bytes and %v; want 1000 and io.EOF", u.n, u.err)
+			}
+			u := send(func(s *Stream) {
+				s.Abort()
+				if _, err := s.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+					t.Errorf("Write after Abort: %v, want ErrClosed", err)
+				}
+				if _, err := s.Read(make([]byte, 1)); !errors.Is(err, ErrClosed) {
+					t.Errorf("Read after Abort: %v, want ErrClosed", err)
+				}
+			})
+			if !errors.Is(u.err, ErrCanceled) {
+				t.Errorf("after Abort the handler read %d bytes and %v; want ErrCanceled", u.n, u.err)
+			}
+			if err := c.Call(ctx, "echo/say", echoReq{Text: "after"}, nil); err != nil {
+				t.Fatalf("a call after the streams: %v", err)
+			}
+		})
+	}
+}
+
 // OpenStream either fails with its ctx's error or returns a stream that
 // works: a ctx canceled as the server's answer arrived, after OpenStream
 // had read it but before it let go of ctx, reset the stream it returned
