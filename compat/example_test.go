@@ -2,9 +2,12 @@ package compat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat"
@@ -45,6 +48,79 @@ func Example_quic() {
 	}
 	fmt.Println(out)
 	// Output: hello over quic
+}
+
+// An upload on a binary stream of its own (QUIC and WebTransport): the
+// client writes, CloseWrite says the upload is whole, and the handler's
+// answer comes back on the same stream. A client that gives up part way
+// calls Abort, and the handler reads ErrCanceled instead of io.EOF, so it
+// does not keep half a file.
+func ExampleClient_OpenStream() {
+	r := compat.NewRouter()
+	refused := make(chan string, 1)
+	compat.HandleStream(r, "file/put", func(ctx context.Context, name string, s *compat.Stream) error {
+		b, err := io.ReadAll(s)
+		if err != nil {
+			refused <- fmt.Sprintf("%s: not stored, canceled: %v", name, errors.Is(err, compat.ErrCanceled))
+			return err
+		}
+		_, err = fmt.Fprintf(s, "%s: stored %d bytes", name, len(b))
+		return err
+	})
+	srv, err := compat.NewServer(compat.Options{Router: r})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cert, err := compat.NewDevCertificate(13*24*time.Hour, "127.0.0.1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := srv.ListenQUIC("127.0.0.1:0", cert.ServerTLSConfig())
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.ServeQUIC(ln)
+	defer srv.Shutdown(context.Background())
+
+	ctx := context.Background()
+	c, err := compat.Dial(ctx, "quic://"+ln.Addr().String(), compat.ClientOptions{TLSConfig: cert.ClientTLSConfig()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	s, err := c.OpenStream(ctx, "file/put", "a.txt")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := io.Copy(s, strings.NewReader(strings.Repeat("x", 100_000))); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		log.Fatal(err)
+	}
+	answer, err := io.ReadAll(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s.Close()
+	fmt.Println(string(answer))
+
+	s, err = c.OpenStream(ctx, "file/put", "b.txt")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.Write([]byte("the first half")); err != nil {
+		log.Fatal(err)
+	}
+	s.Abort() // the source of the second half failed
+	if _, err := io.ReadAll(s); !errors.Is(err, compat.ErrClosed) {
+		log.Fatal(err)
+	}
+	fmt.Println(<-refused)
+	// Output:
+	// a.txt: stored 100000 bytes
+	// b.txt: not stored, canceled: true
 }
 
 // One goroutine keeps many calls in flight: GoAll starts a burst, which
