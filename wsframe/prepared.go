@@ -80,6 +80,36 @@ func NewPrepared(op Opcode, payload []byte) (*Prepared, error) {
 	return p, nil
 }
 
+// ErrPreparedHeadroom is returned by NewPreparedAfter for a headroom
+// smaller than a server frame header can be, or larger than the buffer.
+var ErrPreparedHeadroom = errors.New("wsframe: prepared headroom too small for a frame header")
+
+// maxServerHeaderSize is the largest header of an unmasked frame.
+const maxServerHeaderSize = MaxHeaderSize - 4
+
+// NewPreparedAfter is NewPrepared for a payload that buf holds after
+// headroom free bytes, at least 10 (the largest server frame header;
+// MaxHeaderSize will do): the header is written into them, so the frame
+// is buf's own bytes and Frame neither copies nor allocates. A broadcast
+// built this way costs one buffer instead of two. buf is kept: the caller
+// must not modify it afterwards.
+func NewPreparedAfter(op Opcode, buf []byte, headroom int) (*Prepared, error) {
+	if headroom < maxServerHeaderSize || headroom > len(buf) {
+		return nil, ErrPreparedHeadroom
+	}
+	p, err := NewPrepared(op, buf[headroom:])
+	if err != nil {
+		return nil, err
+	}
+	start := headroom - int(p.hlen)
+	copy(buf[start:headroom], p.Header())
+	p.frame = buf[start:len(buf):len(buf)]
+	// The frame is built: Frame's first call must not build it again.
+	// p is not shared yet, so this is ordered before any Frame.
+	p.once.Do(func() {})
+	return p, nil
+}
+
 // Opcode returns the message's opcode.
 func (p *Prepared) Opcode() Opcode { return p.op }
 

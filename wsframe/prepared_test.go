@@ -31,6 +31,44 @@ func TestPreparedFrame(t *testing.T) {
 	}
 }
 
+// TestNewPreparedAfter: a payload built after free headroom frames in
+// place: the same frame as AppendFrame for every header size, in buf's
+// own bytes, with Frame allocating nothing; too little headroom is
+// refused.
+func TestNewPreparedAfter(t *testing.T) {
+	for _, n := range []int{0, 125, 126, 65535, 65536, 70000} {
+		for _, headroom := range []int{10, MaxHeaderSize} {
+			buf := append(make([]byte, headroom), bytes.Repeat([]byte{'p'}, n)...)
+			p, err := NewPreparedAfter(OpBinary, buf, headroom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := AppendFrame(nil, OpBinary, buf[headroom:], Fin)
+			if !bytes.Equal(p.Frame(), want) {
+				t.Fatalf("%d bytes after %d: Frame differs from AppendFrame", n, headroom)
+			}
+			if f := p.Frame(); &f[len(f)-1] != &buf[len(buf)-1] {
+				t.Fatalf("%d bytes after %d: the frame is not buf's bytes", n, headroom)
+			}
+			if a := testing.AllocsPerRun(10, func() { p.Frame() }); a != 0 {
+				t.Fatalf("Frame allocates %v", a)
+			}
+			if !bytes.Equal(p.Payload(), buf[headroom:]) || p.Opcode() != OpBinary {
+				t.Fatal("Payload or Opcode")
+			}
+		}
+	}
+	if _, err := NewPreparedAfter(OpBinary, make([]byte, 9+200), 9); !errors.Is(err, ErrPreparedHeadroom) {
+		t.Fatalf("headroom 9: %v, want ErrPreparedHeadroom", err)
+	}
+	if _, err := NewPreparedAfter(OpBinary, make([]byte, 5), 10); !errors.Is(err, ErrPreparedHeadroom) {
+		t.Fatalf("headroom past the buffer: %v, want ErrPreparedHeadroom", err)
+	}
+	if _, err := NewPreparedAfter(OpContinuation, make([]byte, 20), 10); !errors.Is(err, ErrPreparedOpcode) {
+		t.Fatalf("continuation: %v, want ErrPreparedOpcode", err)
+	}
+}
+
 func TestNewPreparedRejectsUnframeableOpcodes(t *testing.T) {
 	for _, c := range []struct {
 		op Opcode
