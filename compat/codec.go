@@ -71,6 +71,18 @@ func marshal(codec Codec, dst []byte, v any) (_ []byte, err error) {
 	return codec.AppendMarshal(dst, v)
 }
 
+// payloadHint is about how many bytes marshal appends for v: exact for
+// raw bytes, a small event's size otherwise.
+func payloadHint(v any) int {
+	switch b := v.(type) {
+	case []byte:
+		return len(b)
+	case json.RawMessage:
+		return len(b)
+	}
+	return 128
+}
+
 // unmarshal decodes data into v with codec, or aliases the bytes for a raw
 // type. An empty payload leaves a non-raw v at its zero value, so a method
 // without parameters can be called with none.

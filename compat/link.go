@@ -191,12 +191,23 @@ type broadcast struct {
 	stream     []byte
 }
 
-func newBroadcast(pkt []byte) (*broadcast, error) {
-	prep, err := wsframe.NewPrepared(wsframe.OpBinary, pkt)
+// newBroadcast takes a packet built after a frame's headroom (beginEmit):
+// the WebSocket frame is the same buffer, its header written into the
+// headroom, so an emit costs one buffer, not a second for its frame.
+func newBroadcast(framed []byte) (*broadcast, error) {
+	prep, err := wsframe.NewPreparedAfter(wsframe.OpBinary, framed, frameHeadroom)
 	if err != nil {
 		return nil, err
 	}
-	return &broadcast{prep: prep, pkt: pkt}, nil
+	return &broadcast{prep: prep, pkt: framed[frameHeadroom:]}, nil
+}
+
+// beginEmit returns an empty buffer with a frame's headroom (beginFrame)
+// and room for an Emit packet whose room and event names take names bytes
+// and its payload about payloadHint, so that building it allocates once.
+func beginEmit(names, payloadHint int) []byte {
+	const fixed = 2 + 2*binary.MaxVarintLen32 // kind, flags, two name lengths
+	return make([]byte, frameHeadroom, frameHeadroom+fixed+names+payloadHint)
 }
 
 // streamFrame returns the packet with its length prefix, built by the

@@ -240,10 +240,10 @@ func (rs *rooms) sendPresence(r *room, event string, members int) {
 	if members == 0 {
 		return
 	}
-	pkt := wire.AppendEmit(nil, r.name, event, 0, nil)
-	pkt, err := marshal(rs.srv.opts.Codec, pkt, presencePayload{Members: members})
+	b := wire.AppendEmit(beginEmit(len(r.name)+len(event), 16), r.name, event, 0, nil)
+	b, err := marshal(rs.srv.opts.Codec, b, presencePayload{Members: members})
 	if err == nil {
-		rs.emitPacket(r, nil, pkt, false)
+		rs.emitPacket(r, nil, b, false)
 	}
 }
 
@@ -252,13 +252,15 @@ func (rs *rooms) sendPresence(r *room, event string, members int) {
 // negotiated permessage-deflate, compressed once per distinct window
 // (deflatecache); each member's outbox references the shared frame.
 // Unreliable, it goes as a datagram to the members whose carrier has them
-// and reliably to the others.
-func (rs *rooms) emitPacket(r *room, except *Peer, pkt []byte, unreliable bool) EmitResult {
+// and reliably to the others. framed is the packet after a frame's
+// headroom (beginEmit).
+func (rs *rooms) emitPacket(r *room, except *Peer, framed []byte, unreliable bool) EmitResult {
 	var res EmitResult
-	bc, err := newBroadcast(pkt)
+	bc, err := newBroadcast(framed)
 	if err != nil {
 		return res
 	}
+	pkt := bc.pkt
 	m := &rs.srv.metrics
 	m.emits.Add(1)
 	var slow []*Peer
@@ -345,12 +347,12 @@ func (s *Server) emit(room string, except *Peer, event string, v any, unreliable
 	if r == nil {
 		return EmitResult{}, nil
 	}
-	pkt := wire.AppendEmit(nil, room, event, 0, nil)
-	pkt, err := marshal(s.opts.Codec, pkt, v)
+	b := wire.AppendEmit(beginEmit(len(room)+len(event), payloadHint(v)), room, event, 0, nil)
+	b, err := marshal(s.opts.Codec, b, v)
 	if err != nil {
 		return EmitResult{}, err
 	}
-	return s.rooms.emitPacket(r, except, pkt, unreliable), nil
+	return s.rooms.emitPacket(r, except, b, unreliable), nil
 }
 
 // Join adds p to room and returns the room's member count, as a client's
@@ -491,7 +493,8 @@ func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	if pk.Flags&wire.EmitExceptSender != 0 {
 		except = p
 	}
-	pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
-	p.srv.rooms.emitPacket(r, except, pkt, unreliable)
+	b := beginEmit(len(pk.Room)+len(pk.Name), len(pk.Payload))
+	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
+	p.srv.rooms.emitPacket(r, except, b, unreliable)
 	return nil
 }
