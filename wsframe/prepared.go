@@ -82,7 +82,7 @@ func NewPrepared(op Opcode, payload []byte) (*Prepared, error) {
 
 // ErrPreparedHeadroom is returned by NewPreparedAfter for a headroom
 // smaller than a server frame header can be, or larger than the buffer.
-var ErrPreparedHeadroom = errors.New("wsframe: prepared headroom too small for a frame header")
+var ErrPreparedHeadroom = errors.New("wsframe: prepared headroom under 10 bytes or past the buffer")
 
 // maxServerHeaderSize is the largest header of an unmasked frame.
 const maxServerHeaderSize = MaxHeaderSize - 4
