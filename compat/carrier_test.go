@@ -1927,21 +1927,23 @@ func TestSCTPHandshakeFlood(t *testing.T) {
 }
 
 // shutdownCutsHandshakes checks that Shutdown, with handshakes pending
-// that will never finish, closes them when its ctx ends instead of
-// waiting out their 10 s.
+// that will never finish and a ctx of a minute, drops them after
+// handshakeShutdownGrace (1 s) and returns nil, instead of waiting out
+// their 10 s. (A Shutdown whose ctx ends first drops them then:
+// TestShutdownDropsStalledUpgrade, TestShutdownDropsPendingQUIC.)
 func shutdownCutsHandshakes(t *testing.T, s *Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctx) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Shutdown: %v, want its ctx's deadline", err)
+		if err != nil {
+			t.Errorf("Shutdown: %v, want nil, the pending handshakes dropped after the grace", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown waited for the pending handshakes past its ctx")
+	case <-time.After(handshakeTimeout / 2):
+		t.Fatalf("Shutdown still waiting after %v for handshakes that will never finish", handshakeTimeout/2)
 	}
 }
 

@@ -426,10 +426,14 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // are canceled and the streams reset with Unavailable (9) at once (a
 // handler's Read or Write then returns ErrClosed), and Shutdown waits for
 // the handlers to return, as for the calls in flight (a handler that
-// heeds neither holds it until ctx ends). When
-// ctx ends first, the remaining connections and the handshakes in
-// progress (Serve's upgrade requests, QUIC's control stream, SCTP's,
-// WebRTC's) are dropped and Shutdown returns ctx's error,
+// heeds neither holds it until ctx ends). A handshake in progress
+// (Serve's upgrade request, QUIC's control stream, SCTP's, WebRTC's) is
+// refused when it completes (HTTP 503, or close 1001 HP_SHUTTING_DOWN
+// where there is no HTTP), and dropped when it has not completed within
+// handshakeShutdownGrace (1 s): a client that stalls its handshake does
+// not hold Shutdown for handshakeTimeout (10 s). When ctx ends first, the
+// remaining connections and handshakes are dropped and Shutdown returns
+// ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped
 // connection does not return (one that called Shutdown, say). Shutdown
 // may be called from handlers and hooks, and more than once.
@@ -441,6 +445,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ln.Close()
 	}
 	s.mu.Unlock()
+	cutHandshakes := time.AfterFunc(handshakeShutdownGrace, s.handshakes.closeAll)
+	defer cutHandshakes.Stop()
 
 	err := waitCtx(ctx, s.asyncCalls.idle())
 	for _, p := range s.snapshotPeers() {
@@ -479,6 +485,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // shutdownDropGrace is how long a Shutdown whose ctx ended waits for the
 // connections it dropped to end.
 const shutdownDropGrace = time.Second
+
+// handshakeShutdownGrace is how long Shutdown lets a handshake in progress
+// complete (to be refused, which tells its client why) before it drops the
+// handshake's connection. A handshake completes in a few round
+// trips; one that takes longer has stalled, and would otherwise hold
+// Shutdown until its handshakeTimeout.
+const handshakeShutdownGrace = time.Second
 
 func (s *Server) snapshotPeers() []*Peer {
 	s.mu.Lock()
