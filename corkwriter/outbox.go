@@ -119,18 +119,23 @@ type Outbox struct {
 	mu     sync.Mutex
 	q      *batch // accepted, not yet taken by the flusher; nil when empty
 	queued int    // bytes in q and in flight
-	corks  int
 	err    error
-	// The four flags sit together: an Outbox per connection stays in a
-	// 240-byte allocation.
+	// The four flags and corks sit together in one word: an Outbox per
+	// connection stays in a 240-byte allocation.
 	flushing bool // a goroutine owns w and is writing
 	last     bool // SendLast took its frame: nothing more is accepted
 	inline   bool // producers may try a write on their own goroutine
 	overflow Policy
-	stats    OutboxStats
-	drained  chan struct{} // closed when queued reaches 0 or err is set; made by Drained
-	room     chan struct{} // closed when queued falls to roomAt or err is set; made by Room
-	roomAt   int           // the most queued bytes that wake room's waiters
+	corks    int32
+	// drainer is o.drain as a func value, made at the first hand-off: a go
+	// statement on the method itself allocates a closure every time, which
+	// was half of a room emit's allocations (one per member whose flusher
+	// starts). Set and read under mu.
+	drainer func()
+	stats   OutboxStats
+	drained chan struct{} // closed when queued reaches 0 or err is set; made by Drained
+	room    chan struct{} // closed when queued falls to roomAt or err is set; made by Room
+	roomAt  int           // the most queued bytes that wake room's waiters
 
 	w       Writer // used only by the goroutine that set flushing
 	limit   int
@@ -256,9 +261,9 @@ func (o *Outbox) enqueue(p []byte, shared, inline, last bool) Status {
 	}
 	o.flushing = true
 	if !o.inline || !inline {
-		o.stats.Handoffs++
+		drain := o.drainerLocked()
 		o.mu.Unlock()
-		go o.drain()
+		go drain()
 		return Queued
 	}
 	o.takeLocked()
@@ -317,9 +322,9 @@ func (o *Outbox) flushInline(wait, borrowed bool) (Status, error) {
 			return st, nil
 		}
 		if left || round == inlineRounds {
-			o.stats.Handoffs++
+			drain := o.drainerLocked()
 			o.mu.Unlock()
-			go o.drain()
+			go drain()
 			return st, nil
 		}
 		o.takeLocked()
@@ -354,6 +359,16 @@ func (o *Outbox) write(wait bool) error {
 	o.mu.Unlock()
 	o.notify(first, err)
 	return err
+}
+
+// drainerLocked counts a hand-off to a flusher goroutine and returns the
+// function that goroutine runs, o.drain, made once.
+func (o *Outbox) drainerLocked() func() {
+	o.stats.Handoffs++
+	if o.drainer == nil {
+		o.drainer = o.drain
+	}
+	return o.drainer
 }
 
 // drain is the flusher goroutine: it writes, waiting for the socket when
@@ -504,9 +519,9 @@ func (o *Outbox) uncork(wait bool) error {
 	}
 	o.flushing = true
 	if !wait && !o.inline {
-		o.stats.Handoffs++
+		drain := o.drainerLocked()
 		o.mu.Unlock()
-		go o.drain()
+		go drain()
 		return nil
 	}
 	o.takeLocked()
