@@ -498,6 +498,19 @@ func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 	}
 }
 
+// signalClient sends the offers. One request per connection: no idle
+// keep-alive connection (and its two goroutines, and one of the signalling
+// server's) is left after a dial. Closing each request's connection
+// (Request.Close) was not enough: a Dial canceled while the request's
+// connection was being made left that connection, made in the background,
+// idle in http.DefaultClient's pool for its 90 s (TestDialCanceled caught
+// it, about once in 40 runs). Without keep-alives the transport closes it.
+// Its requests are bounded by the dial's ctx (ConnectTimeout).
+var signalClient = &http.Client{Transport: &http.Transport{
+	Proxy:             http.ProxyFromEnvironment,
+	DisableKeepAlives: true,
+}}
+
 // signal POSTs the offer and returns the answer.
 func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.SessionDescription) (*webrtc.SessionDescription, error) {
 	body, err := json.Marshal(offer)
@@ -512,10 +525,7 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	// One request per connection: no idle keep-alive connection (and its
-	// two goroutines) is left to the signalling server afterwards.
-	req.Close = true
-	rsp, err := http.DefaultClient.Do(req)
+	rsp, err := signalClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
