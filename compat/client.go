@@ -46,7 +46,8 @@ type ClientOptions struct {
 	// on WebSocket, WebTransport and WebRTC signalling.
 	Header http.Header
 	// TLSConfig configures TLS for wss://, quic:// and https://
-	// (WebTransport) URLs: the roots or the certificate hash to trust,
+	// (WebTransport) URLs, and for the signalling request of
+	// webrtc+https:// URLs: the roots or the certificate hash to trust,
 	// client certificates. Its NextProtos are set by the client.
 	TLSConfig *tls.Config
 	// DTLSConfig configures DTLS for sctp+dtls:// URLs.

@@ -3,6 +3,7 @@ package compat
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -505,11 +506,32 @@ func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 // connection was being made left that connection, made in the background,
 // idle in http.DefaultClient's pool for its 90 s (TestDialCanceled caught
 // it, about once in 40 runs). Without keep-alives the transport closes it.
-// Its requests are bounded by the dial's ctx (ConnectTimeout).
-var signalClient = &http.Client{Transport: &http.Transport{
-	Proxy:             http.ProxyFromEnvironment,
-	DisableKeepAlives: true,
-}}
+// Its requests are bounded by the dial's ctx (ConnectTimeout). A client
+// with ClientOptions.TLSConfig signals through one of its own
+// (signalClientFor).
+var signalClient = newSignalClient(nil)
+
+func newSignalClient(tlsConf *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:             http.ProxyFromEnvironment,
+		TLSClientConfig:   tlsConf,
+		DisableKeepAlives: true,
+	}}
+}
+
+// signalClientFor returns the client for one offer: one that trusts what
+// ClientOptions.TLSConfig trusts, for a webrtc+https:// endpoint with a
+// private or pinned certificate, else signalClient. Without keep-alives
+// it holds nothing after the offer, so one per dial costs no more. The
+// request is HTTP/1.1 (NextProtos cleared).
+func (c *Client) signalClientFor() *http.Client {
+	if c.opts.TLSConfig == nil {
+		return signalClient
+	}
+	conf := c.opts.TLSConfig.Clone()
+	conf.NextProtos = nil
+	return newSignalClient(conf)
+}
 
 // signal POSTs the offer and returns the answer.
 func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.SessionDescription) (*webrtc.SessionDescription, error) {
@@ -525,7 +547,7 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	rsp, err := signalClient.Do(req)
+	rsp, err := c.signalClientFor().Do(req)
 	if err != nil {
 		return nil, err
 	}

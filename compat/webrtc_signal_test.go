@@ -2,10 +2,12 @@ package compat
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,5 +58,40 @@ func TestWebRTCCanceledSignalLeavesNoConnection(t *testing.T) {
 		if n := open.Load(); n != 0 {
 			t.Fatalf("round %d: %d connections to the signalling server still open 5 s after 300 canceled offers", round, n)
 		}
+	}
+}
+
+// A webrtc+https:// endpoint with a certificate the system does not trust
+// (a development certificate, pinned by hash) is reached with
+// ClientOptions.TLSConfig, as wss:// and WebTransport are: the signalling
+// request used to go through http.DefaultClient, which knew nothing of
+// TLSConfig, so such a server could not be dialed at all. Without it the
+// dial still fails on the certificate.
+func TestWebRTCSignallingOverHTTPSWithTLSConfig(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := testCert()
+	hs := httptest.NewUnstartedServer(s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true}))
+	hs.TLS = cert.ServerTLSConfig()
+	hs.StartTLS()
+	defer hs.Close()
+	url := "webrtc+" + hs.URL + "/rtc"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opts := ClientOptions{WebRTC: WebRTCOptions{LoopbackOnly: true}, Reconnect: Reconnect{Disabled: true}}
+	if _, err := Dial(ctx, url, opts); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Dial without TLSConfig: %v, want a certificate error", err)
+	}
+	opts.TLSConfig = cert.ClientTLSConfig()
+	c, err := Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("Dial with the pinned certificate: %v", err)
+	}
+	defer c.Close()
+	var out echoReq
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "over https"}, &out); err != nil || out.Text != "over https" {
+		t.Fatalf("a call over the data channel: %+v, %v", out, err)
 	}
 }
