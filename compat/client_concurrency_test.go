@@ -638,13 +638,14 @@ func TestCloseRacesEverything(t *testing.T) {
 //
 // A client that gives up an established SCTP association ends it with an
 // ABORT: one UDP packet, never retransmitted, which pion sends only if its
-// write loop runs within 200 ms. On a loaded machine it was lost once (CI,
-// beside another test run): the server kept that peer, its association
-// alive and silent, until keepalive would give it up at the default
-// IdleTimeout of 60 s, past the bound below. That is the protocol's answer
-// to a lost ABORT, so the server here gives silent peers up after 6 s
-// (pinged after 2 s), which the bound covers; the log says how many it
-// gave up that way.
+// write loop runs within 200 ms. A CI run on a loaded machine left one
+// server peer on plain SCTP, its association alive and silent, no client
+// goroutine left: by our reading of the dump its client's ABORT was lost,
+// and keepalive would give the peer up only at the default IdleTimeout of
+// 60 s, past the bound below. That is the protocol's answer to a lost
+// ABORT, so the server here gives silent peers up after 6 s (pinged
+// after 2 s), which the bound covers; the log says how many it gave up
+// that way.
 func TestDialCanceled(t *testing.T) {
 	e := newCarrierEnv(t, Options{Router: concurrencyRouter(), KeepaliveInterval: 2 * time.Second, IdleTimeout: 6 * time.Second})
 	took := map[Carrier]time.Duration{}
