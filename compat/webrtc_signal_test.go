@@ -72,6 +72,11 @@ func TestWebRTCSignallingOverHTTPSWithTLSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
 	cert := testCert()
 	hs := httptest.NewUnstartedServer(s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true}))
 	hs.TLS = cert.ServerTLSConfig()
