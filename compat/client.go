@@ -11,14 +11,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,7 +121,9 @@ type State uint8
 const (
 	// Connected: calls go to the server; reported after each reconnect,
 	// once the server's capabilities have arrived (Dial returns
-	// connected, without reporting it).
+	// connected, without reporting it). The Joins of the rooms the client
+	// is in have left by then: what is sent from then on reaches the
+	// server after them.
 	Connected State = iota + 1
 	// Reconnecting: the connection dropped and the client is dialing
 	// again; calls fail with ErrDisconnected meanwhile.
@@ -171,10 +171,10 @@ type Client struct {
 	// room meanwhile marks them left, so that their answer does not record
 	// the room for rejoining after the Leave forgot it.
 	joining map[string]*joinsInFlight
-	// memberMu orders a rejoin's Join after a reconnect with the user's
-	// Leave of the same room: a rejoin looks at rooms and queues its Join
-	// under it, Leave forgets the room under it, so the Join either sees
-	// the room gone or leaves before the Leave does.
+	// memberMu orders the rejoins after a reconnect with the user's Leave
+	// of a room: sendRejoins looks at rooms and sends its Joins under it,
+	// Leave forgets the room under it, so a rejoin either sees the room
+	// gone or leaves before the Leave does.
 	memberMu sync.Mutex
 	pending  pendingTable
 	nextID   uint32
@@ -223,6 +223,9 @@ type clientConn struct {
 	// sentCapabilities is the payload of the client's capabilities: a
 	// server that sends it back is an echo server (errEchoServer).
 	sentCapabilities []byte
+	// rejoins are the Joins a reconnected connection sent before it was
+	// ready (sendRejoins), whose answers settleReconnect waits for.
+	rejoins []rejoinCall
 
 	qmu      sync.Mutex
 	queue    []byte // encoded packets waiting, as batch items
@@ -578,7 +581,8 @@ func (c *Client) run(cc *clientConn) {
 
 // settleReconnect waits, within ConnectTimeout, for the capabilities of
 // a reconnected connection, as Dial does for the first one; then the
-// client is Connected and rejoins its rooms. A connection whose server
+// client is Connected, and waits for the answers to its rejoins, sent
+// when the capabilities came. A connection whose server
 // sends none in time is given up, and run tries again. It was Connected
 // as soon as the carrier's handshake was done: calls, emits and events
 // waited for the capabilities of a server that had hung after its
@@ -599,7 +603,7 @@ func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 		return
 	}
 	c.setState(Connected)
-	c.rejoin(cc)
+	c.awaitRejoins(cc)
 }
 
 // watchLiveness pings the server once it has been silent for
@@ -782,46 +786,86 @@ func (c *Client) connectUnlessClosed() (*clientConn, error) {
 	return c.connect(ctx)
 }
 
-// rejoin joins cc, a reconnected connection, to the rooms the client is
-// in. It stops when cc is no longer the client's (dropped: the next
-// connection rejoins; closed: none does), without a word for the rooms
-// left: after Close, OnRejoinError was called for each of them.
-func (c *Client) rejoin(cc *clientConn) {
+// rejoinCall is the Join of a room the client was in, sent on a
+// reconnected connection.
+type rejoinCall struct {
+	room string
+	pc   *pendingCall
+}
+
+// sendRejoins sends on cc, a reconnected connection whose capabilities
+// have just come, a Join for every room the client is in, before cc is
+// ready for anything else: what the program sends on cc then reaches the
+// server after them, so an Emit made as soon as OnState says Connected
+// (or made while the reconnect was under way, and waiting for it) finds
+// the client a member again. Sent one at a time after Connected, each
+// waiting for its answer, the rejoins let the server drop such emits
+// from a client not yet back in their rooms (a soak test found it), for
+// as many round trips as the client had rooms. It runs on the read loop,
+// so it only sends; awaitRejoins waits for the answers.
+func (c *Client) sendRejoins(cc *clientConn) []rejoinCall {
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
 	c.mu.Lock()
-	rooms := slices.Collect(maps.Keys(c.rooms))
+	if len(c.rooms) == 0 || c.stillCurrentLocked(cc) != nil {
+		c.mu.Unlock()
+		return nil
+	}
+	calls := make([]rejoinCall, 0, len(c.rooms))
+	for room := range c.rooms {
+		pc := getPendingCall(nil)
+		pc.id = c.newID()
+		c.pending.add(pc)
+		calls = append(calls, rejoinCall{room, pc})
+	}
 	c.mu.Unlock()
-	for _, r := range rooms {
+	for _, j := range calls {
+		err := cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: j.pc.id, Room: []byte(j.room)}))
+		switch {
+		case err == ErrDisconnected:
+			c.settleRefused(cc, callRef{j.pc, j.pc.id})
+		case err != nil:
+			c.cancelCall(j.pc, err)
+		}
+	}
+	return calls
+}
+
+// awaitRejoins waits for the answers to cc's rejoins and reports those
+// that failed, unless cc is no longer the client's by then (dropped: the
+// next connection rejoins; closed: none does): after Close,
+// OnRejoinError is not called. The answers of a connection that ended
+// are settled by its end, so waiting for them then takes no time.
+func (c *Client) awaitRejoins(cc *clientConn) {
+	for _, j := range cc.rejoins {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.membershipIf(ctx, dispatch.KindJoin, r, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.rooms[r]
-		})
+		err := c.wait(ctx, cc, j.pc)
 		cancel()
-		if err == nil || err == errNotRejoined {
+		if err == nil {
 			continue
 		}
 		c.mu.Lock()
 		gone := c.stillCurrentLocked(cc) != nil
 		c.mu.Unlock()
 		if gone {
-			return
+			continue
 		}
 		// Refused by the server (Options.AllowJoin), the room is left:
 		// asking again at every reconnect would not change that.
 		left := errors.Is(err, ErrUnauthorized)
 		if left {
 			c.mu.Lock()
-			delete(c.rooms, r)
+			delete(c.rooms, j.room)
 			c.mu.Unlock()
-			c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", r, "err", err)
+			c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", j.room, "err", err)
 		} else {
-			c.opts.Logger.Warn("hotpath: rejoin failed", "room", r, "err", err)
+			c.opts.Logger.Warn("hotpath: rejoin failed", "room", j.room, "err", err)
 		}
 		if h := c.opts.OnRejoinError; h != nil {
-			c.rejoinError(h, r, err, left)
+			c.rejoinError(h, j.room, err, left)
 		}
 	}
+	cc.rejoins = nil
 }
 
 // rejoinError tells OnRejoinError; a panic in it is logged, as one in
@@ -1433,17 +1477,8 @@ func (c *Client) Leave(ctx context.Context, room string) (int, error) {
 	return c.membership(ctx, dispatch.KindLeave, room)
 }
 
+// membership sends a Join or Leave and waits for its answer.
 func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string) (int, error) {
-	return c.membershipIf(ctx, kind, room, nil)
-}
-
-// errNotRejoined is a rejoin's when Leave forgot the room meanwhile.
-var errNotRejoined = errors.New("hotpath: room left before its rejoin was sent")
-
-// membershipIf sends a Join or Leave and waits for its answer. With still,
-// the packet is sent only if still reports true, asked under memberMu just
-// before the packet is queued (errNotRejoined otherwise).
-func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room string, still func() bool) (int, error) {
 	if err := checkName("room", room); err != nil {
 		return 0, err
 	}
@@ -1469,18 +1504,7 @@ func (c *Client) membershipIf(ctx context.Context, kind dispatch.Kind, room stri
 	c.pending.add(pc)
 	c.mu.Unlock()
 	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})
-	if still != nil {
-		c.memberMu.Lock()
-		if !still() {
-			c.memberMu.Unlock()
-			c.cancelCall(pc, errNotRejoined)
-			return 0, c.wait(ctx, cc, pc)
-		}
-	}
 	err = cc.enqueue(b, true)
-	if still != nil {
-		c.memberMu.Unlock() // the Join is queued: a Leave now goes after it
-	}
 	switch {
 	case err == ErrDisconnected:
 		c.settleRefused(cc, callRef{pc, pc.id})
@@ -2022,8 +2046,10 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 			}
 		}
 		// Ready once the limits are stored: senders waiting for them
-		// (awaitReady) go on, and Dial returns.
+		// (awaitReady) go on, and Dial returns. A reconnected connection
+		// sends its rejoins first, so that what they send goes after.
 		cc.readyOnce.Do(func() {
+			cc.rejoins = c.sendRejoins(cc)
 			cc.readyAt.Store(time.Now().UnixNano())
 			close(cc.ready)
 		})

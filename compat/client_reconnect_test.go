@@ -571,3 +571,57 @@ func TestOpenStreamOnARefusedReconnect(t *testing.T) {
 		t.Fatalf("OpenStream on a refused reconnect: %v; want ErrDisconnected with the refusal's 1008", err)
 	}
 }
+
+// The Joins of the rooms a client was in leave before anything else it
+// sends on the reconnected connection, so an Emit made as soon as
+// OnState says Connected reaches its room. The rejoins were sent after
+// Connected, one at a time, each waiting for its answer: an Emit made
+// meanwhile found the client not a member of the room yet, and the
+// server dropped it (Metrics.DroppedEvents), as a soak run found.
+func TestEmitsAfterAReconnectFollowTheRejoins(t *testing.T) {
+	r := testRouter()
+	HandleEvent(r, "conn/close", func(ctx context.Context, _ struct{}) { PeerFrom(ctx).Close() })
+	s, addr := newTestServer(t, Options{Router: r})
+	connected := make(chan struct{}, 4)
+	c := dialClient(t, addr, ClientOptions{
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
+	})
+	watcher := dialClient(t, addr, ClientOptions{})
+	const rooms = 40
+	var got atomic.Int32
+	ctx := context.Background()
+	for i := range rooms {
+		room := fmt.Sprintf("room%d", i)
+		watcher.OnRoom(room, "hello", func(Message) { got.Add(1) })
+		for _, cl := range []*Client{c, watcher} {
+			if _, err := cl.Join(ctx, room); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Event("conn/close", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reconnect within 10 s")
+	}
+	for i := range rooms {
+		if err := c.Emit(fmt.Sprintf("room%d", i), "hello", i, true); err != nil {
+			t.Fatalf("emit to room%d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() < rooms && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, dropped := got.Load(), s.Metrics().DroppedEvents; n != rooms || dropped != 0 {
+		t.Errorf("the watcher got %d of the %d emits made once the client said Connected; the server dropped %d emits; want all and none", n, rooms, dropped)
+	}
+}
