@@ -144,9 +144,21 @@ func TestSharedFrameBelowThreshold(t *testing.T) {
 	}
 }
 
+// A client's BroadcastFrame is refused also once a server connection has
+// built the message's shared frame: that frame is unmasked, and a client
+// that sent it would be closed with 1002 (RFC 6455 §5.1). The check was on
+// the slow path only, so a client got the server's frame and no error.
 func TestBroadcastNeedsServerRole(t *testing.T) {
 	pm, _ := wsframe.NewPrepared(wsframe.OpText, document(1, 500))
-	if _, err := mustConn(t, Params{}, wsframe.Client, Options{}).BroadcastFrame(pm); err != ErrClientBroadcast {
+	noTakeover := Params{ServerNoContextTakeover: true, ClientNoContextTakeover: true} // the fast path's case
+	client := mustConn(t, noTakeover, wsframe.Client, Options{})
+	if _, err := client.BroadcastFrame(pm); err != ErrClientBroadcast {
 		t.Fatalf("client role: %v", err)
+	}
+	if _, err := mustConn(t, noTakeover, wsframe.Server, Options{}).BroadcastFrame(pm); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := client.BroadcastFrame(pm); err != ErrClientBroadcast {
+		t.Fatalf("client role, after a server built the shared frame: % x, %v; want ErrClientBroadcast", f[:min(len(f), 4)], err)
 	}
 }

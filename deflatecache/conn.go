@@ -279,7 +279,7 @@ func (c *Conn) AppendCompressedFrame(dst []byte, op wsframe.Opcode, payload []by
 //
 // BroadcastFrame is for the server role; a client gets ErrClientBroadcast.
 func (c *Conn) BroadcastFrame(p *wsframe.Prepared) ([]byte, error) {
-	if f := p.LoadVariant(c.slot); len(f) > 0 && c.send == nil && !c.closed {
+	if f := p.LoadVariant(c.slot); len(f) > 0 && c.role == wsframe.Server && c.send == nil && !c.closed {
 		return f, nil
 	}
 	return c.broadcastSlow(p)
