@@ -142,9 +142,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
+	// Counted before the 101 leaves, and shutting looked at after that:
+	// either Shutdown waits for this connection (and its close 1001), or
+	// the upgrade sees Shutdown begun and is refused. Counted after the
+	// 101, a connection upgraded as Shutdown began was not waited for,
+	// and the hotpath command exited under it: its client read the end
+	// of the stream, not 1001 (TestSecondSignalEndsTheProcess, about one
+	// run in five).
+	s.conns.add()
+	if s.shutting.Load() {
+		s.conns.done()
+		s.refuse(w, errShutting)
+		return
+	}
 	nc, rw, err := up.upgradeHTTP(r, w)
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
+		s.conns.done()
 		return
 	}
 	var early []byte
@@ -152,7 +166,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		early, _ = rw.Reader.Peek(n)
 		early = append([]byte(nil), early...)
 	}
-	s.conns.add()
 	s.serveConn(nc, up, early)
 }
 

@@ -118,22 +118,21 @@ func main() {
 	if *echo {
 		mode = "echo"
 	}
+	// On a signal: stop accepting, then let every connection finish its
+	// closing handshake (1001) before the process exits. A second signal
+	// ends the process at once. Watched before the address is printed: a
+	// supervisor that waits for it and then signals gets a shutdown.
+	ctx := watchSignals(func(code int) { os.Exit(code) })
 	fmt.Printf("hotpath listening on http://%s (%s mode; WebSocket at ws://%s/ws)\n", ln.Addr(), mode, ln.Addr())
 	extra.print()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if !*echo {
 		go runTicker(ctx, srv, *tickerEvery)
 	}
-	// On a signal: stop accepting, then let every connection finish its
-	// closing handshake (1001) before the process exits. A second signal
-	// ends the process at once (stop restores the default handling).
 	shutdownDone := make(chan struct{})
 	go func() {
 		defer close(shutdownDone)
 		<-ctx.Done()
-		stop()
 		shutdown(hs, srv, 10*time.Second)
 	}()
 	lns.serveCarriers(srv)
@@ -141,6 +140,26 @@ func main() {
 		fatal(err)
 	}
 	<-shutdownDone
+}
+
+// watchSignals returns a context canceled at the first SIGINT or SIGTERM,
+// and calls exit at the second with the status of a process that signal
+// killed (128 + its number, as a shell reports it). Restoring the
+// default handling after the first (signal.NotifyContext's stop) did not
+// do: a process started with SIGINT ignored, as a script's `hotpath &` is,
+// gets that back, and a second Ctrl-C was ignored too.
+func watchSignals(exit func(code int)) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		cancel()
+		sig := <-signals
+		n, _ := sig.(syscall.Signal)
+		exit(128 + int(n))
+	}()
+	return ctx
 }
 
 // shutdown stops hs and srv together, within limit: srv's connections

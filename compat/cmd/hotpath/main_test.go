@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +20,139 @@ import (
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
+
+// TestMain runs the command itself, with the arguments in
+// HOTPATH_TEST_MAIN, when a test starts the test binary with that set:
+// the test then has the real command as a child process, without
+// building it.
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("HOTPATH_TEST_MAIN"); ok {
+		os.Args = append([]string{"hotpath"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A second SIGINT ends the process at once, also when it was started
+// with SIGINT ignored, as a shell script's `hotpath &` is: the handling
+// restored after the first signal was that ignoring, so the second was
+// ignored too and the process went on with its graceful shutdown (exit
+// 0, found by a docs walkthrough). Here a WebSocket client that does not
+// answer the server's close holds the shutdown up.
+func TestSecondSignalEndsTheProcess(t *testing.T) {
+	cmd, addr := startCommand(t, true)
+	ws, err := wstest.Dial(addr, "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.NC.Close()
+	// A pong shows the connection served: one still being registered when
+	// the shutdown begins is refused at once, without a closing handshake.
+	ws.WriteFrame(wsframe.OpPing, []byte("served?"), wsframe.Fin)
+	for {
+		m, err := ws.ReadMessage(10 * time.Second)
+		if err != nil {
+			t.Fatalf("waiting for the pong: %v", err)
+		}
+		if m.Opcode == wsframe.OpPong {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code, reason := ws.ReadClose(10 * time.Second); code != wsframe.CloseGoingAway {
+		t.Fatalf("after the first SIGINT the client read close %d %q; want 1001, the shutdown begun", code, reason)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if got, want := waitExit(t, cmd), 128+int(syscall.SIGINT); got != want {
+		t.Errorf("exit status %d; want %d, the second SIGINT's (0 is a graceful shutdown that ignored it)", got, want)
+	}
+}
+
+// A connection upgraded just as the shutdown begins gets its close 1001
+// too. It was counted among the server's connections only after its 101
+// had left, so Shutdown could return, and the process exit, before the
+// connection was refused: its client read the end of the stream (1006),
+// in about one run of five of TestSecondSignalEndsTheProcess before that
+// waited for a pong. Each round signals the command as soon as the
+// upgrade's answer is read.
+func TestShutdownRightAfterAnUpgradeSaysGoingAway(t *testing.T) {
+	for round := range 10 {
+		cmd, addr := startCommand(t, false)
+		ws, err := wstest.Dial(addr, "/ws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Process.Signal(syscall.SIGINT)
+		code, reason := ws.ReadClose(10 * time.Second)
+		ws.NC.Close()
+		if code != wsframe.CloseGoingAway {
+			t.Fatalf("round %d: the client read close %d %q; want 1001", round, code, reason)
+		}
+		if got := waitExit(t, cmd); got != 0 {
+			t.Fatalf("round %d: exit status %d; want 0, a graceful shutdown", round, got)
+		}
+	}
+}
+
+// startCommand starts the command (TestMain) on a loopback port, with
+// SIGINT ignored as a shell script's background job has it if ignoreINT,
+// and returns it and its address once it has printed it. The command is
+// killed when the test ends, if it still runs.
+func startCommand(t *testing.T, ignoreINT bool) (*exec.Cmd, string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HOTPATH_TEST_MAIN=-addr 127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ignoreINT {
+		signal.Ignore(syscall.SIGINT) // inherited across exec, as from a shell
+	}
+	err = cmd.Start()
+	if ignoreINT {
+		signal.Reset(syscall.SIGINT)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	first, err := bufio.NewReader(stdout).ReadString('\n')
+	go io.Copy(io.Discard, stdout)
+	var addr string
+	if _, serr := fmt.Sscanf(first, "hotpath listening on http://%s", &addr); serr != nil {
+		t.Fatalf("the command's first line %q (%v): %v", first, err, serr)
+	}
+	return cmd, addr
+}
+
+// waitExit waits for cmd to exit, for 30 s at most, and returns its exit
+// status.
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatal("the command had not exited 30 s after the signal")
+	}
+	return cmd.ProcessState.ExitCode()
+}
 
 func TestCheckFlags(t *testing.T) {
 	const every = 500 * time.Millisecond
