@@ -44,7 +44,8 @@ var (
 // (no connection, room, keepalive or timeout entry, handshake in
 // progress), the process's goroutines and descriptors back to what they
 // were after the first round, and its live heap under twice that round's
-// (plus 8 MiB). Each round's figures are logged (-test.v).
+// (plus 8 MiB; one round over it is let pass). Each round's figures are
+// logged (-test.v).
 //
 // CI runs 3 rounds; a soak is `go test -run TestSoakRounds -v
 // -soak.duration 20m` (or -soak.rounds N), whose log shows the trend.
@@ -72,6 +73,7 @@ func TestSoakRounds(t *testing.T) {
 
 	began := time.Now()
 	var first soakSample
+	var over int // rounds in a row with the heap over its bound
 	for round := 1; ; round++ {
 		if *soakDuration > 0 && time.Since(began) > *soakDuration || *soakDuration <= 0 && round > *soakRounds {
 			break
@@ -91,8 +93,16 @@ func TestSoakRounds(t *testing.T) {
 			first = s
 			continue
 		}
+		// One round over the bound is let pass: a 20-minute soak saw a
+		// few rounds 4-8 MiB over the usual 3-4 MiB, never two in a row
+		// (bench/results/soak-2026-12-06.txt). A leak stays.
 		if s.heap > 2*first.heap+(8<<20) {
-			t.Fatalf("round %d: %d KiB live heap, %d KiB after round 1; want at most twice as much (and 8 MiB)", round, s.heap>>10, first.heap>>10)
+			over++
+		} else {
+			over = 0
+		}
+		if over == 2 {
+			t.Fatalf("rounds %d and %d: %d KiB live heap at the last, %d KiB after round 1; want at most twice as much (and 8 MiB)", round-1, round, s.heap>>10, first.heap>>10)
 		}
 	}
 }
