@@ -147,8 +147,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the upgrade sees Shutdown begun and is refused. Counted after the
 	// 101, a connection upgraded as Shutdown began was not waited for,
 	// and the hotpath command exited under it: its client read the end
-	// of the stream, not 1001 (TestSecondSignalEndsTheProcess, about one
-	// run in five).
+	// of the stream, not 1001 (cmd/hotpath's
+	// TestShutdownRightAfterAnUpgradeSaysGoingAway).
 	s.conns.add()
 	if s.shutting.Load() {
 		s.conns.done()
