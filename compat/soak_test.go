@@ -40,12 +40,13 @@ var (
 // as datagrams. Beside them bad peers send a malformed packet, a frame
 // over the limit or a compression bomb, stop reading until they are
 // dropped, vanish mid-frame or in their handshake, and put garbage on
-// QUIC, SCTP and WebTransport. After each round the server must be empty
-// (no connection, room, keepalive or timeout entry, handshake in
-// progress), the process's goroutines and descriptors back to what they
-// were after the first round, and its live heap under twice that round's
-// (plus 8 MiB; one round over it is let pass). Each round's figures are
-// logged (-test.v).
+// QUIC, SCTP and WebTransport; in one round of ten (the first included)
+// a member goes silent and is left to keepalive. After each round the
+// server must be empty (no connection, room, keepalive or timeout entry,
+// handshake in progress), the process's goroutines and descriptors back
+// to what they were after the first round, and its live heap under twice
+// that round's (plus 8 MiB; one round over it is let pass). Each round's
+// figures are logged (-test.v).
 //
 // CI runs 3 rounds; a soak is `go test -run TestSoakRounds -v
 // -soak.duration 20m` (or -soak.rounds N), whose log shows the trend.
@@ -64,6 +65,10 @@ func TestSoakRounds(t *testing.T) {
 		Limits:       Limits{MaxMessageSize: soakMaxMessage, MaxOutboxBytes: soakOutbox},
 		SlowConsumer: Disconnect,
 		Compression:  Compression{ContextTakeover: true},
+		// A silent peer is given up 3 s after its last packet (see
+		// soakBadPeers); the good clients talk all the while.
+		KeepaliveInterval: time.Second,
+		IdleTimeout:       3 * time.Second,
 	})
 	dict, err := RouterDictionary(r)
 	if err != nil {
@@ -138,7 +143,7 @@ func soakRound(t *testing.T, e *carrierEnv, round int, dict *dictionary.Dictiona
 			time.Sleep(time.Millisecond)
 		}
 	})
-	for _, bad := range soakBadPeers(e, bomb) {
+	for _, bad := range soakBadPeers(e, bomb, round%10 == 1) {
 		wg.Go(func() {
 			if err := bad.run(); err != nil {
 				t.Errorf("round %d, %s: %v", round, bad.name, err)
@@ -300,7 +305,10 @@ type soakPeer struct {
 	run  func() error
 }
 
-func soakBadPeers(e *carrierEnv, bomb []byte) []soakPeer {
+// soakBadPeers are a round's bad peers; with silent, one more that goes
+// quiet, left to keepalive: it makes the round last IdleTimeout and the
+// closing handshake's bound, about 6 s, so one round in ten has it.
+func soakBadPeers(e *carrierEnv, bomb []byte, silent bool) []soakPeer {
 	wsAddr := strings.TrimSuffix(strings.TrimPrefix(e.urls[CarrierWebSocket], "ws://"), "/ws")
 	closes := func(send func(c *wstest.Conn) error, want wsframe.CloseCode, headers ...string) func() error {
 		return func() error {
@@ -319,7 +327,7 @@ func soakBadPeers(e *carrierEnv, bomb []byte) []soakPeer {
 			return nil
 		}
 	}
-	return []soakPeer{
+	peers := []soakPeer{
 		{"malformed packet", closes(func(c *wstest.Conn) error {
 			return c.WriteMessage(wsframe.OpBinary, []byte{1})
 		}, wsframe.ClosePolicyViolation)},
@@ -394,6 +402,37 @@ func soakBadPeers(e *carrierEnv, bomb []byte) []soakPeer {
 			return chaosInject(e, CarrierWebTransport, []byte{1}, wsframe.ClosePolicyViolation)
 		}},
 	}
+	if silent {
+		peers = append(peers, soakPeer{"silent member", func() error {
+			c, err := wstest.Dial(wsAddr, "/ws")
+			if err != nil {
+				return fmt.Errorf("upgrade: %w", err)
+			}
+			defer c.NC.Close()
+			c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("soak")}))
+			// It reads what comes, pings included, and answers nothing:
+			// the server must give it up (IdleTimeout), with a close it
+			// does not answer either, and end the connection.
+			closed := false
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+				m, err := c.ReadMessage(time.Until(deadline))
+				if err != nil {
+					if !closed {
+						return fmt.Errorf("the connection ended (%v) without the idle timeout's close", err)
+					}
+					return nil
+				}
+				if m.Opcode == wsframe.OpClose {
+					if m.CloseCode != wsframe.CloseGoingAway || string(m.CloseReason()) != idleTimeoutReason {
+						return fmt.Errorf("close %d %q; want 1001 %s", m.CloseCode, m.CloseReason(), idleTimeoutReason)
+					}
+					closed = true
+				}
+			}
+			return errors.New("still connected 30 s after it went silent; want it given up after IdleTimeout (3 s)")
+		}})
+	}
+	return peers
 }
 
 // soakBomb is a permessage-deflate payload (RFC 7692 §7.2.1) of 4 MiB of
