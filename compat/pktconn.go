@@ -678,8 +678,19 @@ func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
 	c.finish(&CloseError{Code: code, Reason: reason})
 }
 
-// abort drops the carrier connection at once.
+// abort drops the carrier connection at once. On a carrier whose close
+// carries the code (QUIC, WebTransport), a close already asked for
+// (requestClose: an idle timeout, Shutdown) keeps its code: a drop that
+// overtakes that close's own bound, say an answer that found no room for
+// closeTimeout in a turn the close waits out (Peer.dropSlow), ended a
+// peer given up for silence with 1006 instead of 1001 HP_IDLE_TIMEOUT,
+// depending on whether a keepalive ping had left a flusher writing
+// (TestQUICCallerThatNeverReads).
 func (c *pktConn) abort() {
+	if req := c.closeRequest.Load(); req != nil && c.t.carriesCloseCode() {
+		c.t.closeTransport(req.Code, req.Reason)
+		return
+	}
 	c.t.closeTransport(wsframe.CloseAbnormal, "")
 }
 
