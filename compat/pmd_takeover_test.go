@@ -124,12 +124,13 @@ func TestPMDTakeoverDroppedEventKeepsStream(t *testing.T) {
 		got []wire.Packet
 		err error
 	}
-	done := make(chan result, 1)
+	done, reading := make(chan result, 1), make(chan struct{})
 	go func() {
+		defer close(reading)
 		got, err := readInflated(t, c, dc, len(sent)+1)
 		done <- result{got, err}
 	}()
-	sendWhenRoom(t, p, dropped)
+	sendWhenRoom(t, p, dropped, reading)
 	all := append(sent, dropped)
 	r := <-done
 	for i := range r.got {
@@ -169,15 +170,16 @@ func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 		got []wire.Packet
 		err error
 	}
-	done := make(chan result, 1)
+	done, reading := make(chan result, 1), make(chan struct{})
 	go func() {
+		defer close(reading)
 		got, err := readInflated(t, c, dc, len(sent)+2) // the Join's answer first
 		done <- result{got, err}
 	}()
 	// An event of the same bytes, compressed against the connection's
 	// window, which holds the dropped emit.
 	p := <-peers
-	sendWhenRoom(t, p, dropped)
+	sendWhenRoom(t, p, dropped, reading)
 	all := append(sent, dropped)
 	r := <-done
 	for i, p := range r.got[min(1, len(r.got)):] {
@@ -190,17 +192,27 @@ func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 	}
 }
 
-// sendWhenRoom sends v to p as event "tick" once p's outbox takes it,
-// trying for 2 s.
-func sendWhenRoom(t *testing.T, p *Peer, v string) {
+// sendWhenRoom sends v to p as event "tick" once p's outbox takes it.
+// The outbox has room once the client has read what the socket buffers
+// hold before it, megabytes inflated one message at a time: 0.2 to 1.7 s
+// under -race beside a CPU burner, and past the 2 s this waited before
+// ('the outbox never drained' in a loaded run of the package). So it
+// tries for as long as the client reads: until reading ends, which
+// before this event arrives means an error, or 5 s without a message
+// (readInflated), the bound of a server that stopped sending.
+func sendWhenRoom(t *testing.T, p *Peer, v string, reading <-chan struct{}) {
 	t.Helper()
-	for range 100 {
+	for {
 		if p.Event("tick", v) == nil {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-reading: // the caller reports why
+			t.Error("the client stopped reading before the outbox took the event: the outbox never drained")
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	t.Fatal("the outbox never drained")
 }
 
 // With ContextTakeover, a turn's answers that do not fit the outbox wait
