@@ -73,11 +73,16 @@ func stallUntilDropped(t *testing.T, send func(v string) error) (sent []string, 
 }
 
 // readInflated reads the data messages on c until want of them arrived,
-// inflating with dc, and returns their decoded packets.
+// inflating with dc, and returns their decoded packets. Each read waits
+// up to 20 s: once this client reads again after its stall, loopback TCP
+// itself can pause for seconds (seen at 13 s in a loaded run: the
+// server's window probes backed off while the client's 128 KiB receive
+// buffer, emptied, advertised less than an MSS), and 5 s failed such
+// runs as a server that stopped sending.
 func readInflated(t *testing.T, c *wstest.Conn, dc *deflatecache.Conn, want int) (got []wire.Packet, err error) {
 	t.Helper()
 	for len(got) < want {
-		m, rerr := c.ReadMessage(5 * time.Second)
+		m, rerr := c.ReadMessage(20 * time.Second)
 		if rerr != nil {
 			return got, rerr
 		}
@@ -198,7 +203,7 @@ func TestPMDTakeoverDroppedEmitKeepsStream(t *testing.T) {
 // under -race beside a CPU burner, and past the 2 s this waited before
 // ('the outbox never drained' in a loaded run of the package). So it
 // tries for as long as the client reads: until reading ends, which
-// before this event arrives means an error, or 5 s without a message
+// before this event arrives means an error, or 20 s without a message
 // (readInflated), the bound of a server that stopped sending.
 func sendWhenRoom(t *testing.T, p *Peer, v string, reading <-chan struct{}) {
 	t.Helper()
