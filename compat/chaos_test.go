@@ -751,12 +751,7 @@ func chaosInject(e *carrierEnv, carrier Carrier, pkt []byte, want wsframe.CloseC
 		DTLSConfig: e.cert.ClientDTLSConfig(),
 		Reconnect:  Reconnect{Disabled: true},
 		Logger:     slog.New(slog.DiscardHandler),
-		OnState: func(s State) {
-			select {
-			case states <- s:
-			default:
-			}
-		},
+		OnState:    sendState(states),
 	})
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)

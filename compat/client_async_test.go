@@ -180,12 +180,7 @@ func TestGoDisconnectAndClose(t *testing.T) {
 			states := make(chan State, 16)
 			c := e.dial(t, carrier, ClientOptions{
 				Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
-				OnState: func(s State) {
-					select {
-					case states <- s:
-					default:
-					}
-				},
+				OnState:   sendState(states),
 			})
 			for range n {
 				c.Go(context.Background(), "cc/hang", "x", nil, done)

@@ -40,6 +40,17 @@ func dialClient(t *testing.T, addr string, opts ClientOptions) *Client {
 	return c
 }
 
+// sendState is an OnState that sends each state to states, and drops it
+// when states is full: the client's goroutine never waits on the test.
+func sendState(states chan<- State) func(State) {
+	return func(s State) {
+		select {
+		case states <- s:
+		default:
+		}
+	}
+}
+
 func TestClientCall(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
 	c := dialClient(t, addr, ClientOptions{})

@@ -172,12 +172,7 @@ func soakClient(ctx context.Context, e *carrierEnv, carrier Carrier, own string,
 		Dictionary: dict,
 		Handlers:   handlers,
 		Reconnect:  policy,
-		OnState: func(s State) {
-			select {
-			case states <- s:
-			default:
-			}
-		},
+		OnState:    sendState(states),
 	})
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
