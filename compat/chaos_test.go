@@ -2,7 +2,6 @@ package compat
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -239,15 +238,7 @@ func mixedLoadWithBadPeers(t *testing.T) {
 	}
 	want[wsframe.CloseNormal] += uint64(len(pmdMembers))
 
-	// The bytes of the bad cases that take a while to build.
-	var bomb bytes.Buffer // permessage-deflate (RFC 7692 §7.2.1): 4 MiB of zeros in a few KiB
-	fw, _ := flate.NewWriter(&bomb, flate.BestCompression)
-	fw.Write(make([]byte, 4<<20))
-	fw.Flush()
-	bombBody := bytes.TrimSuffix(bomb.Bytes(), []byte{0, 0, 0xff, 0xff})
-	if len(bombBody) >= chaosMaxMessage {
-		t.Fatalf("the bomb compressed to %d bytes, want under the message limit %d", len(bombBody), chaosMaxMessage)
-	}
+	bombBody := deflateBomb(t, chaosMaxMessage)
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup

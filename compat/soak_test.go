@@ -74,7 +74,7 @@ func TestSoakRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bomb := soakBomb(t)
+	bomb := deflateBomb(t, soakMaxMessage)
 
 	began := time.Now()
 	var first soakSample
@@ -430,17 +430,17 @@ func soakBadPeers(e *carrierEnv, bomb []byte, silent bool) []soakPeer {
 	return peers
 }
 
-// soakBomb is a permessage-deflate payload (RFC 7692 §7.2.1) of 4 MiB of
-// zeros, compressed to a few KiB: under the message limit on the wire,
-// far over it inflated.
-func soakBomb(t *testing.T) []byte {
+// deflateBomb is a permessage-deflate payload (RFC 7692 §7.2.1) of 4 MiB
+// of zeros, compressed to a few KiB: under limit, the message limit, on
+// the wire, far over it inflated.
+func deflateBomb(t *testing.T, limit int) []byte {
 	var b bytes.Buffer
 	fw, _ := flate.NewWriter(&b, flate.BestCompression)
 	fw.Write(make([]byte, 4<<20))
 	fw.Flush()
 	body := bytes.TrimSuffix(b.Bytes(), []byte{0, 0, 0xff, 0xff})
-	if len(body) >= soakMaxMessage {
-		t.Fatalf("the bomb compressed to %d bytes, want under the message limit %d", len(body), soakMaxMessage)
+	if len(body) >= limit {
+		t.Fatalf("the bomb compressed to %d bytes, want under the message limit %d", len(body), limit)
 	}
 	return body
 }
