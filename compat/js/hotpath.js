@@ -1107,8 +1107,11 @@ export class Client {
     this.#open(conn, 0);
     if (this.#connectTimeout === 0) return;
     conn.timer = this.#timers.setTimeout(() => {
-      conn.ws?.close();
+      // Dropped before the socket is closed: Node's WebSocket fires its
+      // error event at once when closed while connecting, and that
+      // dropped the connection first, as HP_ERR_CONNECT_FAILED.
       this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));
+      conn.ws?.close();
     }, this.#connectTimeout);
   }
 

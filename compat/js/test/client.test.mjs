@@ -397,6 +397,21 @@ test('a handshake that fails with an error event and no close event is retried',
   client.close();
 });
 
+test('a connect timeout says so where closing a connecting socket fires error at once (Node 20)', () => {
+  const { client, net, clock } = newClient({ connectTimeout: 3000 });
+  const seen = states(client);
+  const ws = net.last;
+  const close = ws.close.bind(ws);
+  ws.close = (code, reason) => {
+    close(code, reason);
+    ws.failWithoutClose(); // as Node's WebSocket does while connecting
+  };
+  clock.advance(3000);
+  assert.ok(ws.closedWith, 'the hung socket is closed');
+  assert.equal(seen.at(-1).error.reason, 'HP_ERR_CONNECT_TIMEOUT');
+  client.close();
+});
+
 test('a handshake that hangs times out and is retried', () => {
   const { client, net, clock } = newClient({ connectTimeout: 3000 });
   const seen = states(client);
