@@ -49,7 +49,8 @@ var (
 // figures are logged (-test.v).
 //
 // CI runs 3 rounds; a soak is `go test -run TestSoakRounds -v
-// -soak.duration 20m` (or -soak.rounds N), whose log shows the trend.
+// -soak.duration 20m -timeout 30m` (or -soak.rounds N), whose log shows
+// the trend; go test's own -timeout is 10 minutes unless given.
 func TestSoakRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: some seconds per round on every carrier")
