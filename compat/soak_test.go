@@ -48,9 +48,10 @@ var (
 // that round's (plus 8 MiB; one round over it is let pass). Each round's
 // figures are logged (-test.v).
 //
-// CI runs 3 rounds; a soak is `go test -run TestSoakRounds -v
-// -soak.duration 20m -timeout 30m` (or -soak.rounds N), whose log shows
-// the trend; go test's own -timeout is 10 minutes unless given.
+// CI runs 3 rounds; a soak is `go test ./compat -run TestSoakRounds -v
+// -timeout 30m -soak.duration 20m` (or -soak.rounds N), whose log shows
+// the trend: go test's own -timeout is 10 minutes unless given, and the
+// soak's flags go after the package.
 func TestSoakRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: some seconds per round on every carrier")
