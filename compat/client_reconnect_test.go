@@ -579,9 +579,7 @@ func TestOpenStreamOnARefusedReconnect(t *testing.T) {
 // meanwhile found the client not a member of the room yet, and the
 // server dropped it (Metrics.DroppedEvents), as a soak run found.
 func TestEmitsAfterAReconnectFollowTheRejoins(t *testing.T) {
-	r := testRouter()
-	HandleEvent(r, "conn/close", func(ctx context.Context, _ struct{}) { PeerFrom(ctx).Close() })
-	s, addr := newTestServer(t, Options{Router: r})
+	s, addr := newTestServer(t, Options{Router: streamRouter()}) // its conn/close event closes the sender's connection
 	connected := make(chan struct{}, 4)
 	c := dialClient(t, addr, ClientOptions{
 		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
