@@ -1994,7 +1994,16 @@ func TestRefusedCallKeepsItsDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc.link.(*wsConn).out.Close() // sends refused; the read side lives on
+	// The state of a connection whose closing frame has been queued while
+	// its read loop has not noticed its end yet: sends are refused, the
+	// read side lives on. SendLast makes it (a masked empty ping, which the
+	// server answers and lets be); Close would not: it fails the outbox,
+	// and a turn of the read loop still in progress (the one that made the
+	// client ready) would end the connection with that error when it
+	// uncorks.
+	if st := cc.link.(*wsConn).out.SendLast([]byte{0x89, 0x80, 0, 0, 0, 0}); st == corkwriter.Closed {
+		t.Fatalf("SendLast: %v", st)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err = callWithin(t, c, ctx, "echo/raw", []byte("x"), nil)
