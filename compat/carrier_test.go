@@ -321,6 +321,36 @@ func TestQUICCallerThatNeverReads(t *testing.T) {
 	}
 }
 
+// TestAnswersOfOneTurnWaitForRoomAsOthersDo on QUIC, whose stream writes
+// wait for flow control credit: the turn's inline write waited for credit
+// that never came until IdleTimeout and closeTimeout had passed.
+func TestQUICAnswersOfOneTurnWaitForRoomAsOthersDo(t *testing.T) {
+	r := testRouter()
+	big := make([]byte, 256<<10)
+	Handle(r, "test/big", func(ctx context.Context, _ struct{}) ([]byte, error) { return big, nil })
+	e := newCarrierEnv(t, Options{Router: r, IdleTimeout: time.Minute, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+	qc, str := rawQUIC(t, e)
+	var calls []byte
+	for i := uint32(1); i <= 96; i++ { // 24 MiB of answers, far past the windows
+		calls = append(calls, framed(wire.AppendCall(nil, dispatch.KindCall, i, "test/big", 0, []byte("{}")))...)
+	}
+	if _, err := str.Write(calls); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(10 * closeTimeout):
+		t.Fatalf("the server kept a QUIC connection that does not read its answers for %v", 10*closeTimeout)
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(context.Cause(qc.Context()), &ae) || wsframe.CloseCode(ae.ErrorCode) != wsframe.CloseAbnormal {
+		t.Errorf("connection ended with %v, want 1006", context.Cause(qc.Context()))
+	}
+	if n := e.srv.Metrics().SlowConsumers; n != 1 {
+		t.Errorf("SlowConsumers = %d, want 1", n)
+	}
+}
+
 // TestQUICBadInput: bad input closes the connection with the code a
 // WebSocket would get, and no other connection.
 func TestQUICBadInput(t *testing.T) {

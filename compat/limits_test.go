@@ -384,6 +384,40 @@ func TestCallerThatNeverReads(t *testing.T) {
 	}
 }
 
+// The answers of one turn that the outbox cannot take wait up to
+// closeTimeout for room, as the others do, and then the connection is
+// dropped as a slow consumer. In a turn, the wait used to begin by writing
+// the turn's answers so far inline, which for a peer that reads nothing
+// blocked until IdleTimeout had passed and closeTimeout after it (63 s
+// here); the 3 s held only when a flusher was writing already. The bound
+// below is a hang bound, ten times the 3 s.
+func TestAnswersOfOneTurnWaitForRoomAsOthersDo(t *testing.T) {
+	r := testRouter()
+	big := make([]byte, 256<<10)
+	Handle(r, "test/big", func(ctx context.Context, _ struct{}) ([]byte, error) { return big, nil })
+	s, addr := newTestServer(t, Options{Router: r, IdleTimeout: time.Minute, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+	slow := dial(t, addr)
+	// 96 calls in one write, read in one turn: 24 MiB of answers, far past
+	// the outbox and the socket buffers.
+	var calls []byte
+	for i := uint32(1); i <= 96; i++ {
+		calls = wsframe.AppendMaskedFrame(calls, wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, i, "test/big", 0, []byte("{}")), wsframe.Fin, wsframe.NewMaskKey())
+	}
+	if _, err := slow.NC.Write(calls); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * closeTimeout)
+	for m := s.Metrics(); m.ConnectionsTotal != 1 || m.Connections != 0; m = s.Metrics() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection was not dropped within %v: %+v", 10*closeTimeout, m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m := s.Metrics(); m.SlowConsumers != 1 || m.IdleTimeouts != 0 {
+		t.Errorf("SlowConsumers = %d, IdleTimeouts = %d; want 1, 0", m.SlowConsumers, m.IdleTimeouts)
+	}
+}
+
 // An answer is never dropped: when the outbox cannot take the answer of an
 // Async call (the peer reads nothing while the answers pile up past the
 // socket buffers and MaxOutboxBytes), the connection is dropped as a slow

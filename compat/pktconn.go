@@ -244,12 +244,14 @@ func uncork(out *corkwriter.Outbox, client bool) error {
 }
 
 // awaitOutboxRoom is awaitRoom on an outbox, for a frame of up to n
-// bytes: in a turn, the turn's answers so far are written first (Uncork
-// waits for the socket) and the outbox is corked again for the rest of
-// the turn.
+// bytes: in a turn, the outbox is uncorked so that the turn's answers so
+// far leave, and corked again for the rest of the turn. They leave through
+// a flusher (UncorkTry), not inline: an inline write waits for the socket
+// without a bound, and a peer that reads nothing held the turn until
+// IdleTimeout and closeTimeout had passed, not the deadline.
 func awaitOutboxRoom(out *corkwriter.Outbox, n int, inTurn bool, deadline time.Time) bool {
 	if inTurn {
-		out.Uncork()
+		out.UncorkTry()
 		defer out.Cork()
 	}
 	t := time.NewTimer(time.Until(deadline))
