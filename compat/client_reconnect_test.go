@@ -224,6 +224,8 @@ func TestReconnectBacksOffFromARefusingServer(t *testing.T) {
 // fails then. Emit, which has no context, waited for the server's
 // capabilities until IdleTimeout (7 s with IdleTimeout 4 s and
 // ConnectTimeout 1 s; a reconnect audit), and OnState said Connected.
+// IdleTimeout is a minute here, so that the bound on Emit is a hang bound
+// (hangBound) that only that wait fails.
 func TestReconnectToAServerThatHangs(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -256,7 +258,7 @@ func TestReconnectToAServerThatHangs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{
-		Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Second, IdleTimeout: 4 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Second, IdleTimeout: time.Minute,
 		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
 		OnState:   states.add,
 	})
@@ -268,7 +270,7 @@ func TestReconnectToAServerThatHangs(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // reconnected to the hung server
 	start := time.Now()
 	err = c.Emit("r", "e", 1, false)
-	if d := time.Since(start); d > 2500*time.Millisecond {
+	if d := time.Since(start); d > hangBound {
 		t.Errorf("Emit waited %v for a server that hangs (ConnectTimeout 1 s): %v", d, err)
 	}
 	if err == nil {
@@ -374,11 +376,15 @@ func TestAskHandlerEndsWithTheConnection(t *testing.T) {
 // A call reading its own answer returns at its deadline while the client
 // closes: it read on until the closing handshake's deadline, 3 s later,
 // when the server did not answer the close (a reconnect audit: 3.1 s for
-// a 300 ms ctx).
+// a 300 ms ctx). The server's read loop is held until the test ends, so
+// that is the alternative; the bound is half of it.
 func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
 	r := testRouter()
-	Handle(r, "test/block", func(ctx context.Context, ms int) (string, error) {
-		time.Sleep(time.Duration(ms) * time.Millisecond) // on the read loop: the close waits
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the server's, which waits for the handler
+	Handle(r, "test/block", func(ctx context.Context, _ int) (string, error) {
+		<-release // on the read loop: the close waits
 		return "done", nil
 	})
 	_, addr := newTestServer(t, Options{Router: r})
@@ -392,7 +398,7 @@ func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
 	res := make(chan error, 1)
 	go func() {
 		var out string
-		res <- c.Call(ctx, "test/block", 2000, &out)
+		res <- c.Call(ctx, "test/block", 0, &out)
 	}()
 	time.Sleep(100 * time.Millisecond)
 	closed := make(chan struct{})
@@ -400,9 +406,10 @@ func TestCallReadingItsAnswerWhileClosing(t *testing.T) {
 	if err := <-res; !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrDisconnected) && !errors.Is(err, ErrClosed) {
 		t.Errorf("the call: %v", err)
 	}
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Errorf("a call with a 300 ms ctx returned after %v", d)
+	if d := time.Since(start); d > closeTimeout/2 {
+		t.Errorf("a call with a 300 ms ctx returned after %v; the closing handshake's deadline is %v", d, closeTimeout)
 	}
+	releaseOnce()
 	<-closed
 }
 
