@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +38,9 @@ var (
 // shared room and a room of their own, call, get asked, emit, fail and
 // cancel calls, stream and abort streams (QUIC, WebTransport), and close,
 // half of them leaving their room first; three are closed by the server
-// once and reconnect. The server emits to the shared room, reliably and
+// once and reconnect. The browser client (compat/js) does the same but
+// streams, under Node, where there is a node (testdata/soakclient.mjs).
+// The server emits to the shared room, reliably and
 // as datagrams. Beside them bad peers send a malformed packet, a frame
 // over the limit or a compression bomb, stop reading until they are
 // dropped, vanish mid-frame or in their handshake, and put garbage on
@@ -77,6 +81,9 @@ func TestSoakRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bomb := deflateBomb(t, soakMaxMessage)
+	if soakNode() == nil {
+		t.Log("no node with a WebSocket: the browser client sits the soak out")
+	}
 
 	began := time.Now()
 	var first soakSample
@@ -135,6 +142,15 @@ func soakRound(t *testing.T, e *carrierEnv, round int, dict *dictionary.Dictiona
 			name := fmt.Sprintf("round %d, %s client #%d", round, carrierName(carrier), i)
 			if err := soakClient(ctx, e, carrier, fmt.Sprintf("own-%d-%d", round, i), i%2 == 0, i < 3, d); err != nil {
 				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	if node := soakNode(); node != nil {
+		wg.Go(func() {
+			// It leaves its room every other round, and is closed by the
+			// server once every third, the first included.
+			if err := soakJSClient(ctx, node, e.urls[CarrierWebSocket], fmt.Sprintf("own-%d-js", round), round%2 == 0, round%3 == 1); err != nil {
+				t.Errorf("round %d, browser client: %v", round, err)
 			}
 		})
 	}
@@ -251,6 +267,35 @@ func soakClient(ctx context.Context, e *carrierEnv, carrier Carrier, own string,
 		}
 	}
 	return c.Close()
+}
+
+// soakNode is the command that runs the browser client under Node: node,
+// with the flag Node 20 needs for its WebSocket; nil without a node.
+var soakNode = sync.OnceValue(func() []string {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil
+	}
+	flag, err := exec.Command(node, "-e", `process.stdout.write(typeof WebSocket > "u" ? "--experimental-websocket" : "")`).Output()
+	if err != nil {
+		return nil
+	}
+	if len(flag) > 0 {
+		return []string{node, string(flag)}
+	}
+	return []string{node}
+})
+
+// soakJSClient runs testdata/soakclient.mjs, the browser client's part of
+// a round, which exits 0 once it got every answer and emit it waited for.
+// Its process must end too: a timer or socket the client left behind
+// after its close would keep it running.
+func soakJSClient(ctx context.Context, node []string, url, own string, leave, reconnect bool) error {
+	args := append(node[1:len(node):len(node)], "testdata/soakclient.mjs", url, own, strconv.FormatBool(leave), strconv.FormatBool(reconnect))
+	if out, err := exec.CommandContext(ctx, node[0], args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
 }
 
 // soakStreams echoes 64 KiB on a stream ended with CloseWrite, and
