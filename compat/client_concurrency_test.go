@@ -640,8 +640,7 @@ func TestCloseRacesEverything(t *testing.T) {
 // Dial's ctx is canceled at random moments of the handshake: Dial returns
 // within hangBound of the cancel (its ConnectTimeout, a minute, is the
 // alternative), and no connection, goroutine or server peer is left
-// behind. The
-// server keeps a handshake the client gave up on for up to
+// behind. The server keeps a handshake the client gave up on for up to
 // handshakeTimeout (SCTP, WebRTC), so the goroutines are counted after
 // that, once for every carrier.
 //

@@ -40,12 +40,12 @@ var (
 // half of them leaving their room first; three are closed by the server
 // once and reconnect. The browser client (compat/js) does the same but
 // streams, under Node, where there is a node (testdata/soakclient.mjs).
-// The server emits to the shared room, reliably and
-// as datagrams. Beside them bad peers send a malformed packet, a frame
-// over the limit or a compression bomb, stop reading until they are
-// dropped, vanish mid-frame or in their handshake, and put garbage on
-// QUIC, SCTP and WebTransport; in one round of ten (the first included)
-// a member goes silent and is left to keepalive. After each round the
+// The server emits to the shared room, reliably and as datagrams. Beside
+// them bad peers send a malformed packet, a frame over the limit or a
+// compression bomb, stop reading until they are dropped, vanish mid-frame
+// or in their handshake, and put garbage on QUIC, SCTP and WebTransport;
+// in one round of ten (the first included) a member goes silent and is
+// left to keepalive. After each round the
 // server must be empty (no connection, room, keepalive or timeout entry,
 // handshake in progress), the process's goroutines and descriptors back
 // to what they were after the first round, and its live heap under twice
@@ -276,12 +276,12 @@ var soakNode = sync.OnceValue(func() []string {
 	if err != nil {
 		return nil
 	}
-	flag, err := exec.Command(node, "-e", `process.stdout.write(typeof WebSocket > "u" ? "--experimental-websocket" : "")`).Output()
+	wsFlag, err := exec.Command(node, "-e", `process.stdout.write(typeof WebSocket > "u" ? "--experimental-websocket" : "")`).Output()
 	if err != nil {
 		return nil
 	}
-	if len(flag) > 0 {
-		return []string{node, string(flag)}
+	if len(wsFlag) > 0 {
+		return []string{node, string(wsFlag)}
 	}
 	return []string{node}
 })
