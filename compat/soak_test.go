@@ -45,12 +45,12 @@ var (
 // compression bomb, stop reading until they are dropped, vanish mid-frame
 // or in their handshake, and put garbage on QUIC, SCTP and WebTransport;
 // in one round of ten (the first included) a member goes silent and is
-// left to keepalive. After each round the
-// server must be empty (no connection, room, keepalive or timeout entry,
-// handshake in progress), the process's goroutines and descriptors back
-// to what they were after the first round, and its live heap under twice
-// that round's (plus 8 MiB; one round over it is let pass). Each round's
-// figures are logged (-test.v).
+// left to keepalive. After each round the server must be empty (no
+// connection, room, keepalive or timeout entry, handshake in progress),
+// the process's goroutines and descriptors back to what they were after
+// the first round, and its live heap under twice that round's (plus 8 MiB;
+// one round over it is let pass). Each round's figures are logged
+// (-test.v).
 //
 // CI runs 3 rounds; a soak is `go test ./compat -run TestSoakRounds -v
 // -timeout 30m -soak.duration 20m` (or -soak.rounds N), whose log shows
