@@ -993,7 +993,9 @@ func (c *Client) currentLocked() (*clientConn, error) {
 // ErrBadRequest a resp that is not a non-nil pointer (the method would
 // run and its result be lost) and a method name the protocol cannot carry
 // (empty, over 255 bytes, not UTF-8); Join, Leave, Emit and Event refuse
-// such names too.
+// such names too. A ctx that has ended already fails the call at once
+// with ctx's error (ErrTimeout past its deadline), unsent: the server
+// would run a handler whose answer nobody waits for.
 //
 // A raw result (resp a *[]byte or *json.RawMessage) is copied into the
 // slice resp points to, reusing its capacity, as encoding/json does for a
@@ -1040,6 +1042,13 @@ func (c *Client) start(ctx context.Context, method string, req, resp any, async 
 	}
 	if err := checkResp(resp); err != nil {
 		return nil, nil, err
+	}
+	if ctx.Err() != nil {
+		// Not sent: the server would run a handler nobody waits for. A
+		// Go call also spared the goroutine that context.AfterFunc starts
+		// at once for an ended ctx: a loop of them on one core queued
+		// hundreds on c.mu, ahead of the answers (a flake hunt).
+		return nil, nil, ctxError(ctx)
 	}
 	cc, err := c.current()
 	if err != nil {

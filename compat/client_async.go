@@ -36,8 +36,9 @@ type AsyncCall struct {
 // it with ErrDisconnected, and Close fails the calls in flight before it
 // returns. Go blocks only where Call would before its call is sent: for
 // the server's capabilities on a connection just reconnected, within ctx.
-// A call that fails before it is sent (a bad method name or resp, no
-// connection) is on done when Go returns, unless done is full (below).
+// A call that fails before it is sent (a bad method name or resp, a ctx
+// that has ended already, no connection) is on done when Go returns,
+// unless done is full (below).
 //
 // If done is nil, Go makes a channel with room for one call. Otherwise
 // done must be buffered: Go panics on an unbuffered channel, which the
