@@ -119,7 +119,11 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		rc := http.NewResponseController(w)
 		rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		var offer webrtc.SessionDescription
-		err = json.NewDecoder(io.LimitReader(r.Body, maxSignalBody)).Decode(&offer)
+		body := io.LimitReader(r.Body, maxSignalBody)
+		err = json.NewDecoder(body).Decode(&offer)
+		if err == nil {
+			err = readBodyEnd(body, r.Body)
+		}
 		if err != nil {
 			// The deadline stays: net/http reads what is left of a body
 			// before it answers, to keep the connection.
@@ -192,6 +196,33 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(answer)
 	})
+}
+
+// errSignalBodyTooLarge is a signalling body that goes on past
+// maxSignalBody after its offer.
+var errSignalBodyTooLarge = errors.New("compat: signalling body over 64 KiB")
+
+// readBodyEnd reads what is left of a signalling body after its offer,
+// through limited (the body as the decoder read it, limited to
+// maxSignalBody) up to the body's end, under the body's deadline. Left
+// unread, net/http reads it once the handler has returned (up to 256 KiB,
+// to keep the connection), and before it writes the answer's header: with
+// the deadline lifted, a client whose Content-Length promised more than it
+// sent, or whose chunked body never ended, held the connection and its
+// goroutine for as long as it liked, and a refused offer (of the wrong
+// type, say) took no MaxPending slot to do it.
+func readBodyEnd(limited, body io.Reader) error {
+	if _, err := io.Copy(io.Discard, limited); err != nil {
+		return err
+	}
+	var b [1]byte
+	switch n, err := body.Read(b[:]); {
+	case n > 0:
+		return errSignalBodyTooLarge
+	case err != nil && err != io.EOF:
+		return err
+	}
+	return nil
 }
 
 // answerOffer answers offer with every local candidate in the answer (no
