@@ -2,7 +2,9 @@ package compat
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
 )
 
 // A signalling body that stalls after a whole JSON value (a Content-Length
@@ -82,4 +88,115 @@ func TestWebRTCSignallingBodyStalledAfterTheOffer(t *testing.T) {
 	// The offers' peer connections, never answered, end at
 	// handshakeTimeout.
 	settleWithin(t, e.srv, base, "after the stalled bodies", handshakeTimeout+hangBound)
+}
+
+// dialStalledSession opens a WebTransport session on a QUIC connection of
+// its own and nothing on it: no control stream. The session and its
+// connection are closed at the test's end.
+func dialStalledSession(t *testing.T, e *carrierEnv) (*http.Response, *webtransport.Session, error) {
+	t.Helper()
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{http3.NextProtoH3}
+	d := &webtransport.Transport{TLSClientConfig: tc, QUICConfig: QUICConfig(0)}
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	rsp, sess, err := d.Dial(ctx, e.urls[CarrierWebTransport], nil)
+	if err == nil {
+		t.Cleanup(func() { sess.CloseWithError(0, "") })
+	}
+	return rsp, sess, err
+}
+
+// A WebTransport session waiting for its control stream holds a slot of
+// MaxPendingQUIC, as a native QUIC connection waiting for its own does.
+// The connection's slot was given up as its session opened, and the
+// session's wait (handshakeTimeout) was bounded by nothing: not
+// MaxPendingQUIC, and not MaxConnections, which counts connections once
+// their control stream has come. 100 sessions that never opened one were
+// all accepted with MaxPendingQUIC 4, holding about 10 goroutines and
+// 60 KB each on the server for 10 s, and a client could open more as the
+// first ended.
+func TestWebTransportSessionsWithoutControlStreamBounded(t *testing.T) {
+	const max = 2
+	e := newCarrierEnv(t, Options{MaxPendingQUIC: max})
+	stopPendingClock(e.srv.quicPending) // none of the sessions grows stale
+	var stalled []*webtransport.Session
+	for i := range max {
+		_, sess, err := dialStalledSession(t, e)
+		if err != nil {
+			t.Fatalf("session %d of MaxPendingQUIC %d: %v", i+1, max, err)
+		}
+		stalled = append(stalled, sess)
+	}
+	waitPending(t, e.srv.quicPending, max)
+	for i := range 3 {
+		rsp, _, err := dialStalledSession(t, e)
+		if err == nil {
+			t.Fatalf("session %d with %d waiting for their control stream, MaxPendingQUIC %d: accepted", max+i+1, max, max)
+		}
+		// Refused at the connection's first packet (the table is full),
+		// or at its CONNECT.
+		if rsp != nil && rsp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("session past MaxPendingQUIC: %s, want 503", rsp.Status)
+		}
+	}
+	// A stalled session that ends gives its slot back.
+	stalled[0].CloseWithError(0, "")
+	waitPending(t, e.srv.quicPending, max-1)
+	c := e.dial(t, CarrierWebTransport, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	// Its slot freed once its control stream came.
+	waitPending(t, e.srv.quicPending, max-1)
+}
+
+// Shutdown drops a WebTransport session still waiting for its control
+// stream after handshakeShutdownGrace, as it does the other carriers'
+// handshakes: it was not among them, and Shutdown waited out its
+// handshakeTimeout (10 s), past a ctx of 5 s.
+func TestShutdownDropsPendingWebTransportSession(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	_, sess, err := dialStalledSession(t, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdownCutsHandshakes(t, e.srv)
+	select {
+	case <-sess.Context().Done():
+	case <-time.After(hangBound):
+		t.Fatal("a session without its control stream still open after Shutdown returned")
+	}
+}
+
+// A unidirectional stream in a WebTransport session before its control
+// stream closes the session with 1002 HP_ERR_UNEXPECTED_STREAM, as one
+// after it does, and as a native QUIC connection's does
+// (TestQUICUniStreamsBeforeControlStream): nothing accepted it until the
+// control stream came, so what it carried stayed in quic-go's buffers, up
+// to the connection's window (16 MiB), for handshakeTimeout.
+func TestWebTransportUniStreamBeforeControlStream(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	_, sess, err := dialStalledSession(t, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str, err := sess.OpenUniStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	str.Write(make([]byte, 64<<10))
+	select {
+	case <-sess.Context().Done():
+	case <-time.After(handshakeTimeout + hangBound):
+		t.Fatal("the session still open")
+	}
+	// An ended session's calls return its error.
+	_, err = sess.AcceptStream(context.Background())
+	var se *webtransport.SessionError
+	if !errors.As(err, &se) || se.ErrorCode != webtransport.SessionErrorCode(wsframe.CloseProtocolError) || se.Message != unexpectedStreamReason {
+		t.Errorf("a uni stream before the control stream: the session ended with %v, want 1002 %s", err, unexpectedStreamReason)
+	}
 }

@@ -64,7 +64,10 @@ type Options struct {
 
 	// MaxPendingQUIC bounds the QUIC connections, across the server's
 	// ServeQUIC listeners, accepted and still without their control
-	// stream (native QUIC) or their first WebTransport session (HTTP/3).
+	// stream (native QUIC) or their first WebTransport session (HTTP/3),
+	// together with the WebTransport sessions still without their control
+	// stream (a connection's first session takes over its slot; a CONNECT
+	// past the bound is answered 503 with Retry-After).
 	// Until then a connection has passed nothing but QUIC's handshake, and
 	// what a client sends on streams the server has not taken yet (on
 	// HTTP/3, for a session that does not exist, which webtransport-go

@@ -142,7 +142,7 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 			return err
 		}
 		// The connection holds a slot of MaxPendingQUIC until its control
-		// stream or first session is established, or it ends.
+		// stream, or its first session's, is established, or it ends.
 		end, ok := s.quicPending.begin(func() { qc.CloseWithError(staleHandshakeCode, staleHandshakeReason) })
 		if !ok {
 			s.metrics.handshakeFailures.Add(1)
@@ -157,7 +157,7 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 
 // serveQUICConn serves one accepted QUIC connection; it calls conns.done
 // when the connection ends, and handshaken once its control stream (or on
-// HTTP/3 its first WebTransport session) is established or it has failed.
+// HTTP/3 its first WebTransport session's) is established or it has failed.
 func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func()) {
 	if qc.ConnectionState().TLS.NegotiatedProtocol == "h3" {
 		// Its sessions count as connections, not the HTTP/3 connection

@@ -54,36 +54,90 @@ func (s *Server) webTransport() *webtransport.Server {
 // session: its first bidirectional stream is the control stream, as on
 // native QUIC (PROTOCOL.md §8.2), and its datagrams carry unreliable
 // emits.
+//
+// Until its control stream comes, the session is a handshake in progress,
+// as a native QUIC connection without its own is: it holds a slot of
+// Options.MaxPendingQUIC (its connection's, handed over, for the
+// connection's first session), Shutdown drops it after
+// handshakeShutdownGrace, and a unidirectional stream closes it. The
+// connection's slot used to end as its first session opened, and the
+// session's wait for its control stream (handshakeTimeout) was bounded by
+// nothing, MaxConnections included, which counts a connection once its
+// control stream has come: 100 sessions that never opened one were all
+// accepted with MaxPendingQUIC 4, and Shutdown waited out their 10 s.
 func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	up, err := s.prepareUpgrade(r)
 	if err != nil {
 		s.refuse(w, err)
 		return
 	}
+	watch, _ := r.Context().Value(sessionWatchKey{}).(*sessionWatch)
+	pending, abort := context.WithCancelCause(context.Background())
+	var end func()
+	if watch != nil {
+		end = watch.takeSlot()
+	}
+	if end == nil {
+		var ok bool
+		end, ok = s.quicPending.begin(func() { abort(errStaleSession) })
+		if !ok {
+			abort(nil)
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many WebTransport sessions opening"})
+			return
+		}
+	}
 	sess, err := s.wt.Upgrade(w, r)
 	if err != nil {
+		end()
+		abort(nil)
 		s.metrics.handshakeFailures.Add(1)
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if watch, ok := r.Context().Value(sessionWatchKey{}).(*sessionWatch); ok {
+	if watch != nil {
 		watch.opened()
 		context.AfterFunc(sess.Context(), watch.ended)
 	}
 	s.conns.add()
 	go func() {
 		ctx, cancel := context.WithTimeout(sess.Context(), handshakeTimeout)
+		stop := context.AfterFunc(pending, cancel)
+		abandon := &cancelCloser{func() { abort(nil) }}
+		s.handshakes.add(abandon)
+		// A unidirectional stream is a violation from the start
+		// (refuseStrayStreams takes over once the session is served):
+		// unaccepted, what it carried stayed in quic-go's buffers until
+		// the control stream came, up to the connection's window.
+		go func() {
+			if _, err := sess.AcceptUniStream(ctx); err == nil {
+				sess.CloseWithError(webtransport.SessionErrorCode(wsframe.CloseProtocolError), unexpectedStreamReason)
+			}
+		}()
 		str, err := sess.AcceptStream(ctx)
+		s.handshakes.remove(abandon)
+		stop()
 		cancel()
+		stale := context.Cause(pending) == errStaleSession
+		abort(nil)
+		end()
 		if err != nil {
 			s.metrics.handshakeFailures.Add(1)
-			sess.CloseWithError(webtransport.SessionErrorCode(wsframe.ClosePolicyViolation), "HP_ERR_NO_CONTROL_STREAM")
+			reason := "HP_ERR_NO_CONTROL_STREAM"
+			if stale {
+				reason = staleHandshakeReason
+			}
+			sess.CloseWithError(webtransport.SessionErrorCode(wsframe.ClosePolicyViolation), reason)
 			s.conns.done()
 			return
 		}
 		s.serveLink(newStreamConn(newWTTransport(sess, nil), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
 	}()
 }
+
+// errStaleSession ends the wait of a WebTransport session for its control
+// stream when a newcomer takes its slot of MaxPendingQUIC.
+var errStaleSession = errors.New("compat: WebTransport session stale")
 
 // webTransportIdle is how long an HTTP/3 connection may stay without a
 // session (a variable for the tests).
@@ -102,7 +156,8 @@ type sessionWatch struct {
 	after    time.Duration // webTransportIdle when the server began
 	idle     *time.Timer
 	// handshaken gives up the connection's slot of
-	// Options.MaxPendingQUIC, at its first session; nil when none.
+	// Options.MaxPendingQUIC; the connection's first session takes it
+	// over (takeSlot). nil when none.
 	handshaken func()
 }
 
@@ -134,16 +189,22 @@ func watchSessions(ctx context.Context, qc *quic.Conn, after time.Duration) cont
 	return context.WithValue(ctx, sessionWatchKey{}, w)
 }
 
+// takeSlot returns the end of the connection's slot of
+// Options.MaxPendingQUIC, once: its first session holds the slot until
+// its control stream comes. nil for the sessions after it.
+func (w *sessionWatch) takeSlot() func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	end := w.handshaken
+	w.handshaken = nil
+	return end
+}
+
 func (w *sessionWatch) opened() {
 	w.mu.Lock()
 	w.sessions++
 	w.idle.Stop()
-	end := w.handshaken
-	w.handshaken = nil
 	w.mu.Unlock()
-	if end != nil {
-		end()
-	}
 }
 
 func (w *sessionWatch) ended() {
