@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
@@ -231,5 +232,57 @@ func TestWebRTCOfferMediaSectionsBounded(t *testing.T) {
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What an SCTP client sends on the unreliable stream (1) before it opens
+// its control stream (0) is read and dropped: the connection does not exist
+// yet, and nothing read the stream until it did, so pion kept it, up to
+// the association's 1 MiB receive window, for the whole handshakeTimeout.
+// 20 such associations held 32 MiB of the server's heap (about 1.6 MiB
+// each, where Options.MaxPendingSCTP's documentation counts 13 KB), 400 MiB
+// at the default 256. Here the client's queue drains while the association
+// is still waiting for its control stream; it stopped at the server's
+// window before.
+func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	u := e.urls[CarrierSCTP]
+	ua, err := net.ResolveUDPAddr("udp", u[strings.Index(u, "://")+3:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	a, err := sctp.Client(sctp.Config{NetConn: nc, LoggerFactory: quietLogs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Abort("")
+	st, err := a.OpenStream(sctpUnreliableStream, sctp.PayloadTypeWebRTCBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 1<<10)
+	for range 2 << 10 { // 2 MiB, twice the server's window
+		if _, err := st.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := func() int {
+		e.srv.handshakes.mu.Lock()
+		defer e.srv.handshakes.mu.Unlock()
+		return len(e.srv.handshakes.m)
+	}
+	// Drained in a few round trips; the association is given up at
+	// handshakeTimeout, and its queue with it.
+	deadline := time.Now().Add(handshakeTimeout / 2)
+	for a.BufferedAmount() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := a.BufferedAmount(); n > 0 || pending() != 1 {
+		t.Fatalf("2 MiB sent on stream 1 before the control stream: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
 	}
 }

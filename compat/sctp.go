@@ -219,6 +219,10 @@ type sctpTransport struct {
 	// link is the connection's engine once it exists, for acceptStreams
 	// to close it with a code.
 	link atomic.Pointer[pktConn]
+	// reading is set once stream 1 has its reader (readUnreliable), and
+	// deliver once the connection takes what it reads (receiveDatagrams).
+	reading atomic.Bool
+	deliver atomic.Pointer[func([]byte)]
 }
 
 func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
@@ -230,7 +234,7 @@ func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
 
 // acceptStreams takes the streams the other end opens: the control
 // stream goes to acceptControl, the unreliable one is the same as the
-// one this end opens. Any other breaks PROTOCOL.md §8.2 and ends the
+// one this end opens, read from now on (readUnreliable). Any other breaks PROTOCOL.md §8.2 and ends the
 // connection: each stream holds memory in the association until the other
 // end resets it, so a peer could otherwise pin 65,535 of them (about 1 KB
 // each, and what it sent on them). acceptStreams then stops accepting, and
@@ -249,6 +253,9 @@ func (t *sctpTransport) acceptStreams() {
 			default:
 			}
 		case sctpUnreliableStream:
+			if t.reading.CompareAndSwap(false, true) {
+				go t.readUnreliable()
+			}
 		default:
 			if link := t.link.Load(); link != nil {
 				link.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
@@ -377,6 +384,22 @@ func (t *sctpTransport) writeDatagram(pkt []byte) bool {
 }
 
 func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
+	t.deliver.Store(&deliver)
+	if t.reading.CompareAndSwap(false, true) {
+		t.readUnreliable()
+	}
+}
+
+// readUnreliable reads stream 1 until the association ends, from whenever
+// the other end opens it or the connection starts, whichever comes first,
+// and hands what it reads to the connection once it has one
+// (receiveDatagrams). A client may send on it before its control stream
+// (datagrams are unordered): left unread until the connection existed,
+// what it sent stayed in pion's buffers, up to the association's 1 MiB
+// receive window, for handshakeTimeout, while the association held only
+// its MaxPendingSCTP slot. Dropped, it is what an unreliable datagram may
+// be, and one sent before the connection exists has no room to reach.
+func (t *sctpTransport) readUnreliable() {
 	st := t.unreliableStream()
 	if st == nil {
 		return
@@ -392,7 +415,9 @@ func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
 		if err != nil {
 			return
 		}
-		deliver(buf[:n])
+		if deliver := t.deliver.Load(); deliver != nil {
+			(*deliver)(buf[:n])
+		}
 	}
 }
 
