@@ -286,3 +286,72 @@ func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 		t.Fatalf("2 MiB sent on stream 1 before the control stream: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
 	}
 }
+
+// The same on WebRTC: what a client sends on its unreliable channel before
+// its control channel opens is read and dropped. Unread until the
+// connection existed, it stayed in the association's 1 MiB receive window
+// for handshakeTimeout, for an offer that held only its MaxPending slot
+// (a plain pending offer holds about 110 KiB).
+func TestWebRTCUnreliableChannelBeforeControlChannel(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	ordered, retransmits := false, uint16(0)
+	dc, err := pc.CreateDataChannel(UnreliableChannel, &webrtc.DataChannelInit{Ordered: &ordered, MaxRetransmits: &retransmits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	dc.OnOpen(func() { close(opened) })
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	body, _ := json.Marshal(pc.LocalDescription())
+	rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer webrtc.SessionDescription
+	err = json.NewDecoder(rsp.Body).Decode(&answer)
+	rsp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.SetRemoteDescription(answer); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-opened:
+	case <-time.After(hangBound):
+		t.Fatal("the unreliable channel did not open")
+	}
+	msg := make([]byte, 1<<10)
+	for range 2 << 10 { // 2 MiB, twice the server's window
+		if err := dc.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := func() int {
+		e.srv.handshakes.mu.Lock()
+		defer e.srv.handshakes.mu.Unlock()
+		return len(e.srv.handshakes.m)
+	}
+	// Drained in a few round trips; the offer is given up at
+	// handshakeTimeout.
+	deadline := time.Now().Add(handshakeTimeout / 2)
+	for dc.BufferedAmount() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := dc.BufferedAmount(); n > 0 || pending() != 1 {
+		t.Fatalf("2 MiB sent on the unreliable channel before the control channel: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
+	}
+}

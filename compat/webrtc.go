@@ -300,6 +300,11 @@ type rtcTransport struct {
 	// link is the connection's engine once it exists, for
 	// unexpectedChannel to close it with a code.
 	link atomic.Pointer[pktConn]
+	// reading is set once the unreliable channel has its reader
+	// (readDatagrams), and deliver once the connection takes what it
+	// reads (receiveDatagrams).
+	reading atomic.Bool
+	deliver atomic.Pointer[func([]byte)]
 }
 
 func newRTCTransport(pc *webrtc.PeerConnection) *rtcTransport {
@@ -360,6 +365,9 @@ func (t *rtcTransport) setUnreliable(dc *webrtc.DataChannel) {
 	t.unreliable, t.unreliableDC = raw, dc
 	t.mu.Unlock()
 	t.datagrams <- raw
+	if t.reading.CompareAndSwap(false, true) {
+		go t.readDatagrams()
+	}
 }
 
 func (t *rtcTransport) carriesCloseCode() bool { return false }
@@ -457,11 +465,26 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	return corkwriter.Sent, true
 }
 
-// receiveDatagrams reads the unreliable channel from whenever the client
-// opens it until the transport closes. A client may open it late; a
-// channel nobody reads would fill the association's receive window and
-// stall the control channel with it.
+// receiveDatagrams hands the connection what the unreliable channel
+// carries (readDatagrams).
 func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
+	t.deliver.Store(&deliver)
+	if t.reading.CompareAndSwap(false, true) {
+		t.readDatagrams()
+	}
+}
+
+// readDatagrams reads the unreliable channel from whenever the client
+// opens it until the transport closes, from as soon as it opens or the
+// connection starts, and hands what it reads to the connection once it has
+// one. A client may open it late; a channel nobody reads would fill the
+// association's receive window and stall the control channel with it. A
+// client may also open it, and send on it, before its control channel:
+// left unread until the connection existed, what it sent stayed in the
+// association's 1 MiB window for handshakeTimeout, for an offer that held
+// only its MaxPending slot. Dropped, it is what an unreliable datagram
+// may be, and one sent before the connection exists has no room to reach.
+func (t *rtcTransport) readDatagrams() {
 	var raw datachannel.ReadWriteCloser
 	select {
 	case raw = <-t.datagrams:
@@ -479,8 +502,8 @@ func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
 		if err != nil {
 			return
 		}
-		if !text {
-			deliver(buf[:n])
+		if deliver := t.deliver.Load(); deliver != nil && !text {
+			(*deliver)(buf[:n])
 		}
 	}
 }
