@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -271,11 +272,7 @@ func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending := func() int {
-		e.srv.handshakes.mu.Lock()
-		defer e.srv.handshakes.mu.Unlock()
-		return len(e.srv.handshakes.m)
-	}
+	pending := handshakesInProgress(e.srv)
 	// Drained in a few round trips; the association is given up at
 	// handshakeTimeout, and its queue with it.
 	deadline := time.Now().Add(handshakeTimeout / 2)
@@ -306,6 +303,44 @@ func TestWebRTCUnreliableChannelBeforeControlChannel(t *testing.T) {
 	}
 	opened := make(chan struct{})
 	dc.OnOpen(func() { close(opened) })
+	signalRaw(t, e, pc)
+	select {
+	case <-opened:
+	case <-time.After(hangBound):
+		t.Fatal("the unreliable channel did not open")
+	}
+	msg := make([]byte, 1<<10)
+	for range 2 << 10 { // 2 MiB, twice the server's window
+		if err := dc.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := handshakesInProgress(e.srv)
+	// Drained in a few round trips; the offer is given up at
+	// handshakeTimeout.
+	deadline := time.Now().Add(handshakeTimeout / 2)
+	for dc.BufferedAmount() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := dc.BufferedAmount(); n > 0 || pending() != 1 {
+		t.Fatalf("2 MiB sent on the unreliable channel before the control channel: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
+	}
+}
+
+// handshakesInProgress counts s's carrier handshakes in progress, those
+// Shutdown would drop.
+func handshakesInProgress(s *Server) func() int {
+	return func() int {
+		s.handshakes.mu.Lock()
+		defer s.handshakes.mu.Unlock()
+		return len(s.handshakes.m)
+	}
+}
+
+// signalRaw signals pc's offer, with every candidate, to e's WebRTC
+// endpoint and applies the answer.
+func signalRaw(t *testing.T, e *carrierEnv, pc *webrtc.PeerConnection) {
+	t.Helper()
 	offer, err := pc.CreateOffer(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -329,29 +364,48 @@ func TestWebRTCUnreliableChannelBeforeControlChannel(t *testing.T) {
 	if err := pc.SetRemoteDescription(answer); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-opened:
-	case <-time.After(hangBound):
-		t.Fatal("the unreliable channel did not open")
+}
+
+// A WebRTC connection closed before its control channel opened (here for
+// a channel PROTOCOL.md §8.2 does not have; also one whose ICE or DTLS
+// failed) gives its MaxPending slot back at once. Its handshake waited on
+// the control channel and its timeout only, so the slot, and the
+// handshake Shutdown waits for, stayed for handshakeTimeout after the peer
+// connection had closed.
+func TestWebRTCClosedBeforeControlChannelFreesItsSlot(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	msg := make([]byte, 1<<10)
-	for range 2 << 10 { // 2 MiB, twice the server's window
-		if err := dc.Send(msg); err != nil {
-			t.Fatal(err)
+	defer pc.Close()
+	if _, err := pc.CreateDataChannel("other", nil); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	var once sync.Once
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed || st == webrtc.PeerConnectionStateDisconnected {
+			once.Do(func() { close(closed) })
 		}
+	})
+	pending := handshakesInProgress(e.srv)
+	signalRaw(t, e, pc)
+	if pending() != 1 {
+		t.Fatalf("%d handshakes pending once signalled, want 1", pending())
 	}
-	pending := func() int {
-		e.srv.handshakes.mu.Lock()
-		defer e.srv.handshakes.mu.Unlock()
-		return len(e.srv.handshakes.m)
-	}
-	// Drained in a few round trips; the offer is given up at
-	// handshakeTimeout.
+	// The client sees the server's ABORT within a round trip; the slot
+	// was held for handshakeTimeout.
 	deadline := time.Now().Add(handshakeTimeout / 2)
-	for dc.BufferedAmount() > 0 && time.Now().Before(deadline) {
+	for pending() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := dc.BufferedAmount(); n > 0 || pending() != 1 {
-		t.Fatalf("2 MiB sent on the unreliable channel before the control channel: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
+	if pending() != 0 {
+		select {
+		case <-closed:
+			t.Fatalf("a peer connection the server closed for its channel \"other\": its handshake still pending %v later", handshakeTimeout/2)
+		default:
+			t.Fatalf("the server did not close the peer connection for its channel \"other\"")
+		}
 	}
 }

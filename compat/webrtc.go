@@ -215,13 +215,19 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 				link := newMessageConn(t, ch, s.opts.Limits)
 				t.attach(link)
 				s.serveLink(link, up)
+				return
 			case <-ctx.Done():
-				s.handshakes.remove(abandon)
-				end()
-				s.metrics.handshakeFailures.Add(1)
-				pc.Close()
-				s.conns.done()
+			case <-t.closed:
+				// Closed before its control channel opened: a channel
+				// PROTOCOL.md §8.2 does not have, or ICE or DTLS failed.
+				// Waiting for ctx held the slot, and the handshake
+				// Shutdown waits for, for handshakeTimeout after.
 			}
+			s.handshakes.remove(abandon)
+			end()
+			s.metrics.handshakeFailures.Add(1)
+			pc.Close()
+			s.conns.done()
 		}()
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(answer)
