@@ -18,6 +18,7 @@ import (
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/sctp"
 	"github.com/pion/webrtc/v4"
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 )
@@ -407,5 +408,43 @@ func TestWebRTCClosedBeforeControlChannelFreesItsSlot(t *testing.T) {
 		default:
 			t.Fatalf("the server did not close the peer connection for its channel \"other\"")
 		}
+	}
+}
+
+// An HTTP/3 request that is no WebTransport CONNECT (a GET, say) leaves its
+// connection's MaxPendingQUIC slot with the connection: the slot a
+// connection's first session takes over would otherwise go with a request
+// that opens none, and the connection, still without a session, would
+// stay for webTransportIdle outside the bound.
+func TestHTTP3RequestKeepsItsConnectionPending(t *testing.T) {
+	e := newCarrierEnv(t, Options{MaxPendingQUIC: 1})
+	stopPendingClock(e.srv.quicPending)
+	tc := e.cert.ClientTLSConfig()
+	tc.NextProtos = []string{http3.NextProtoH3}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	addr := e.urls[CarrierQUIC][len("quic://"):]
+	qc, err := quic.DialAddr(ctx, addr, tc, QUICConfig(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	d := &webtransport.Transport{TLSClientConfig: tc, QUICConfig: QUICConfig(0)}
+	cc, err := d.NewClientConn(qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.urls[CarrierWebTransport], nil)
+	rsp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a GET: %s, want 400", rsp.Status)
+	}
+	if qc2, err := quic.DialAddr(ctx, addr, tc, QUICConfig(0)); err == nil {
+		qc2.CloseWithError(0, "")
+		t.Fatal("a second connection accepted while the first, MaxPendingQUIC 1, had made a GET and no session")
 	}
 }

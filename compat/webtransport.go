@@ -77,6 +77,7 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	if watch != nil {
 		end = watch.takeSlot()
 	}
+	connSlot := end != nil
 	if end == nil {
 		var ok bool
 		end, ok = s.quicPending.begin(func() { abort(errStaleSession) })
@@ -89,7 +90,14 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.wt.Upgrade(w, r)
 	if err != nil {
-		end()
+		// A request that opened no session (one that is no CONNECT)
+		// leaves the connection's slot with it: ended, the connection
+		// would stay for webTransportIdle outside the bound.
+		if connSlot {
+			watch.returnSlot(end)
+		} else {
+			end()
+		}
 		abort(nil)
 		s.metrics.handshakeFailures.Add(1)
 		w.WriteHeader(http.StatusBadRequest)
@@ -198,6 +206,18 @@ func (w *sessionWatch) takeSlot() func() {
 	end := w.handshaken
 	w.handshaken = nil
 	return end
+}
+
+// returnSlot gives back the slot takeSlot returned, for a request that
+// opened no session.
+func (w *sessionWatch) returnSlot(end func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.handshaken == nil {
+		w.handshaken = end
+		return
+	}
+	end() // cannot happen: only one request holds it at a time
 }
 
 func (w *sessionWatch) opened() {
