@@ -440,7 +440,8 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // handler's Read or Write then returns ErrClosed), and Shutdown waits for
 // the handlers to return, as for the calls in flight (a handler that
 // heeds neither holds it until ctx ends). A handshake in progress
-// (Serve's upgrade request, QUIC's control stream, SCTP's, WebRTC's) is
+// (Serve's upgrade request, the control stream of a QUIC connection or a
+// WebTransport session, SCTP's, WebRTC's) is
 // refused when it completes (HTTP 503, or close 1001 HP_SHUTTING_DOWN
 // where there is no HTTP), and dropped when it has not completed within
 // handshakeShutdownGrace (1 s): a client that stalls its handshake does
