@@ -245,7 +245,8 @@ func TestWebRTCOfferMediaSectionsBounded(t *testing.T) {
 // each, where Options.MaxPendingSCTP's documentation counts 13 KB), 400 MiB
 // at the default 256. Here the client's queue drains while the association
 // is still waiting for its control stream; it stopped at the server's
-// window before.
+// window before. (One message larger than the window still parks its
+// fragments in pion until the association ends: documented, not fixed.)
 func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 	e := newCarrierEnv(t, Options{})
 	u := e.urls[CarrierSCTP]

@@ -58,8 +58,12 @@ type Options struct {
 	// once (ServeSCTP). Each holds about 13 KB and two goroutines for up to
 	// 10 s, and over UDP an INIT from a new address is all it takes to
 	// start one, so a flood from many addresses could hold memory without
-	// bound. Past it, a new one replaces the oldest if that has been
-	// pending for 2 s, and is dropped otherwise. 256 by default.
+	// bound. A client that completes the association may make it hold up
+	// to its 1 MiB receive window more, with the fragments of a message
+	// larger than the window, which pion keeps until the message completes
+	// (what it sends on stream 1 in whole messages is read and dropped).
+	// Past it, a new one replaces the oldest if that has been pending for
+	// 2 s, and is dropped otherwise. 256 by default.
 	MaxPendingSCTP int
 
 	// MaxPendingQUIC bounds the QUIC connections, across the server's

@@ -44,11 +44,14 @@ type WebRTCOptions struct {
 	LoopbackOnly bool
 	// MaxPending bounds the peer connections signalled and still waiting
 	// for their control channel to open (each holds its ICE agent, UDP
-	// sockets and DTLS state for up to 10 s); a signalling request past
-	// it is answered 503 with Retry-After, so that a flood of offers
-	// cannot exhaust the process's sockets, unless the oldest has been
-	// pending for 2 s: that one is given up and the newcomer takes its
-	// slot. 256 by default.
+	// sockets and DTLS state for up to 10 s, about 110 KiB; a client that
+	// completes ICE and DTLS may make it hold up to its SCTP association's
+	// 1 MiB receive window more, with the fragments of a message larger
+	// than the window, which pion keeps until it completes); a signalling
+	// request past it is answered 503 with Retry-After, so that a flood of
+	// offers cannot exhaust the process's sockets, unless the oldest has
+	// been pending for 2 s: that one is given up and the newcomer takes
+	// its slot. 256 by default.
 	MaxPending int
 }
 
