@@ -233,12 +233,13 @@ func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
 }
 
 // acceptStreams takes the streams the other end opens: the control
-// stream goes to acceptControl, the unreliable one is the same as the
-// one this end opens, read from now on (readUnreliable). Any other breaks PROTOCOL.md §8.2 and ends the
-// connection: each stream holds memory in the association until the other
-// end resets it, so a peer could otherwise pin 65,535 of them (about 1 KB
-// each, and what it sent on them). acceptStreams then stops accepting, and
-// pion drops the streams opened after its small accept queue is full.
+// stream goes to acceptControl, the unreliable one is the same as the one
+// this end opens, read from now on (readUnreliable). Any other breaks
+// PROTOCOL.md §8.2 and ends the connection: each stream holds memory in
+// the association until the other end resets it, so a peer could
+// otherwise pin 65,535 of them (about 1 KB each, and what it sent on
+// them). acceptStreams then stops accepting, and pion drops the streams
+// opened after its small accept queue is full.
 func (t *sctpTransport) acceptStreams() {
 	for {
 		st, err := t.assoc.AcceptStream()
