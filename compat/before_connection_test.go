@@ -1,3 +1,7 @@
+// Tests of what a client can make the server hold before its connection
+// exists, at the entry points of WebRTC signalling, WebTransport, SCTP and
+// HTTP/3: each is bounded, and given back when the handshake ends.
+
 package compat
 
 import (
