@@ -31,7 +31,9 @@ type pktTransport interface {
 	// link.sendDatagram).
 	sendDatagram(pkt []byte) (st corkwriter.Status, ok bool)
 	// receiveDatagrams delivers received datagrams until the carrier
-	// closes; a carrier without datagrams returns at once.
+	// closes; a carrier without datagrams returns at once, and one whose
+	// datagrams are read already, from before the connection existed
+	// (SCTP, WebRTC), returns once it has handed them deliver.
 	receiveDatagrams(deliver func(pkt []byte))
 }
 
