@@ -465,9 +465,12 @@ func TestClientCallbackPanics(t *testing.T) {
 	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after"}, &out); err != nil || out.Text != "after" {
 		t.Fatalf("a call after the panics: %+v, %v", out, err)
 	}
-	if n := logged.Load(); n < 4 {
-		t.Errorf("%d panics logged, want 4 (On, OnRoom, OnState twice)", n)
-	}
+	// Four panics (On, OnRoom, OnState twice). The last OnState's is
+	// logged after the callback has handed Connected to the test, on the
+	// client's goroutine, which a loaded machine may not have run since
+	// (a loaded run of the suite found 3 of 4 logged after the call
+	// above).
+	waitFor(t, func() bool { return logged.Load() >= 4 })
 }
 
 // Close made from a listener or from OnState, on the goroutines that
