@@ -370,14 +370,20 @@ const tooManyConnectionsReason = "HP_ERR_TOO_MANY_CONNECTIONS"
 // takes longer than a handshake does (WebRTC's MaxPending says 1).
 const retryAfterFull = "5"
 
+// unregister removes an ended connection from the server and its counts.
+// Its close is counted first: a connection no longer among the Peers or
+// the open Connections has its close code in Closes, so a scrape never
+// sees it in neither (Connections + Closes short of ConnectionsTotal), and
+// whoever waits for the open count to fall reads the close it made. It
+// was counted last, and a snapshot taken in between missed it.
 func (s *Server) unregister(p *Peer, err error) {
 	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))
 	s.rooms.leaveAll(p)
+	s.metrics.countClose(CloseStatus(err))
 	s.mu.Lock()
 	delete(s.peers, p)
 	s.mu.Unlock()
 	s.metrics.connections.Add(-1)
-	s.metrics.countClose(CloseStatus(err))
 }
 
 // Peers returns the number of open connections.
