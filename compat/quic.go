@@ -141,16 +141,22 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 			}
 			return err
 		}
+		// Counted before it takes its slot: a Shutdown that finds it
+		// pending waits for it, and drops it when its ctx ends. Counted
+		// after, a Shutdown that came in between found no connection to
+		// wait for and returned nil at once, the connection pending
+		// (TestShutdownDropsPendingQUIC, in a loaded run of the suite).
+		s.conns.add()
 		// The connection holds a slot of MaxPendingQUIC until its control
 		// stream, or its first session's, is established, or it ends.
 		end, ok := s.quicPending.begin(func() { qc.CloseWithError(staleHandshakeCode, staleHandshakeReason) })
 		if !ok {
 			s.metrics.handshakeFailures.Add(1)
 			qc.CloseWithError(tooManyHandshakesCode, tooManyHandshakesReason)
+			s.conns.done()
 			continue
 		}
 		context.AfterFunc(qc.Context(), end)
-		s.conns.add()
 		go s.serveQUICConn(qc, end)
 	}
 }
