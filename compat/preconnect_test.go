@@ -809,10 +809,18 @@ func TestShutdownDropsPendingQUIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { // accepted
+	// Accepted, and waiting for its control stream: a connection that
+	// takes its slot before its goroutine has reached that wait is refused
+	// as soon as that goroutine sees Shutdown begun, and Shutdown, having
+	// nothing left to wait for, rightly returns nil before its ctx ends (a
+	// 50 ms sleep before the goroutine's start made that happen every time).
+	waitFor(t, func() bool {
 		e.srv.quicPending.mu.Lock()
-		defer e.srv.quicPending.mu.Unlock()
-		return len(e.srv.quicPending.queue) == 1
+		pending := len(e.srv.quicPending.queue)
+		e.srv.quicPending.mu.Unlock()
+		e.srv.handshakes.mu.Lock()
+		defer e.srv.handshakes.mu.Unlock()
+		return pending == 1 && len(e.srv.handshakes.m) == 1
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
