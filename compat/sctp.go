@@ -105,13 +105,17 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 			}
 			continue // one peer's failed handshake
 		}
+		// Counted before it takes its slot, as ServeQUIC counts its
+		// connections: a Shutdown that came in between found no
+		// connection to wait for and returned while the handshake went on.
+		s.conns.add()
 		end, ok := pending.begin(func() { nc.Close() })
 		if !ok {
 			s.metrics.handshakeFailures.Add(1)
 			nc.Close()
+			s.conns.done()
 			continue
 		}
-		s.conns.add()
 		s.handshakes.add(nc)
 		go s.serveSCTPConn(nc, func() {
 			s.handshakes.remove(nc)
