@@ -1632,12 +1632,14 @@ func TestCarrierReconnectRejoins(t *testing.T) {
 			if _, err := c.Join(ctx, room); err != nil {
 				t.Fatal(err)
 			}
+			var dropped []*Peer
 			for _, p := range e.srv.snapshotPeers() {
 				p.roomsMu.Lock()
 				_, member := p.rooms[room]
 				p.roomsMu.Unlock()
 				if member {
 					p.closeWith(wsframe.CloseInternalError, "test drop")
+					dropped = append(dropped, p)
 				}
 			}
 			for _, want := range []State{Reconnecting, Connected} {
@@ -1650,6 +1652,7 @@ func TestCarrierReconnectRejoins(t *testing.T) {
 					t.Fatalf("no %v state", want)
 				}
 			}
+			awaitPeersGone(t, e.srv, dropped)
 			waitFor(t, func() bool { return e.srv.Members(room) == 1 })
 			if err := c.Call(ctx, "echo/raw", []byte("x"), nil); err != nil {
 				t.Fatalf("a call after reconnecting: %v", err)

@@ -427,9 +427,16 @@ func dropAndAwaitReconnect(t *testing.T, s *Server, connected <-chan struct{}) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reconnect")
 	}
-	// The dropped peers leave their rooms as their ends are handled,
-	// which under load may come after the client's reconnect: a room's
-	// count then still had them.
+	awaitPeersGone(t, s, dropped)
+}
+
+// awaitPeersGone waits until none of dropped is among s's peers. The
+// dropped peers leave their rooms as their ends are handled, which under
+// load may come after the client's reconnect: a room's count then still
+// had them, and a check that the client rejoined (one member) passed
+// without a rejoin.
+func awaitPeersGone(t *testing.T, s *Server, dropped []*Peer) {
+	t.Helper()
 	waitFor(t, func() bool {
 		live := s.snapshotPeers()
 		for _, p := range dropped {

@@ -447,7 +447,8 @@ func TestClientCallbackPanics(t *testing.T) {
 
 	// A drop calls OnState(Reconnecting), then OnState(Connected): both
 	// panic, and the client reconnects and rejoins all the same.
-	for _, p := range s.snapshotPeers() {
+	dropped := s.snapshotPeers()
+	for _, p := range dropped {
 		p.closeWith(1011, "test drop")
 	}
 	for _, want := range []State{Reconnecting, Connected} {
@@ -460,6 +461,7 @@ func TestClientCallbackPanics(t *testing.T) {
 			t.Fatalf("no state %v", want)
 		}
 	}
+	awaitPeersGone(t, s, dropped)
 	waitFor(t, func() bool { return s.Members("lobby") == 1 })
 	var out echoReq
 	if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "after"}, &out); err != nil || out.Text != "after" {
@@ -1059,7 +1061,8 @@ func TestClientReconnectRejoins(t *testing.T) {
 	if _, err := c.Join(ctx, "r"); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range s.snapshotPeers() {
+	dropped := s.snapshotPeers()
+	for _, p := range dropped {
 		p.closeWith(1011, "test drop")
 	}
 	for want := range []State{Reconnecting, Connected} {
@@ -1069,6 +1072,7 @@ func TestClientReconnectRejoins(t *testing.T) {
 			t.Fatalf("no state change %d", want)
 		}
 	}
+	awaitPeersGone(t, s, dropped)
 	waitFor(t, func() bool { return s.Members("r") == 1 })
 	var out echoReq
 	if err := c.Call(ctx, "echo/say", echoReq{Text: "again"}, &out); err != nil || out.Text != "again" {
