@@ -1438,7 +1438,8 @@ func (c *Client) deliver(key listenerKey, m Message) {
 
 // Join adds the client to room and returns the member count. The client
 // rejoins it after a reconnect until Leave, or until the server refuses a
-// rejoin with ErrUnauthorized (Options.AllowJoin).
+// rejoin with ErrUnauthorized (Options.AllowJoin). A ctx that has ended
+// already fails the Join at once, unsent, as it does a Call.
 func (c *Client) Join(ctx context.Context, room string) (int, error) {
 	c.mu.Lock()
 	j := c.joining[room]
@@ -1472,7 +1473,9 @@ type joinsInFlight struct {
 // Leave removes the client from room and returns the member count. The
 // client stops rejoining room at once, also when Leave fails: while the
 // client is disconnected it returns ErrDisconnected, and the room, which
-// the server dropped with the connection, is not rejoined.
+// the server dropped with the connection, is not rejoined. Unlike a Join,
+// a Leave whose ctx has ended already is sent all the same, so that the
+// server's membership follows the client's, and returns ctx's error.
 func (c *Client) Leave(ctx context.Context, room string) (int, error) {
 	c.memberMu.Lock()
 	c.mu.Lock()
@@ -1490,6 +1493,11 @@ func (c *Client) Leave(ctx context.Context, room string) (int, error) {
 func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string) (int, error) {
 	if err := checkName("room", room); err != nil {
 		return 0, err
+	}
+	if kind == dispatch.KindJoin && ctx.Err() != nil {
+		// Sent, it would have made the client a member of a room it does
+		// not know it is in: not recorded, not rejoined.
+		return 0, ctxError(ctx)
 	}
 	cc, err := c.current()
 	if err != nil {

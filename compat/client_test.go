@@ -2034,6 +2034,84 @@ func TestRefusedCallKeepsItsDeadline(t *testing.T) {
 	}
 }
 
+// A call whose ctx has ended already fails with ctx's error at once and is
+// not sent: the server ran its handler, for an answer nobody waited for. A
+// Go call is on done when Go returns.
+func TestCallWithAnEndedContextIsNotSent(t *testing.T) {
+	r := testRouter()
+	var ran atomic.Int32
+	Handle(r, "test/count", func(ctx context.Context, _ struct{}) (struct{}, error) {
+		ran.Add(1)
+		return struct{}{}, nil
+	})
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dialClient(t, addr, ClientOptions{})
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if err := c.Call(canceled, "test/count", struct{}{}, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Call with a canceled ctx: %v, want context.Canceled", err)
+	}
+	if err := c.Call(expired, "test/count", struct{}{}, nil); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Call past its ctx's deadline: %v, want ErrTimeout", err)
+	}
+	done := make(chan *AsyncCall, 2)
+	for _, ctx := range []context.Context{canceled, expired} {
+		call := c.Go(ctx, "test/count", struct{}{}, nil, done)
+		select {
+		case <-done:
+		default:
+			t.Fatalf("a Go call with an ended ctx (%v) was not on done when Go returned", ctx.Err())
+		}
+		if !errors.Is(call.Err, ctx.Err()) {
+			t.Errorf("Go with an ended ctx: %v, want %v", call.Err, ctx.Err())
+		}
+	}
+	// The handler runs on the read loop, in order: once a later call is
+	// answered, any of those sent before it has run.
+	if err := c.Call(context.Background(), "test/count", struct{}{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1: calls with an ended ctx were sent", n)
+	}
+}
+
+// A Join whose ctx has ended already fails at once, unsent: the server
+// made the client a member of a room the client did not record, and so
+// did not rejoin. A Leave is sent all the same: the client forgets the
+// room at once, and the server follows.
+func TestJoinWithAnEndedContextIsNotSent(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dialClient(t, addr, ClientOptions{})
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	roundTrip := func() { // the server handles packets in order
+		t.Helper()
+		if err := c.Call(context.Background(), "echo/raw", []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Join(canceled, "r"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Join with a canceled ctx: %v, want context.Canceled", err)
+	}
+	roundTrip()
+	if n := s.Members("r"); n != 0 {
+		t.Errorf("%d members after a Join with a canceled ctx, want 0: it was sent", n)
+	}
+	if _, err := c.Join(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Leave(canceled, "r"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Leave with a canceled ctx: %v, want context.Canceled", err)
+	}
+	roundTrip()
+	if n := s.Members("r"); n != 0 {
+		t.Errorf("%d members after a Leave with a canceled ctx, want 0: it was not sent", n)
+	}
+}
+
 // relayFirst listens for the client: its first connection is relayed to
 // the server at addr, the later ones are accepted and left silent, as by a
 // server that hangs. It returns its address and the first connection.
