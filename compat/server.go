@@ -372,10 +372,11 @@ const retryAfterFull = "5"
 
 // unregister removes an ended connection from the server and its counts.
 // Its close is counted first: a connection no longer among the Peers or
-// the open Connections has its close code in Closes, so a scrape never
-// sees it in neither (Connections + Closes short of ConnectionsTotal), and
-// whoever waits for the open count to fall reads the close it made. It
-// was counted last, and a snapshot taken in between missed it.
+// the open Connections has its close code in Closes, so a scrape sees it
+// in one or the other (never Connections + Closes short of
+// ConnectionsTotal), and whoever waits for the open count to fall reads
+// the close it made. It was counted last, and a snapshot taken in between
+// missed it.
 func (s *Server) unregister(p *Peer, err error) {
 	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))
 	s.rooms.leaveAll(p)
@@ -447,13 +448,12 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // the handlers to return, as for the calls in flight (a handler that
 // heeds neither holds it until ctx ends). A handshake in progress
 // (Serve's upgrade request, the control stream of a QUIC connection or a
-// WebTransport session, SCTP's, WebRTC's) is
-// refused when it completes (HTTP 503, or close 1001 HP_SHUTTING_DOWN
-// where there is no HTTP), and dropped when it has not completed within
-// handshakeShutdownGrace (1 s): a client that stalls its handshake does
-// not hold Shutdown for handshakeTimeout (10 s). When ctx ends first, the
-// remaining connections and handshakes are dropped and Shutdown returns
-// ctx's error,
+// WebTransport session, SCTP's, WebRTC's) is refused when it completes
+// (HTTP 503, or close 1001 HP_SHUTTING_DOWN where there is no HTTP), and
+// dropped when it has not completed within handshakeShutdownGrace (1 s):
+// a client that stalls its handshake does not hold Shutdown for
+// handshakeTimeout (10 s). When ctx ends first, the remaining connections
+// and handshakes are dropped and Shutdown returns ctx's error,
 // within shutdownDropGrace (1 s) even when a handler or hook of a dropped
 // connection does not return (one that called Shutdown, say). Shutdown
 // may be called from handlers and hooks, and more than once.
