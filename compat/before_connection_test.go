@@ -278,16 +278,7 @@ func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending := handshakesInProgress(e.srv)
-	// Drained in a few round trips; the association is given up at
-	// handshakeTimeout, and its queue with it.
-	deadline := time.Now().Add(handshakeTimeout / 2)
-	for a.BufferedAmount() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := a.BufferedAmount(); n > 0 || pending() != 1 {
-		t.Fatalf("2 MiB sent on stream 1 before the control stream: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
-	}
+	awaitDrainedWhilePending(t, e.srv, a.BufferedAmount, "2 MiB sent on stream 1 before the control stream")
 }
 
 // The same on WebRTC: what a client sends on its unreliable channel before
@@ -321,42 +312,38 @@ func TestWebRTCUnreliableChannelBeforeControlChannel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pending := handshakesInProgress(e.srv)
-	// Drained in a few round trips; the offer is given up at
-	// handshakeTimeout.
+	awaitDrainedWhilePending(t, e.srv, func() int { return int(dc.BufferedAmount()) }, "2 MiB sent on the unreliable channel before the control channel")
+}
+
+// awaitDrainedWhilePending waits for what the client queued (buffered) to
+// drain, which a server reading and dropping it allows in a few round
+// trips, and fails unless it did while the connection's handshake was
+// still pending. Unread, it stayed at the server's window until the
+// handshake was given up at handshakeTimeout; the wait is half of that.
+func awaitDrainedWhilePending(t *testing.T, s *Server, buffered func() int, what string) {
+	t.Helper()
 	deadline := time.Now().Add(handshakeTimeout / 2)
-	for dc.BufferedAmount() > 0 && time.Now().Before(deadline) {
+	for buffered() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := dc.BufferedAmount(); n > 0 || pending() != 1 {
-		t.Fatalf("2 MiB sent on the unreliable channel before the control channel: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", n, handshakeTimeout/2, pending())
+	if n, pending := buffered(), handshakesInProgress(s); n > 0 || pending != 1 {
+		t.Fatalf("%s: %d bytes still queued on the client after %v, %d handshakes pending on the server; want none queued, 1 pending", what, n, handshakeTimeout/2, pending)
 	}
 }
 
 // handshakesInProgress counts s's carrier handshakes in progress, those
 // Shutdown would drop.
-func handshakesInProgress(s *Server) func() int {
-	return func() int {
-		s.handshakes.mu.Lock()
-		defer s.handshakes.mu.Unlock()
-		return len(s.handshakes.m)
-	}
+func handshakesInProgress(s *Server) int {
+	s.handshakes.mu.Lock()
+	defer s.handshakes.mu.Unlock()
+	return len(s.handshakes.m)
 }
 
 // signalRaw signals pc's offer, with every candidate, to e's WebRTC
 // endpoint and applies the answer.
 func signalRaw(t *testing.T, e *carrierEnv, pc *webrtc.PeerConnection) {
 	t.Helper()
-	offer, err := pc.CreateOffer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gathered := webrtc.GatheringCompletePromise(pc)
-	if err := pc.SetLocalDescription(offer); err != nil {
-		t.Fatal(err)
-	}
-	<-gathered
-	body, _ := json.Marshal(pc.LocalDescription())
+	body, _ := json.Marshal(localOffer(t, pc))
 	rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -395,18 +382,17 @@ func TestWebRTCClosedBeforeControlChannelFreesItsSlot(t *testing.T) {
 			once.Do(func() { close(closed) })
 		}
 	})
-	pending := handshakesInProgress(e.srv)
 	signalRaw(t, e, pc)
-	if pending() != 1 {
-		t.Fatalf("%d handshakes pending once signalled, want 1", pending())
+	if n := handshakesInProgress(e.srv); n != 1 {
+		t.Fatalf("%d handshakes pending once signalled, want 1", n)
 	}
 	// The client sees the server's ABORT within a round trip; the slot
 	// was held for handshakeTimeout.
 	deadline := time.Now().Add(handshakeTimeout / 2)
-	for pending() > 0 && time.Now().Before(deadline) {
+	for handshakesInProgress(e.srv) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if pending() != 0 {
+	if handshakesInProgress(e.srv) != 0 {
 		select {
 		case <-closed:
 			t.Fatalf("a peer connection the server closed for its channel \"other\": its handshake still pending %v later", handshakeTimeout/2)

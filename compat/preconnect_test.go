@@ -818,9 +818,7 @@ func TestShutdownDropsPendingQUIC(t *testing.T) {
 		e.srv.quicPending.mu.Lock()
 		pending := len(e.srv.quicPending.queue)
 		e.srv.quicPending.mu.Unlock()
-		e.srv.handshakes.mu.Lock()
-		defer e.srv.handshakes.mu.Unlock()
-		return pending == 1 && len(e.srv.handshakes.m) == 1
+		return pending == 1 && handshakesInProgress(e.srv) == 1
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -849,6 +847,14 @@ func gatheredOffer(t *testing.T, label string) *webrtc.SessionDescription {
 	if _, err := pc.CreateDataChannel(label, nil); err != nil {
 		t.Fatal(err)
 	}
+	return localOffer(t, pc)
+}
+
+// localOffer makes pc's offer its local description and returns it once
+// ICE gathering is complete, with every candidate in it: compat's
+// signalling takes one request, no trickle ICE.
+func localOffer(t *testing.T, pc *webrtc.PeerConnection) *webrtc.SessionDescription {
+	t.Helper()
 	offer, err := pc.CreateOffer(nil)
 	if err != nil {
 		t.Fatal(err)
