@@ -524,13 +524,23 @@ func (s *Server) snapshotPeers() []*Peer {
 }
 
 // closerSet is a set of things to close at once, safe for concurrent use.
+// Once closeAll has run, what is added is closed at once: a handshake's
+// goroutine that registers after Shutdown's cut (it was started before
+// the listener closed and scheduled late) would otherwise be missed by
+// it and last until handshakeTimeout.
 type closerSet struct {
-	mu sync.Mutex
-	m  map[io.Closer]struct{}
+	mu     sync.Mutex
+	m      map[io.Closer]struct{}
+	closed bool
 }
 
 func (cs *closerSet) add(c io.Closer) {
 	cs.mu.Lock()
+	if cs.closed {
+		cs.mu.Unlock()
+		c.Close()
+		return
+	}
 	if cs.m == nil {
 		cs.m = map[io.Closer]struct{}{}
 	}
@@ -548,6 +558,7 @@ func (cs *closerSet) remove(c io.Closer) {
 // lead to its own remove.
 func (cs *closerSet) closeAll() {
 	cs.mu.Lock()
+	cs.closed = true
 	all := make([]io.Closer, 0, len(cs.m))
 	for c := range cs.m {
 		all = append(all, c)

@@ -292,6 +292,66 @@ func TestShutdownCutsStalledUpgradeAfterGrace(t *testing.T) {
 	}
 }
 
+// An upgrade whose goroutine registers its handshake only after
+// Shutdown's cut (accepted before the listener closed, scheduled late) is
+// dropped all the same: it was missed by the cut and held a graceful
+// Shutdown for the rest of handshakeTimeout (10 s), past this test's ctx
+// of half that. The listener's connection holds upgradeRaw in its first
+// SetDeadline, before the handshake is registered, until the cut has run.
+func TestShutdownCutsUpgradeRegisteredAfterTheCut(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	ln := &heldListener{Listener: tcp, release: release}
+	go s.Serve(ln)
+	t.Cleanup(func() { tcp.Close() })
+	stalledUpgrade(t, s, tcp.Addr().String())
+	cut := func() bool {
+		s.handshakes.mu.Lock()
+		defer s.handshakes.mu.Unlock()
+		return s.handshakes.closed
+	}
+	go func() {
+		defer close(release)
+		for deadline := time.Now().Add(hangBound); !cut() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	shutdownCutsHandshakes(t, s)
+}
+
+// heldListener's connections block in their first SetDeadline until
+// release is closed.
+type heldListener struct {
+	net.Listener
+	release chan struct{}
+}
+
+func (l *heldListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &heldConn{Conn: nc, release: l.release}, nil
+}
+
+type heldConn struct {
+	net.Conn
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *heldConn) SetDeadline(d time.Time) error {
+	c.once.Do(func() { <-c.release })
+	return c.Conn.SetDeadline(d)
+}
+
 // stalledUpgrade connects to Serve's listener at addr and sends half an
 // upgrade request, which s has accepted (counted among the connection
 // goroutines Shutdown waits for) when it returns. The test's end closes
