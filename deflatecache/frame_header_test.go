@@ -35,7 +35,7 @@ func TestCompressedFrameHeaderGrowth(t *testing.T) {
 		for _, n := range sizes {
 			payload := make([]byte, n)
 			rng.Read(payload) // incompressible
-			for _, dst := range [][]byte{nil, make([]byte, 3, 3), make([]byte, 0, n+20)} {
+			for _, dst := range [][]byte{nil, make([]byte, 3), make([]byte, 0, n+20)} {
 				// Fresh connections: the history is empty.
 				send, err := dc.NewConn(dc.Params{}, role, dc.Options{})
 				if err != nil {

@@ -416,7 +416,7 @@ func decodePacket(b []byte) (packet, error) {
 	case kindError:
 		if p.id, b, err = readUvarint(b); err == nil {
 			if p.code, b, err = readUvarint(b); err == nil {
-				p.event, b, err = readStr(b) // the message
+				p.event, _, err = readStr(b) // the message
 			}
 		}
 	case kindEmit:
