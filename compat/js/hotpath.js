@@ -1096,8 +1096,11 @@ export class Client {
       this.#shutdown(err);
       return;
     }
-    conn.ws.close(1000);
+    // Dropped before the socket is closed: a carrier still opening (a
+    // WebTransport session, a data channel) fires its close event at once,
+    // which would read as a failure to open and start the next carrier.
     this.#drop(conn, err);
+    conn.ws?.close(1000);
   }
 
   #connect() {

@@ -263,3 +263,26 @@ for (const [name, payload] of [
     client.close();
   });
 }
+
+// close() while the first carrier is still opening closed it, and its
+// close event, fired at once, read as a carrier that failed to open: the
+// client fell back to a WebSocket that nobody closed, a connection left
+// open to the server after close() (and a Node process kept alive).
+test('close() while a WebTransport session opens starts no fallback WebSocket', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const opened = [];
+  class FakeWebSocket {
+    constructor(url) { opened.push(url); }
+    send() {}
+    close() {}
+  }
+  const client = new Client('ws://example.test/ws', {
+    webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
+    WebSocket: FakeWebSocket,
+  });
+  client.close();
+  await tick();
+  assert.equal(client.state, 'closed');
+  assert.deepEqual(opened, [], 'a WebSocket was opened after close()');
+  assert.ok(sessions[0].closeInfo, 'the session was closed');
+});
