@@ -1108,7 +1108,8 @@ export class Client {
     const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
     this.#conn = conn;
     this.#open(conn, 0);
-    if (this.#connectTimeout === 0) return;
+    // A carrier that threw at once dropped conn already: no timer for it.
+    if (this.#connectTimeout === 0 || conn !== this.#conn) return;
     conn.timer = this.#timers.setTimeout(() => {
       // Dropped before the socket is closed: Node's WebSocket fires its
       // error event at once when closed while connecting, and that

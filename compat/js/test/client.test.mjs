@@ -1123,3 +1123,18 @@ test('no rejoin error is reported after close, with rejoins in flight', async ()
   await settle();
   assert.deepEqual(reported, []);
 });
+
+// A WebSocket constructor that throws (a URL it refuses) dropped the
+// connection inside #connect, which then armed the connect timeout for
+// the connection already dropped: a timer left behind after the client
+// closed, which kept a Node process alive for connectTimeout.
+test('a WebSocket constructor that throws leaves no timer behind once the client is closed', () => {
+  class Refusing { constructor() { throw new SyntaxError('bad URL'); } }
+  for (const reconnect of [false, undefined]) {
+    const clock = fakeClock();
+    const client = new Client('ws://test.invalid/ws', { WebSocket: Refusing, timers: clock, random: () => 1, reconnect });
+    client.close();
+    assert.equal(client.state, 'closed');
+    assert.equal(clock.nextIn(), Infinity, `a timer is left (reconnect ${reconnect})`);
+  }
+});
