@@ -1496,6 +1496,11 @@ export class Client {
     // Until the server's capabilities the queue waits (see #flush), so it
     // is bounded as while disconnected.
     const open = this.#conn !== null && this.#conn.ready;
+    if (!open && this.#queue.length >= this.#maxQueue) {
+      // Calls, joins and leaves settled while queued (their timeout
+      // passed) wait no more: they leave room before anything is refused.
+      this.#queue = this.#queue.filter((q) => q.packet !== undefined || this.#pending.get(q.id) === q);
+    }
     let err = null;
     if (this.#closed) {
       err = new CloseError(1000, 'closed by client');

@@ -1138,3 +1138,24 @@ test('a WebSocket constructor that throws leaves no timer behind once the client
     assert.equal(clock.nextIn(), Infinity, `a timer is left (reconnect ${reconnect})`);
   }
 });
+
+// A call that timed out while queued stayed in the queue until the next
+// connection and counted against maxQueue: a page whose server was down
+// for a while had every new call refused as Overloaded ("2 packets
+// already wait"), though nothing waited.
+test('calls that timed out while queued no longer count against maxQueue', async () => {
+  const { client, net, clock } = newClient({ maxQueue: 2, connectTimeout: 0 });
+  const expired = [client.call('a/b', 1, { timeout: 100 }), client.call('a/b', 2, { timeout: 100 })];
+  clock.advance(100);
+  for (const p of expired) await assert.rejects(p, (err) => err instanceof RPCError && err.code === Code.Timeout);
+  const later = client.call('a/b', 3);
+  const full = client.call('a/b', 4);
+  await assert.rejects(client.call('a/b', 5), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+  net.last.open();
+  await settle();
+  const sent = net.last.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map(decodePacket) : [p]));
+  assert.deepEqual(sent.map((p) => text(p.payload)), ['3', '4']);
+  client.close();
+  await assert.rejects(later, CloseError);
+  await assert.rejects(full, CloseError);
+});
