@@ -470,10 +470,25 @@ export function frameStreamPacket(packet) {
  * WireError (1002, 1009).
  */
 export class StreamDeframer {
-  #buf = EMPTY; #max;
+  // The bytes of a packet not yet complete: chunks are kept apart until
+  // #need bytes are in, then joined once (joining them at every read
+  // copied a large packet once per chunk, quadratic in its size).
+  #parts = []; #size = 0; #need = 1; #max;
   constructor(maxMessage = 64 << 20) { this.#max = maxMessage; }
   push(chunk) {
-    let b = this.#buf.length === 0 ? chunk : concatBytes(this.#buf, chunk);
+    if (chunk.length === 0) return [];
+    this.#size += chunk.length;
+    if (this.#size < this.#need) {
+      this.#parts.push(chunk.slice()); // the caller may reuse its buffer
+      return [];
+    }
+    let b = chunk;
+    if (this.#parts.length > 0) {
+      b = new Uint8Array(this.#size);
+      let at = 0;
+      for (const part of [...this.#parts, chunk]) { b.set(part, at); at += part.length; }
+    }
+    this.#parts = [];
     const out = [];
     for (;;) {
       let length = 0; let scale = 1; let i = 0; let done = false;
@@ -484,17 +499,19 @@ export class StreamDeframer {
       }
       if (!done) {
         if (b.length >= 5) throw wireError('HP_ERR_BAD_LENGTH_PREFIX', 'a length prefix is longer than five bytes', 1002);
+        this.#need = b.length + 1;
         break;
       }
       // length is a 32-bit field (§2): one encoding, the shortest, and
       // at most 2^32-1.
       if ((i > 1 && b[i - 1] === 0) || length > MAX_U32) throw wireError('HP_ERR_BAD_LENGTH_PREFIX', 'a length prefix not in shortest form or over 32 bits', 1002);
       if (length > this.#max) throw wireError('HP_ERR_MESSAGE_TOO_BIG', `a packet of ${length} bytes is over the limit`, 1009);
-      if (b.length < i + length) break;
+      if (b.length < i + length) { this.#need = i + length; break; }
       out.push(b.slice(i, i + length));
       b = b.subarray(i + length);
     }
-    this.#buf = b.length === 0 ? EMPTY : b.slice();
+    this.#size = b.length;
+    if (b.length > 0) this.#parts.push(b.slice());
     return out;
   }
 }
@@ -503,13 +520,6 @@ function wireError(code, message, closeCode) {
   const err = new WireError(code, message);
   err.closeCode = closeCode;
   return err;
-}
-
-function concatBytes(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 /** The base of the adapters: the WebSocket-like surface and the closing
