@@ -649,7 +649,12 @@ export class WebTransportSocket extends CarrierSocket {
     const reader = stream.readable.getReader();
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return;
+      if (done) {
+        // A carrier that ends without a close notice is an abnormal
+        // closure (§8.3); while closing, the handshake's bound ends it.
+        if (this.readyState === 1) this.shutdown(1006, 'connection closed without a close notice');
+        return;
+      }
       let packets;
       try {
         packets = deframer.push(value);

@@ -33,7 +33,8 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
 
 /** fakeWebTransport returns a WebTransport class whose sessions the test
  * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
- * control stream and `written` collects what the client wrote. */
+ * control stream, `serverEnd` ends it, and `written` collects what the
+ * client wrote. */
 function fakeWebTransport({ fail = false } = {}) {
   const sessions = [];
   class FakeWebTransport {
@@ -49,6 +50,7 @@ function fakeWebTransport({ fail = false } = {}) {
       let push;
       this.readable = new ReadableStream({ start(c) { push = c; } });
       this.serverSend = (bytes) => push.enqueue(bytes);
+      this.serverEnd = () => push.close(); // the server ends the control stream (FIN)
       this.sentDatagrams = [];
       const self = this;
       let pushDatagram;
@@ -322,4 +324,21 @@ test('StreamDeframer copies a packet split into small chunks a bounded number of
   assert.deepEqual(got.map((p) => p.length), [size, 1]);
   assert.ok(got[0].every((b) => b === 5));
   assert.ok(copied <= 4 * size, `${copied} bytes copied to reassemble ${size}`);
+});
+
+// PROTOCOL.md §8.3: a carrier that ends without a close notice is an
+// abnormal closure (1006), as the Go client reads a control stream's end.
+// The client returned from its read loop and went on: its calls waited
+// for answers that could no longer come, until their timeouts, and with
+// idleTimeout 0 the connection was never given up.
+test('a WebTransport control stream the server ends without a close notice is a 1006 closure', async () => {
+  const { client, wt } = await wtClient();
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  wt.serverEnd();
+  await tick();
+  assert.equal(client.state, 'closed');
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1006);
+  assert.ok(wt.closeInfo, 'the session was closed');
 });
