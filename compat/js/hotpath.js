@@ -708,6 +708,7 @@ export class WebTransportSocket extends CarrierSocket {
  */
 export class DataChannelSocket extends CarrierSocket {
   #pc; #dc; #udc;
+  #signalling = new AbortController(); // the offer's POST, aborted with the carrier
   constructor(url, { iceServers = [], fetch: fetchImpl = globalThis.fetch, RTCPeerConnection: PC = globalThis.RTCPeerConnection } = {}) {
     super();
     this.url = url;
@@ -747,6 +748,7 @@ export class DataChannelSocket extends CarrierSocket {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ type: pc.localDescription.type, sdp: pc.localDescription.sdp }),
+      signal: this.#signalling.signal,
     });
     if (!rsp.ok) throw new Error(`hotpath: signalling answered ${rsp.status}`);
     await pc.setRemoteDescription(await rsp.json());
@@ -774,7 +776,12 @@ export class DataChannelSocket extends CarrierSocket {
     return true;
   }
 
-  closeCarrier() { this.#pc.close(); }
+  closeCarrier() {
+    // A signalling server that never answers must not hold the request
+    // open after the carrier is given up (a close(), the connect timeout).
+    this.#signalling.abort();
+    this.#pc.close();
+  }
 }
 
 const defaultTimers = {

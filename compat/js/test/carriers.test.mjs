@@ -2,7 +2,7 @@
 // fallback from WebTransport to WebSocket, against fakes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, CloseError, StreamDeframer, WireError, WebTransportSocket, decodePacket, encodePacket, frameStreamPacket } from '../hotpath.js';
+import { Client, CloseError, DataChannelSocket, StreamDeframer, WireError, WebTransportSocket, decodePacket, encodePacket, frameStreamPacket } from '../hotpath.js';
 
 test('frameStreamPacket and StreamDeframer round-trip packets split anywhere', () => {
   const packets = [new Uint8Array([8]), new Uint8Array(200).fill(7), new Uint8Array(20000).fill(3)];
@@ -341,4 +341,58 @@ test('a WebTransport control stream the server ends without a close notice is a 
   assert.equal(client.state, 'closed');
   await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1006);
   assert.ok(wt.closeInfo, 'the session was closed');
+});
+
+/** fakeRTC returns an RTCPeerConnection class whose connections are
+ * recorded in `pcs`: ICE gathering is complete at once, its data channels
+ * never open unless the test says so, and close() closes them. */
+function fakeRTC() {
+  const pcs = [];
+  class FakeDataChannel {
+    constructor(label) { this.label = label; this.readyState = 'connecting'; this.sent = []; }
+    send(b) { this.sent.push(b); }
+  }
+  class FakeRTCPeerConnection {
+    constructor(config) {
+      this.config = config;
+      this.channels = [];
+      this.iceGatheringState = 'complete';
+      this.connectionState = 'new';
+      pcs.push(this);
+    }
+    createDataChannel(label) { const dc = new FakeDataChannel(label); this.channels.push(dc); return dc; }
+    async createOffer() { return { type: 'offer', sdp: 'v=0' }; }
+    async setLocalDescription(d) { this.localDescription = d; }
+    async setRemoteDescription(d) { this.remoteDescription = d; }
+    addEventListener() {}
+    close() {
+      if (this.connectionState === 'closed') return;
+      this.connectionState = 'closed';
+      for (const dc of this.channels) { dc.readyState = 'closed'; dc.onclose?.(); }
+    }
+  }
+  return { FakeRTCPeerConnection, pcs };
+}
+
+// A signalling server that never answers held the client's POST open
+// after close(): nothing aborted it, a request (and a Node process) left
+// behind until the server gave up.
+test('close() while WebRTC signalling waits for the server aborts the request', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const requests = [];
+  const fetch = (url, init) => new Promise((resolve, reject) => {
+    requests.push(init);
+    init.signal?.addEventListener('abort', () => reject(init.signal.reason));
+  });
+  const client = new Client('ws://example.test/ws', {
+    webRTC: { url: 'http://example.test/rtc', RTCPeerConnection: FakeRTCPeerConnection, fetch },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+  });
+  await tick();
+  assert.equal(requests.length, 1, 'the offer was posted');
+  client.close();
+  await tick();
+  assert.equal(client.state, 'closed');
+  assert.equal(pcs[0].connectionState, 'closed');
+  assert.equal(requests[0].signal?.aborted, true, 'the signalling request was not aborted');
 });
