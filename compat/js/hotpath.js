@@ -851,6 +851,7 @@ const defaultTimers = {
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
   #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks;
+  #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
@@ -912,6 +913,7 @@ export class Client {
     this.#step = this.#reconnect?.minDelay;
     this.#maxBatch = options.maxBatch ?? 1024;
     this.#maxMessage = options.maxMessage ?? 1 << 20;
+    this.#options = { maxBatch: this.#maxBatch, maxMessage: this.#maxMessage };
     this.#maxQueue = options.maxQueue ?? 1024;
     this.#maxAsks = options.maxAsks ?? 128;
     this.#connect();
@@ -1338,8 +1340,11 @@ export class Client {
         this.#capabilities = caps;
         const maxBatch = Number(this.#capabilities.maxBatch);
         const maxMessage = Number(this.#capabilities.maxMessage);
-        if (Number.isInteger(maxBatch) && maxBatch > 0) this.#maxBatch = Math.min(this.#maxBatch, maxBatch);
-        if (Number.isInteger(maxMessage) && maxMessage > 0) this.#maxMessage = maxMessage;
+        // Each server's limits hold for its connection only: another
+        // server (a restart, the next one behind a balancer) has its own.
+        const options = this.#options;
+        this.#maxBatch = Number.isInteger(maxBatch) && maxBatch > 0 ? Math.min(options.maxBatch, maxBatch) : options.maxBatch;
+        this.#maxMessage = Number.isInteger(maxMessage) && maxMessage > 0 ? maxMessage : options.maxMessage;
         // What waited for the server's limits leaves now (see #flush).
         if (!conn.ready) this.#onReady(conn); else this.#flush();
         return;

@@ -1159,3 +1159,27 @@ test('calls that timed out while queued no longer count against maxQueue', async
   await assert.rejects(later, CloseError);
   await assert.rejects(full, CloseError);
 });
+
+// The server's maxBatch only ever lowered the client's for good, and a
+// server that announced no maxMessage inherited the last one's: a server
+// that once said maxBatch 1 left every later connection unbatched, and
+// one that said 16 MiB let packets over the default 1 MiB go to the next
+// server, which closed the connection for them (1009).
+test('the server\'s maxBatch and maxMessage hold for its connection only', async () => {
+  const { client, net, clock } = newClient();
+  net.last.open({ capabilities: false });
+  net.last.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxBatch', '1'], ['maxMessage', String(16 << 20)]] });
+  net.last.drop();
+  clock.advance(250);
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json']] });
+  const calls = [client.call('a/b', 1), client.call('a/b', 2), client.call('a/b', 3)];
+  const big = client.call('a/b', new Uint8Array(2 << 20));
+  big.catch(() => {});
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => (p.kind === 'batch' ? p.items.length : 1)), [3], 'the 2 MiB call was sent, or the rest unbatched');
+  await assert.rejects(big, (err) => err instanceof RangeError && /limit of 1048576/.test(err.message));
+  client.close();
+  await Promise.allSettled(calls);
+});
