@@ -539,9 +539,7 @@ class CarrierSocket {
       return;
     }
     if (notice.bad) {
-      // A protocol error (1002), sent as a browser sends one (4002, §7).
-      if (this.readyState === 1) this.close(4002, 'HP_ERR_BAD_CLOSE_NOTICE');
-      else this.shutdown(4002, 'HP_ERR_BAD_CLOSE_NOTICE');
+      this.violate(1002, 'HP_ERR_BAD_CLOSE_NOTICE');
       return;
     }
     if (this.readyState === 1) {
@@ -562,6 +560,18 @@ class CarrierSocket {
   deliverDatagram(packet) {
     if (this.readyState !== 1) return;
     this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length), datagram: true });
+  }
+
+  /** Closes for a protocol violation this end found (§7): the notice
+   * carries 4000 + code, as a browser's close frame would (4002 for
+   * 1002), and onclose fires at once with the protocol's code and reason,
+   * as the Client reports a violation on WebSocket, while the handshake
+   * goes on (the other end may close without answering: 1006, the reason
+   * lost). */
+  violate(code, reason) {
+    this.ended(code, reason);
+    if (this.readyState === 1) this.close(4000 + (code - 1000), reason);
+    else this.shutdown(4000 + (code - 1000), reason);
   }
 
   opened() {
@@ -659,7 +669,7 @@ export class WebTransportSocket extends CarrierSocket {
       try {
         packets = deframer.push(value);
       } catch (err) {
-        this.close(err.closeCode === 1009 ? 4009 : 4002, err.code);
+        this.violate(err.closeCode, err.code);
         return;
       }
       for (const p of packets) this.deliver(p);
@@ -721,7 +731,7 @@ export class DataChannelSocket extends CarrierSocket {
     udc.onmessage = (ev) => { if (typeof ev.data !== 'string') this.deliverDatagram(new Uint8Array(ev.data)); };
     this.#dc.onopen = () => this.opened();
     this.#dc.onmessage = (ev) => {
-      if (typeof ev.data === 'string') { this.close(4003, 'HP_ERR_TEXT_MESSAGE'); return; }
+      if (typeof ev.data === 'string') { this.violate(1003, 'HP_ERR_TEXT_MESSAGE'); return; }
       this.deliver(new Uint8Array(ev.data));
     };
     this.#dc.onclose = () => this.gone(1006, 'data channel closed');

@@ -240,9 +240,9 @@ test('a datagram of a kind other than Emit and Event closes the connection with 
 // PROTOCOL.md §8.3: a close notice's payload is a close frame's (RFC 6455
 // §5.5.1): one of one byte, with a code no end may send (1005) or a reason
 // that is not UTF-8 is a protocol error, as the Go client finds it (1002
-// HP_ERR_BAD_CLOSE_NOTICE; 4002 from the browser client, as its other
-// carrier-level violations). The browser client read the first as 1005 and
-// the others as their code.
+// HP_ERR_BAD_CLOSE_NOTICE; its notice carries 4002, as the browser
+// client's other carrier-level violations, and the page sees 1002). The
+// browser client read the first as 1005 and the others as their code.
 for (const [name, payload] of [
   ['one byte', [0x03]],
   ['code 1005', [0x03, 0xed]],
@@ -261,7 +261,7 @@ for (const [name, payload] of [
     assert.equal((notice.payload[0] << 8) | notice.payload[1], 4002);
     assert.equal(new TextDecoder().decode(notice.payload.subarray(2)), 'HP_ERR_BAD_CLOSE_NOTICE');
     wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload })));
-    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 4002 && err.reason === 'HP_ERR_BAD_CLOSE_NOTICE');
+    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1002 && err.reason === 'HP_ERR_BAD_CLOSE_NOTICE');
     client.close();
   });
 }
@@ -395,4 +395,37 @@ test('close() while WebRTC signalling waits for the server aborts the request', 
   assert.equal(client.state, 'closed');
   assert.equal(pcs[0].connectionState, 'closed');
   assert.equal(requests[0].signal?.aborted, true, 'the signalling request was not aborted');
+});
+
+// A violation the carrier socket itself finds (a text message on the data
+// channel, a bad length prefix, a bad close notice) was reported only when
+// the closing handshake ended: with the code the server echoed (4003, not
+// the protocol's 1003 a page sees over WebSocket, README "Protocol
+// violations"), or as 1006 "data channel closed" when the server closed
+// without echoing, the reason lost. It is now reported at once, with the
+// protocol's code and reason, while the handshake goes on.
+test('a text message on the data channel fails the connection at once with 1003 HP_ERR_TEXT_MESSAGE', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+  const client = new Client('ws://example.test/ws', {
+    webRTC: { url: 'http://example.test/rtc', RTCPeerConnection: FakeRTCPeerConnection, fetch },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false,
+  });
+  await tick();
+  const pc = pcs[0];
+  const dc = pc.channels[0];
+  dc.readyState = 'open';
+  dc.onopen();
+  dc.onmessage({ data: encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }).slice().buffer });
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  dc.onmessage({ data: 'not a packet' });
+  const notice = decodePacket(dc.sent.at(-1));
+  assert.equal(notice.event, '$close');
+  assert.equal((notice.payload[0] << 8) | notice.payload[1], 4003);
+  pc.close(); // the server closes without answering the notice
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1003 && err.reason === 'HP_ERR_TEXT_MESSAGE');
+  assert.equal(client.state, 'closed');
 });
