@@ -734,9 +734,13 @@ export class DataChannelSocket extends CarrierSocket {
       if (typeof ev.data === 'string') { this.violate(1003, 'HP_ERR_TEXT_MESSAGE'); return; }
       this.deliver(new Uint8Array(ev.data));
     };
-    this.#dc.onclose = () => this.gone(1006, 'data channel closed');
+    // Gone without a notice (1006, §8.3): the peer connection is closed
+    // too, as a browser keeps an open one (its ICE agent, its ports) until
+    // close(), however dead.
+    const lost = (reason) => { if (this.readyState !== 3) this.shutdown(1006, reason); };
+    this.#dc.onclose = () => lost('data channel closed');
     this.#pc.onconnectionstatechange = () => {
-      if (this.#pc.connectionState === 'failed') this.gone(1006, 'peer connection failed');
+      if (this.#pc.connectionState === 'failed') lost('peer connection failed');
     };
     this.#signal(fetchImpl).catch((err) => {
       if (this.readyState === 3) return;

@@ -429,3 +429,30 @@ test('a text message on the data channel fails the connection at once with 1003 
   await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1003 && err.reason === 'HP_ERR_TEXT_MESSAGE');
   assert.equal(client.state, 'closed');
 });
+
+// A peer connection that failed, or whose control channel the server
+// closed, was reported gone but never closed: a browser keeps an open
+// RTCPeerConnection (its ICE agent, its ports) until close(), and a
+// client reconnecting over a flapping network piled them up.
+test('a DataChannelSocket whose peer connection failed or whose channel closed closes its peer connection', async () => {
+  for (const end of ['failed', 'channel closed']) {
+    const { FakeRTCPeerConnection, pcs } = fakeRTC();
+    const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+    const s = new DataChannelSocket('http://example.test/rtc', { RTCPeerConnection: FakeRTCPeerConnection, fetch });
+    const closed = [];
+    s.onclose = (ev) => closed.push(ev.code);
+    await tick();
+    const pc = pcs[0];
+    pc.channels[0].readyState = 'open';
+    pc.channels[0].onopen();
+    if (end === 'failed') {
+      pc.connectionState = 'failed';
+      pc.onconnectionstatechange();
+    } else {
+      pc.channels[0].readyState = 'closed';
+      pc.channels[0].onclose();
+    }
+    assert.deepEqual(closed, [1006], end);
+    assert.equal(pc.connectionState, 'closed', `${end}: the peer connection was left open`);
+  }
+});
