@@ -423,7 +423,7 @@ const CLOSE_TIMEOUT = 3000; // ms an adapter waits for the other end's close not
 /** closeNotice encodes the close notice of §8.3: an event "$close" whose
  * payload is a WebSocket close payload (code, big-endian, then reason). */
 function closeNotice(code, reason = '') {
-  const r = utf8.encode(reason).subarray(0, 123);
+  const r = utf8.encode(truncateUTF8(reason, 123));
   const payload = new Uint8Array(2 + r.length);
   payload[0] = code >> 8; payload[1] = code & 0xff;
   payload.set(r, 2);

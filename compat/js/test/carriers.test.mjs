@@ -456,3 +456,26 @@ test('a DataChannelSocket whose peer connection failed or whose channel closed c
     assert.equal(pc.connectionState, 'closed', `${end}: the peer connection was left open`);
   }
 });
+
+// A close notice's reason is at most 123 bytes (RFC 6455 §5.5.1): one
+// that was longer was cut at byte 123, inside a character when it was not
+// ASCII, and a reason that is not UTF-8 makes the notice a protocol error
+// for the other end (§8.3).
+test('a long reason is cut to 123 bytes at a character boundary in a close notice', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport();
+  const s = new WebTransportSocket('https://example.test/wt', {}, FakeWebTransport);
+  await tick();
+  assert.equal(s.readyState, 1);
+  s.close(4000, 'é'.repeat(100));
+  await tick();
+  const d = new StreamDeframer();
+  const notice = sessions[0].written.flatMap((chunk) => d.push(chunk)).map(decodePacket).at(-1);
+  assert.equal(notice.event, '$close');
+  const reason = notice.payload.subarray(2);
+  assert.ok(reason.length <= 123);
+  assert.equal(new TextDecoder('utf-8', { fatal: true }).decode(reason), 'é'.repeat(61));
+  // The server's answer ends the handshake (and its timer).
+  sessions[0].serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload.subarray(0, 2) })));
+  await tick();
+  assert.equal(s.readyState, 3);
+});
