@@ -1539,8 +1539,11 @@ export class Client {
     const open = this.#conn !== null && this.#conn.ready;
     if (!open && this.#queue.length >= this.#maxQueue) {
       // Calls, joins and leaves settled while queued (their timeout
-      // passed) wait no more: they leave room before anything is refused.
-      this.#queue = this.#queue.filter((q) => q.packet !== undefined || this.#pending.get(q.id) === q);
+      // passed), and packets for a connection that dropped (a Pong, an
+      // answer), wait no more: they leave room before anything is refused.
+      this.#queue = this.#queue.filter((q) => (q.packet !== undefined
+        ? q.conn === undefined || q.conn === this.#conn
+        : this.#pending.get(q.id) === q));
     }
     let err = null;
     if (this.#closed) {

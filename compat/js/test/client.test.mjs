@@ -1183,3 +1183,23 @@ test('the server\'s maxBatch and maxMessage hold for its connection only', async
   client.close();
   await Promise.allSettled(calls);
 });
+
+// Pongs (and ask answers) queued for a connection whose server's
+// capabilities had not come stayed queued after it dropped, counting
+// against maxQueue: a server that pinged before its capabilities and then
+// dropped left calls refused as Overloaded while reconnecting.
+test('packets queued for a connection that dropped no longer count against maxQueue', async () => {
+  const { client, net, clock } = newClient({ maxQueue: 2 });
+  net.last.open({ capabilities: false });
+  net.last.receive({ kind: 'ping', data: 'a' });
+  net.last.receive({ kind: 'ping', data: 'b' });
+  net.last.drop();
+  const calls = [client.call('a/b', 1), client.call('a/b', 2)];
+  clock.advance(250);
+  net.last.open();
+  await settle();
+  const sent = net.last.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map(decodePacket) : [p]));
+  assert.deepEqual(sent.map((p) => p.kind), ['call', 'call']);
+  client.close();
+  await Promise.allSettled(calls);
+});
