@@ -655,6 +655,8 @@ export class WebTransportSocket extends CarrierSocket {
     this.#writer = stream.writable.getWriter();
     this.opened();
     this.#readDatagrams();
+    this.#refuseStreams(this.#wt.incomingBidirectionalStreams);
+    this.#refuseStreams(this.#wt.incomingUnidirectionalStreams);
     const deframer = new StreamDeframer();
     const reader = stream.readable.getReader();
     for (;;) {
@@ -685,6 +687,18 @@ export class WebTransportSocket extends CarrierSocket {
         this.deliverDatagram(value);
       }
     } catch { /* the session closed */ }
+  }
+
+  // refuseStreams watches for a stream the server opens: it opens none
+  // (§8.2), and one left unread would hold its flow control window of
+  // data for the life of the session. The first closes the connection.
+  async #refuseStreams(streams) {
+    try {
+      const { value, done } = await streams.getReader().read();
+      if (done) return;
+      (value.readable ?? value).cancel().catch(() => {});
+      if (this.readyState === 1) this.violate(1002, 'HP_ERR_UNEXPECTED_STREAM');
+    } catch { /* the session closed, or has no such streams */ }
   }
 
   get bufferedAmount() { return this.#writer?.desiredSize < 0 ? -this.#writer.desiredSize : 0; }
@@ -741,6 +755,11 @@ export class DataChannelSocket extends CarrierSocket {
     this.#dc.onclose = () => lost('data channel closed');
     this.#pc.onconnectionstatechange = () => {
       if (this.#pc.connectionState === 'failed') lost('peer connection failed');
+    };
+    // A server opens no channel (§8.2): the first closes the connection.
+    this.#pc.ondatachannel = (ev) => {
+      ev.channel?.close?.();
+      if (this.readyState < 2) this.violate(1002, 'HP_ERR_UNEXPECTED_STREAM');
     };
     this.#signal(fetchImpl).catch((err) => {
       if (this.readyState === 3) return;

@@ -33,8 +33,8 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
 
 /** fakeWebTransport returns a WebTransport class whose sessions the test
  * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
- * control stream, `serverEnd` ends it, and `written` collects what the
- * client wrote. */
+ * control stream, `serverEnd` ends it, `serverOpenStream('bidi' or 'uni')`
+ * opens another, and `written` collects what the client wrote. */
 function fakeWebTransport({ fail = false } = {}) {
   const sessions = [];
   class FakeWebTransport {
@@ -51,6 +51,14 @@ function fakeWebTransport({ fail = false } = {}) {
       this.readable = new ReadableStream({ start(c) { push = c; } });
       this.serverSend = (bytes) => push.enqueue(bytes);
       this.serverEnd = () => push.close(); // the server ends the control stream (FIN)
+      // Streams the server opens (§8.2: it opens none).
+      const open = {};
+      this.incomingBidirectionalStreams = new ReadableStream({ start(c) { open.bidi = c; } });
+      this.incomingUnidirectionalStreams = new ReadableStream({ start(c) { open.uni = c; } });
+      this.serverOpenStream = (kind) => {
+        const readable = new ReadableStream();
+        open[kind].enqueue(kind === 'uni' ? readable : { readable, writable: new WritableStream() });
+      };
       this.sentDatagrams = [];
       const self = this;
       let pushDatagram;
@@ -478,4 +486,43 @@ test('a long reason is cut to 123 bytes at a character boundary in a close notic
   sessions[0].serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload.subarray(0, 2) })));
   await tick();
   assert.equal(s.readyState, 3);
+});
+
+// PROTOCOL.md §8.2: a server opens no stream, and an end that sees another
+// stream or channel opened closes with 1002 HP_ERR_UNEXPECTED_STREAM. The
+// client never read the streams a server opened: each held its flow
+// control window of data for the life of the connection (the Go client
+// refuses them likewise).
+for (const kind of ['bidi', 'uni']) {
+  test(`a stream the server opens (${kind}) closes the connection with 1002 HP_ERR_UNEXPECTED_STREAM`, async () => {
+    const { client, wt } = await wtClient();
+    const answer = client.call('echo/say', { text: 'hi' });
+    answer.catch(() => {});
+    await tick();
+    wt.serverOpenStream(kind);
+    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1002 && err.reason === 'HP_ERR_UNEXPECTED_STREAM');
+    const d = new StreamDeframer();
+    const notice = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'event' && p.event === '$close');
+    assert.ok(notice, 'the client sent a close notice');
+    assert.equal((notice.payload[0] << 8) | notice.payload[1], 4002);
+    wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: notice.payload })));
+    await tick();
+  });
+}
+
+test('a data channel the server opens closes the connection with 1002 HP_ERR_UNEXPECTED_STREAM', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+  const s = new DataChannelSocket('http://example.test/rtc', { RTCPeerConnection: FakeRTCPeerConnection, fetch });
+  const closed = [];
+  s.onclose = (ev) => closed.push([ev.code, ev.reason]);
+  await tick();
+  const pc = pcs[0];
+  pc.channels[0].readyState = 'open';
+  pc.channels[0].onopen();
+  pc.ondatachannel?.({ channel: { label: 'other' } });
+  assert.deepEqual(closed, [[1002, 'HP_ERR_UNEXPECTED_STREAM']]);
+  const notice = decodePacket(pc.channels[0].sent.at(-1));
+  assert.equal(notice.event, '$close');
+  pc.close();
 });
