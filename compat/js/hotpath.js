@@ -817,6 +817,14 @@ export class DataChannelSocket extends CarrierSocket {
   }
 }
 
+/** Reports an error no listener took: to reportError (the console, and
+ * the page's error event) in a browser, to console.error where there is
+ * none (Node). */
+function reportUnheard(err) {
+  if (globalThis.reportError) globalThis.reportError(err);
+  else console.error(err);
+}
+
 const defaultTimers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle),
@@ -1676,7 +1684,7 @@ export class Client {
       try {
         fn(...args);
       } catch (err) {
-        if (key === 'error') globalThis.reportError?.(err); else this.#report(err);
+        if (key === 'error') reportUnheard(err); else this.#report(err);
       }
     }
     return true;
@@ -1700,8 +1708,6 @@ export class Client {
   }
 
   #report(err) {
-    if (this.#emit('error', err)) return;
-    if (globalThis.reportError) globalThis.reportError(err);
-    else console.error(err);
+    if (!this.#emit('error', err)) reportUnheard(err);
   }
 }

@@ -1203,3 +1203,25 @@ test('packets queued for a connection that dropped no longer count against maxQu
   client.close();
   await Promise.allSettled(calls);
 });
+
+// Errors nobody else would see go to reportError, or to console.error
+// where there is none (Node): an onError listener that threw went to
+// reportError only, so in Node its error vanished without a trace.
+test('an onError listener that throws is reported where there is no reportError', () => {
+  const { client, net } = connected();
+  const logged = [];
+  const { error } = console;
+  const { reportError } = globalThis;
+  console.error = (err) => logged.push(err?.message);
+  globalThis.reportError = undefined;
+  try {
+    client.onError(() => { throw new Error('listener failed'); });
+    client.on('e', () => { throw new Error('boom'); });
+    net.last.receive({ kind: 'event', event: 'e', payload: '' });
+  } finally {
+    console.error = error;
+    globalThis.reportError = reportError;
+  }
+  assert.deepEqual(logged, ['listener failed']);
+  client.close();
+});
