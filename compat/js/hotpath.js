@@ -897,7 +897,7 @@ export class Client {
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
   #unreliableSent = 0;
-  #queue = []; // pending entries and {packet, conn} items, in order
+  #queue = []; // pending entries and {packet, conn?, answers?} items (answers: the id of the ask answered), in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
   #nextId = 0;
@@ -1438,7 +1438,7 @@ export class Client {
       conn.asks.delete(ac);
     }
     // After the timeout or on another connection nobody waits for it.
-    if (!ac.signal.aborted && conn === this.#conn) this.#add({ packet: answer, conn });
+    if (!ac.signal.aborted && conn === this.#conn) this.#add({ packet: answer, conn, answers: p.id });
   }
 
   #errorAnswer(id, err) {
@@ -1614,11 +1614,18 @@ export class Client {
     let sources = [];
     let size = 0;
     for (const q of queue) {
-      const packet = this.#packetOf(q, conn, now);
+      let packet = this.#packetOf(q, conn, now);
       if (packet === null) continue;
       if (packet.length > limit) {
-        this.#fail(q, new RangeError(`hotpath: a packet of ${packet.length} bytes is over ${this.#limitOwner(conn)} limit of ${limit}`));
-        continue;
+        const err = new RangeError(`hotpath: a packet of ${packet.length} bytes is over ${this.#limitOwner(conn)} limit of ${limit}`);
+        if (q.answers === undefined) {
+          this.#fail(q, err);
+          continue;
+        }
+        // An ask's answer: the server still gets one, and its asker a
+        // reason, instead of waiting for the ask's timeout.
+        this.#report(err);
+        packet = encodePacket({ kind: 'answer', id: q.answers, status: 1, code: Code.Internal, message: 'answer over the message limit' });
       }
       if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > batchLimit - 6)) {
         this.#send(conn, items, sources);

@@ -1225,3 +1225,24 @@ test('an onError listener that throws is reported where there is no reportError'
   assert.deepEqual(logged, ['listener failed']);
   client.close();
 });
+
+// An answer over the server's maxMessage was refused at the flush and
+// only reported: the server's Ask waited for its timeout, and its caller
+// never learnt why. The Go client answers Internal "answer over the
+// message limit" instead, and so does this one now.
+test('an answer over the server\'s limit is replaced by an Internal error answer', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1024']] });
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  client.handle('big', () => 'x'.repeat(2000));
+  ws.receive({ kind: 'ask', id: 7, method: 'big', timeout: 0, payload: '' });
+  await settle();
+  const answers = ws.packets.filter((p) => p.kind === 'answer');
+  assert.deepEqual(answers.map((a) => [a.id, a.status, a.code, a.message]), [[7, 1, Code.Internal, 'answer over the message limit']]);
+  assert.equal(reported.length, 1);
+  assert.ok(reported[0] instanceof RangeError && /over the server's limit of 1024/.test(reported[0].message));
+  client.close();
+});
