@@ -470,25 +470,24 @@ export function frameStreamPacket(packet) {
  * WireError (1002, 1009).
  */
 export class StreamDeframer {
-  // The bytes of a packet not yet complete: chunks are kept apart until
-  // #need bytes are in, then joined once (joining them at every read
-  // copied a large packet once per chunk, quadratic in its size).
-  #parts = []; #size = 0; #need = 1; #max;
+  // The bytes of a packet not yet complete, in a buffer that doubles as
+  // they come, up to the #need bytes that complete it: joining the
+  // buffered bytes with each new chunk copied a large packet once per
+  // chunk (quadratic in its size), and keeping the chunks apart would cost
+  // an object per chunk, however small (tiny chunks are an attack too).
+  #buf = EMPTY; #len = 0; #need = 1; #max;
   constructor(maxMessage = 64 << 20) { this.#max = maxMessage; }
   push(chunk) {
     if (chunk.length === 0) return [];
-    this.#size += chunk.length;
-    if (this.#size < this.#need) {
-      this.#parts.push(chunk.slice()); // the caller may reuse its buffer
+    if (this.#len + chunk.length < this.#need) {
+      this.#append(chunk);
       return [];
     }
     let b = chunk;
-    if (this.#parts.length > 0) {
-      b = new Uint8Array(this.#size);
-      let at = 0;
-      for (const part of [...this.#parts, chunk]) { b.set(part, at); at += part.length; }
+    if (this.#len > 0) {
+      this.#append(chunk);
+      b = this.#buf.subarray(0, this.#len);
     }
-    this.#parts = [];
     const out = [];
     for (;;) {
       let length = 0; let scale = 1; let i = 0; let done = false;
@@ -510,9 +509,21 @@ export class StreamDeframer {
       out.push(b.slice(i, i + length));
       b = b.subarray(i + length);
     }
-    this.#size = b.length;
-    if (b.length > 0) this.#parts.push(b.slice());
+    // What is left is less than one packet, all of it from the last chunk.
+    this.#buf = b.length === 0 ? EMPTY : b.slice();
+    this.#len = b.length;
     return out;
+  }
+
+  #append(chunk) {
+    const n = this.#len + chunk.length;
+    if (n > this.#buf.length) {
+      const grown = new Uint8Array(Math.max(n, Math.min(2 * this.#buf.length, this.#need)));
+      grown.set(this.#buf.subarray(0, this.#len));
+      this.#buf = grown;
+    }
+    this.#buf.set(chunk, this.#len);
+    this.#len = n;
   }
 }
 
