@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -480,7 +481,28 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 			}
 		}
 	}
+	// The answer is read within a bound, as the server reads the request
+	// (Serve's 64 KiB): gobwas/ws reads a line, and http.ReadResponse
+	// every header line, whole, so a server whose answer never ended had
+	// the client buffer all it sent until ConnectTimeout (an audit: 64 MiB
+	// in a second on loopback).
+	d.NetDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		uc := &upgradeConn{Conn: nc}
+		uc.left.Store(maxUpgradeAnswer)
+		return uc, nil
+	}
 	nc, br, hs, err := d.Dial(ctx, c.url)
+	if uc, ok := nc.(*upgradeConn); ok {
+		nc = uc.Conn // ws://: the socket itself, for its raw reads
+	} else if tc, ok := nc.(*tls.Conn); ok {
+		if uc, ok := tc.NetConn().(*upgradeConn); ok {
+			uc.done.Store(true) // wss://: under TLS for good, unbounded from now on
+		}
+	}
 	if refused != nil {
 		return nil, refused
 	}
@@ -505,6 +527,49 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	wc := newWSConn(nc, true, c.opts.Limits, nil, early)
 	wc.shared = newSharedReads()
 	return wc, nil
+}
+
+// maxUpgradeAnswer bounds what a WebSocket client reads until its
+// upgrade is answered: the server's TLS handshake (wss://) and its HTTP
+// answer together.
+const maxUpgradeAnswer = 256 << 10
+
+// errUpgradeAnswerTooLarge fails the upgrade of a server whose answer
+// passes maxUpgradeAnswer.
+var errUpgradeAnswerTooLarge = fmt.Errorf("hotpath: the server's answer to the upgrade is over %d KiB", maxUpgradeAnswer>>10)
+
+// upgradeConn is a WebSocket client's socket during its upgrade: it reads
+// at most maxUpgradeAnswer bytes, then fails. Once the upgrade is done the
+// client reads the socket itself (ws://), or TLS reads it through
+// upgradeConn without a bound (wss://).
+type upgradeConn struct {
+	net.Conn
+	left atomic.Int64 // bytes it may still read before done
+	done atomic.Bool
+}
+
+func (c *upgradeConn) Read(p []byte) (int, error) {
+	if c.done.Load() {
+		return c.Conn.Read(p)
+	}
+	left := c.left.Load()
+	if left <= 0 {
+		return 0, errUpgradeAnswerTooLarge
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := c.Conn.Read(p)
+	c.left.Add(-int64(n))
+	return n, err
+}
+
+// SetLinger lets abort reset the socket under TLS (wsConn.abort).
+func (c *upgradeConn) SetLinger(sec int) error {
+	if l, ok := c.Conn.(interface{ SetLinger(sec int) error }); ok {
+		return l.SetLinger(sec)
+	}
+	return nil
 }
 
 // run serves connections until Close: it reads one until it drops, fails

@@ -359,3 +359,73 @@ func FuzzUpgradeRequest(f *testing.F) {
 		}
 	})
 }
+
+// A server's answer to the upgrade is read within a bound, as the server
+// reads the request within one (TestRawUpgradeRequestBounded): a server
+// that answers with headers that never end, or a line that never ends,
+// fails Dial once the bound is passed, instead of making the client
+// buffer all it sends until ConnectTimeout (gobwas/ws reads a line whole,
+// and http.ReadResponse every header line, without a limit).
+func TestUpgradeAnswerBounded(t *testing.T) {
+	cases := []struct {
+		name       string
+		head, fill string
+	}{
+		{"a refusal whose headers never end", "HTTP/1.1 403 Forbidden\r\n", "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"},
+		{"a 101 whose header line never ends", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nX-Pad: ", strings.Repeat("a", 1024)},
+		{"a status line that never ends", "HTTP/1.1 101 ", strings.Repeat("a", 1024)},
+	}
+	const flood = 64 << 20
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			wrote := make(chan int, 1)
+			go func() {
+				written := 0
+				defer func() { wrote <- written }()
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				nc.SetReadDeadline(time.Now().Add(hangBound))
+				if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+					return
+				}
+				chunk := []byte(strings.Repeat(tc.fill, (64<<10)/len(tc.fill)))
+				nc.SetWriteDeadline(time.Now().Add(hangBound))
+				n, err := nc.Write([]byte(tc.head))
+				written += n
+				for err == nil && written < flood {
+					n, err = nc.Write(chunk)
+					written += n
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*hangBound)
+			defer cancel()
+			dialed := make(chan error, 1)
+			go func() {
+				c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}, ConnectTimeout: 2 * hangBound})
+				if err == nil {
+					c.Close()
+				}
+				dialed <- err
+			}()
+			if n := <-wrote; n >= flood/2 {
+				t.Errorf("the client read %d bytes of the upgrade's answer", n)
+			}
+			select {
+			case err := <-dialed:
+				if err == nil {
+					t.Error("Dial took the answer")
+				}
+			case <-time.After(hangBound):
+				t.Fatal("Dial still waits for the end of the answer")
+			}
+		})
+	}
+}
