@@ -67,7 +67,8 @@ type ClientOptions struct {
 	// server's asks whose handlers run at once (more are answered
 	// ErrOverloaded).
 	Limits Limits
-	// CallTimeout bounds a call whose context has no deadline; 0: none.
+	// CallTimeout bounds a call, Join or Leave whose context has no
+	// deadline; 0: none.
 	CallTimeout time.Duration
 	// ConnectTimeout bounds each connection attempt, Dial's (within its
 	// ctx) and every reconnect's: the carrier's handshakes, the upgrade or
@@ -1568,8 +1569,14 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 	if err != nil {
 		return 0, err
 	}
+	// CallTimeout bounds it as it bounds a call: a server that never
+	// answered Joins held one with a ctx without deadline for as long as
+	// the connection lived, whatever CallTimeout said (a client audit).
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline && c.opts.CallTimeout > 0 {
+		deadline, hasDeadline = time.Now().Add(c.opts.CallTimeout), true
+	}
 	if !cc.isReady() {
-		deadline, hasDeadline := ctx.Deadline()
 		if err := c.awaitReady(ctx, cc, deadline, hasDeadline); err != nil {
 			return 0, err
 		}
@@ -1583,6 +1590,10 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 		return 0, err
 	}
 	pc.id = c.newID()
+	if hasDeadline {
+		// Armed under c.mu, as start arms a call's (see there).
+		pc.handle = c.timeouts.Arm(deadline, callRef{pc, pc.id})
+	}
 	c.pending.add(pc)
 	c.mu.Unlock()
 	b := wire.Append(beginFrame(nil), &wire.Packet{Kind: kind, ID: pc.id, Room: []byte(room)})

@@ -2379,3 +2379,46 @@ func TestCallFromListenerFailsWhenTheConnectionIsGivenUp(t *testing.T) {
 		})
 	}
 }
+
+// ClientOptions.CallTimeout bounds a Join or Leave whose ctx has no
+// deadline, as it bounds a call: against a server that reads them and
+// never answers (one whose room service hung), they fail with ErrTimeout
+// instead of waiting for as long as the connection lives (its pings are
+// answered, so IdleTimeout never ends it).
+func TestCallTimeoutBoundsJoinAndLeave(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := acceptRaw(ln, "json")
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		nc.SetReadDeadline(time.Now().Add(2 * hangBound))
+		for { // reads everything, answers nothing
+			if f, err := ws.ReadFrame(nc); err != nil || f.Header.OpCode == ws.OpClose {
+				return
+			}
+		}
+	}()
+	const timeout = 100 * time.Millisecond
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, CallTimeout: timeout})
+	for _, op := range []struct {
+		name string
+		do   func(context.Context, string) (int, error)
+	}{{"Join", c.Join}, {"Leave", c.Leave}} {
+		done := make(chan error, 1)
+		go func() { _, err := op.do(context.Background(), "lobby"); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				t.Errorf("%s unanswered past CallTimeout: %v, want ErrTimeout", op.name, err)
+			}
+		case <-time.After(hangBound):
+			t.Fatalf("%s unanswered still waits, CallTimeout %v", op.name, timeout)
+		}
+	}
+}
