@@ -637,3 +637,49 @@ func TestEmitsAfterAReconnectFollowTheRejoins(t *testing.T) {
 		t.Errorf("the watcher got %d of the %d emits made once the client said Connected; the server dropped %d emits; want all and none", n, rooms, dropped)
 	}
 }
+
+// The rejoins of a reconnect share one bound, ConnectTimeout: against a
+// server that never answers them, every room's OnRejoinError comes once
+// it has passed. Each rejoin was given 10 s of its own, one after the
+// other, so the last of n rooms was reported n×10 s after the reconnect
+// (a client audit).
+func TestRejoinsShareOneDeadline(t *testing.T) {
+	var hang atomic.Bool
+	release := make(chan struct{})
+	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
+		if hang.Load() {
+			<-release
+		}
+		return nil
+	}})
+	const rooms = 4
+	failed := make(chan string, rooms)
+	connected := make(chan struct{}, 4)
+	c := dialClient(t, addr, ClientOptions{
+		Logger:         slog.New(slog.DiscardHandler),
+		ConnectTimeout: 300 * time.Millisecond,
+		Reconnect:      Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
+		OnRejoinError: func(room string, err error, left bool) { failed <- room },
+	})
+	t.Cleanup(func() { close(release) }) // before c.Close: the server's loop is held
+	for i := range rooms {
+		if _, err := c.Join(context.Background(), fmt.Sprintf("room%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hang.Store(true)
+	dropAndAwaitReconnect(t, s, connected)
+	timeout := time.After(hangBound)
+	for i := range rooms {
+		select {
+		case <-failed:
+		case <-timeout:
+			t.Fatalf("%d of %d unanswered rejoins reported within %v (ConnectTimeout 300 ms)", i, rooms, hangBound)
+		}
+	}
+}
