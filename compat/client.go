@@ -2127,7 +2127,12 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		for k, v := range p.Pairs() {
 			switch string(k) {
 			case "dict":
-				if c.opts.Dictionary != nil {
+				// From the first Capabilities only, the server's answer
+				// to the client's: the codec is the connection's. Taken
+				// from every repeat, a server could switch it, and
+				// have a new codec built per packet of 40 bytes (a
+				// zstd codec's first compression allocates 2 MiB).
+				if c.opts.Dictionary != nil && !cc.isReady() {
 					cc.chooseDictionary(string(v))
 				}
 			case "codec":

@@ -2422,3 +2422,65 @@ func TestCallTimeoutBoundsJoinAndLeave(t *testing.T) {
 		}
 	}
 }
+
+// The dictionary codec is the one the server's answer to the client's
+// capabilities named (PROTOCOL.md §4.9, §6), for the whole connection: a
+// server that sends Capabilities again does not switch it. Each repeat
+// built a new codec (a zstd codec's first compression allocates some
+// 2 MiB, for a packet of 40 bytes) and could switch the client to a codec
+// its server does not decode with.
+func TestRepeatedCapabilitiesKeepTheDictionary(t *testing.T) {
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := func(dict string) []byte {
+		pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "dict", dict)
+		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs})
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		nc.SetReadDeadline(time.Now().Add(hangBound))
+		wsutil.WriteServerBinary(nc, caps("zstd:"+d.ID()))
+		for {
+			f, err := ws.ReadFrame(nc)
+			if err != nil || f.Header.OpCode == ws.OpClose {
+				return
+			}
+			f = ws.UnmaskFrameInPlace(f)
+			if p, err := wire.Decode(f.Payload); err == nil && p.Kind == dispatch.KindCall {
+				// Capabilities again, naming the other codec, then the answer.
+				for range 20 {
+					wsutil.WriteServerBinary(nc, caps("deflate:"+d.ID()))
+				}
+				wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`{"text":"hi"}`)))
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Dictionary: d})
+	c.mu.Lock()
+	cc := c.conn
+	c.mu.Unlock()
+	first := cc.dict.Load()
+	if first == nil || first.name != "zstd:"+d.ID() {
+		t.Fatalf("the dictionary codec after the server's capabilities: %+v", first)
+	}
+	if err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if now := cc.dict.Load(); now != first {
+		t.Errorf("Capabilities sent again switched the dictionary codec from %s to %s", first.name, now.name)
+	}
+}
