@@ -1370,7 +1370,7 @@ func (c *Client) settle(pc *pendingCall, payload []byte, err error, wake bool) {
 		case *json.RawMessage:
 			*raw = append((*raw)[:0], payload...)
 		default:
-			if derr := unmarshal(c.opts.Codec, payload, pc.resp); derr != nil {
+			if derr := decodeResult(c.opts.Codec, payload, pc.resp); derr != nil {
 				err = &resultError{derr}
 			}
 		}
@@ -1397,6 +1397,20 @@ func (c *Client) settle(pc *pendingCall, payload []byte, err error, wake bool) {
 	if wake && reader != nil {
 		reader.wakeReader()
 	}
+}
+
+// decodeResult decodes a call's answer into resp. A codec, or an
+// UnmarshalJSON of resp's, that panics on what the server sent fails that
+// call, as marshal fails an encoding that panics: the panic ended the
+// program from the goroutine that read the answer, the client's read loop
+// or another caller reading its own (a client audit).
+func decodeResult(codec Codec, payload []byte, resp any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the %s codec panicked decoding a %T: %v", codec.Name(), resp, r)
+		}
+	}()
+	return unmarshal(codec, payload, resp)
 }
 
 // callRef names a call for the timeout scheduler. The id guards against a

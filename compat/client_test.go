@@ -2484,3 +2484,43 @@ func TestRepeatedCapabilitiesKeepTheDictionary(t *testing.T) {
 		t.Errorf("Capabilities sent again switched the dictionary codec from %s to %s", first.name, now.name)
 	}
 }
+
+// panickyResult is a result type whose decoding panics on what a server
+// may send: a bug in an UnmarshalJSON of the program's, or in its Codec.
+type panickyResult struct{}
+
+func (*panickyResult) UnmarshalJSON([]byte) error { panic("a bug in the program's decoder") }
+
+// A result whose decoding panics fails its call, as one that does not
+// decode does (TestResultThatDoesNotDecode), instead of the panic ending
+// the program from the goroutine that read the answer: the client's read
+// loop, or another caller reading its own answer (sharedread.go).
+// Encoding was guarded so already (marshal), and listeners' and ask
+// handlers' panics are.
+func TestResultWhoseDecodingPanics(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			ctx := context.Background()
+			var p panickyResult
+			err := callWithin(t, c, ctx, "echo/raw", []byte(`"x"`), &p)
+			if err == nil || !strings.Contains(err.Error(), "panicked") || !strings.Contains(err.Error(), `"echo/raw" answered`) {
+				t.Errorf("a result whose decoding panics: %v, want the call's error saying so", err)
+			}
+			call := c.Go(ctx, "echo/raw", []byte(`"x"`), &p, nil)
+			select {
+			case <-call.Done:
+				if call.Err == nil {
+					t.Error("a Go call whose result's decoding panics: no error")
+				}
+			case <-time.After(hangBound):
+				t.Fatal("a Go call whose result's decoding panics never ended")
+			}
+			var out echoReq
+			if err := callWithin(t, c, ctx, "echo/say", echoReq{Text: "hi"}, &out); err != nil || out.Text != "hi" {
+				t.Fatalf("the next call: %+v, %v", out, err)
+			}
+		})
+	}
+}
