@@ -657,7 +657,7 @@ func TestRejoinsShareOneDeadline(t *testing.T) {
 	connected := make(chan struct{}, 4)
 	c := dialClient(t, addr, ClientOptions{
 		Logger:         slog.New(slog.DiscardHandler),
-		ConnectTimeout: 300 * time.Millisecond,
+		ConnectTimeout: time.Second,
 		Reconnect:      Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
 		OnState: func(st State) {
 			if st == Connected {
@@ -679,7 +679,7 @@ func TestRejoinsShareOneDeadline(t *testing.T) {
 		select {
 		case <-failed:
 		case <-timeout:
-			t.Fatalf("%d of %d unanswered rejoins reported within %v (ConnectTimeout 300 ms)", i, rooms, hangBound)
+			t.Fatalf("%d of %d unanswered rejoins reported within %v (ConnectTimeout 1 s)", i, rooms, hangBound)
 		}
 	}
 }
