@@ -1437,9 +1437,9 @@ var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 // an event or room emit that came as a datagram (Server.EmitUnreliable on
 // QUIC, WebTransport, SCTP and WebRTC), which it gets on the carrier's
 // datagram reader, at the same time as the loop's: a listener whose state
-// both may touch guards it. fn must
-// not block: a Call made from fn would wait for an answer that only the
-// loop it holds can read, so fn starts a goroutine for one. (Made from fn,
+// both may touch guards it. fn must not block: a Call made from fn would
+// wait for an answer that only the loop it holds can read, so fn starts a
+// goroutine for one. (Made from fn,
 // such a call, Join or Leave fails with ErrDisconnected once the silent
 // connection is given up, IdleTimeout plus 6 s after the loop's last
 // read, and a warning is logged; the client reconnects when fn
