@@ -3146,13 +3146,15 @@ func TestSilentQUICMember(t *testing.T) {
 // pion queues what the peer has not taken, without bound, so once the
 // member's SCTP receive window (1 MiB) was full, every unreliable emit to
 // it stayed in the server's memory until the connection ended. Here the
-// member's room listener blocks, so its client reads nothing more: the
-// server's emits fill the window, then a burst of 4 MiB more goes to the
-// member from 8 goroutines, and the unreliable channel's buffered amount
-// stays within the bound, the emits that would pass it dropped (a tick
-// more went in while each goroutine checked, then wrote, and while the
-// check let the packet that crossed the bound through). Once the listener returns, the member
-// takes what was queued and answers calls again.
+// member's datagram reader blocks, so its client reads nothing more of
+// the unreliable channel (a listener no longer blocks it:
+// TestHeldDatagramListenerHoldsNoCall): the server's emits fill the
+// window, then a burst of 4 MiB more goes to the member from 8
+// goroutines, and the unreliable channel's buffered amount stays within
+// the bound, the emits that would pass it dropped (a tick more went in
+// while each goroutine checked, then wrote, and while the check let the
+// packet that crossed the bound through). Once the reader goes on, the
+// member takes what was queued and answers calls again.
 func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 	peers := make(chan *Peer, 1)
 	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
@@ -3169,12 +3171,21 @@ func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 	unblock := sync.OnceFunc(func() { close(block) })
 	defer unblock()
 	var blocked atomic.Bool
-	c.OnRoom("r", "tick", func(Message) {
+	// The client's reader of the unreliable channel blocks at the first
+	// tick: its transport's deliver, set once when the connection began.
+	c.mu.Lock()
+	ctr := c.conn.link.(*pktConn).t.(*rtcTransport)
+	c.mu.Unlock()
+	waitFor(t, func() bool { return ctr.deliver.Load() != nil })
+	deliver := *ctr.deliver.Load()
+	blocking := func(pkt []byte) {
 		if blocked.CompareAndSwap(false, true) {
 			close(entered)
-			<-block // the client's datagram reader with it
+			<-block
 		}
-	})
+		deliver(pkt)
+	}
+	ctr.deliver.Store(&blocking)
 	ctx := context.Background()
 	if _, err := c.Join(ctx, "r"); err != nil {
 		t.Fatal(err)
@@ -3252,14 +3263,14 @@ func TestWebRTCUnreliableQueueIsBounded(t *testing.T) {
 	start := time.Now()
 	for dc.BufferedAmount() > 0 {
 		if time.Since(start) > 8*time.Second {
-			t.Fatalf("%d bytes still buffered 8 s after the listener returned", dc.BufferedAmount())
+			t.Fatalf("%d bytes still buffered 8 s after the reader went on", dc.BufferedAmount())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Call(cctx, "echo/raw", []byte("x"), nil); err != nil {
-		t.Fatalf("a call after the listener returned: %v", err)
+		t.Fatalf("a call after the reader went on: %v", err)
 	}
 }
 
@@ -3476,5 +3487,44 @@ func TestWebRTCOversizedDatagram(t *testing.T) {
 		case <-timeout:
 			t.Fatal("the connection was not closed")
 		}
+	}
+}
+
+// A room listener held by an unreliable emit (one that came as a
+// datagram, on the carrier's datagram reader) holds no call, on every
+// carrier (PROTOCOL.md §8.4: datagrams never delay the control stream).
+// On SCTP and WebRTC the unreliable stream or channel shares the
+// association's receive window with the control stream: while the
+// listener held the reader, a burst of unreliable emits filled that
+// window unread, and every call after it timed out; QUIC drops the
+// datagrams nobody reads.
+func TestHeldDatagramListenerHoldsNoCall(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			release := make(chan struct{})
+			defer close(release)
+			c.OnRoom("dg", "tick", func(Message) { <-release })
+			if _, err := c.Join(context.Background(), "dg"); err != nil {
+				t.Fatal(err)
+			}
+			payload := make([]byte, 900)
+			for i := range 4000 { // 3.6 MB, past an association's 1 MiB window
+				e.srv.EmitUnreliable("dg", "tick", payload)
+				if i%100 == 0 {
+					time.Sleep(time.Millisecond) // the server's queue drops past 256 KiB
+				}
+			}
+			for range 3 {
+				time.Sleep(100 * time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), hangBound/2)
+				err := callWithin(t, c, ctx, "echo/raw", []byte("x"), nil)
+				cancel()
+				if err != nil {
+					t.Fatalf("a call while a listener holds an unreliable emit: %v", err)
+				}
+			}
+		})
 	}
 }

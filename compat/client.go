@@ -1435,9 +1435,9 @@ var errCallTimeout = fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 // On registers fn for the server events named event; the returned
 // function unregisters it. fn runs on the connection's read loop, but for
 // an event or room emit that came as a datagram (Server.EmitUnreliable on
-// QUIC, WebTransport, SCTP and WebRTC), which it gets on the carrier's
-// datagram reader, at the same time as the loop's: a listener whose state
-// both may touch guards it. fn must not block: a Call made from fn would
+// QUIC, WebTransport, SCTP and WebRTC), which it gets on the goroutine
+// of the carrier's datagrams, at the same time as the loop's: a listener
+// whose state both may touch guards it. fn must not block: a Call made from fn would
 // wait for an answer that only the loop it holds can read, so fn starts a
 // goroutine for one. (Made from fn,
 // such a call, Join or Leave fails with ErrDisconnected once the silent

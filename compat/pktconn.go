@@ -159,7 +159,11 @@ func (c *pktConn) start(h messageHandler, done func(error)) {
 // run serves the link until it ends and returns why.
 func (c *pktConn) run(h messageHandler) error {
 	if dh, ok := h.(datagramHandler); ok {
-		go c.t.receiveDatagrams(func(pkt []byte) { c.onDatagram(dh, pkt) })
+		deliver := func(pkt []byte) { c.onDatagram(dh, pkt) }
+		if _, shared := c.t.(sharedWindowDatagrams); shared && c.client {
+			deliver = c.datagramInbox(dh)
+		}
+		go c.t.receiveDatagrams(deliver)
 	}
 	_, server := h.(*Peer)
 	if sa, ok := c.t.(streamAcceptor); ok && server {
@@ -437,6 +441,56 @@ func (c *pktConn) onDatagram(h datagramHandler, pkt []byte) {
 	}
 	if err := h.handleDatagram(pkt); err != nil {
 		c.failAsync(err)
+	}
+}
+
+// sharedWindowDatagrams is a carrier whose datagrams share the control
+// stream's receive window: SCTP's unreliable stream and WebRTC's
+// unreliable channel are streams of the control stream's association.
+type sharedWindowDatagrams interface {
+	datagramsShareWindow()
+}
+
+func (t *sctpTransport) datagramsShareWindow() {}
+func (t *rtcTransport) datagramsShareWindow()  {}
+
+// datagramInbox returns the datagram reader's deliver for a client whose
+// carrier's datagrams share the control stream's window: it hands each
+// packet, copied, to a goroutine of the connection's, and drops it when
+// that goroutine is maxQueuedDatagrams behind. A client's listeners run
+// on that goroutine (handleDatagram); run on the reader, a listener that
+// held it left the unreliable stream unread, whose bytes then filled the
+// association's window, and every call's answer waited behind them (a
+// client audit: calls timed out on SCTP and WebRTC while a room listener
+// held an unreliable emit, and went on on QUIC, whose unread datagrams
+// are dropped). PROTOCOL.md §8.4: datagrams never delay the control
+// stream.
+func (c *pktConn) datagramInbox(h datagramHandler) func([]byte) {
+	ch := make(chan []byte, 1024)
+	var queued atomic.Int64 // bytes in ch
+	go func() {
+		for {
+			select {
+			case pkt := <-ch:
+				queued.Add(-int64(len(pkt)))
+				c.onDatagram(h, pkt)
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	return func(pkt []byte) {
+		c.live.touch()
+		n := int64(len(pkt))
+		if queued.Add(n) > maxQueuedDatagrams {
+			queued.Add(-n) // dropped, as a datagram may be
+			return
+		}
+		select {
+		case ch <- append([]byte(nil), pkt...):
+		default:
+			queued.Add(-n)
+		}
 	}
 }
 
