@@ -97,9 +97,9 @@ type ClientOptions struct {
 	// OnState is told when the connection goes down and comes back.
 	OnState func(State)
 	// OnRejoinError, when set, is told of a room the client could not
-	// rejoin after a reconnect, with why (ErrTimeout for a rejoin the
-	// server has not answered within ConnectTimeout of its capabilities,
-	// all the rooms' rejoins together); left is true when the client
+	// rejoin after a reconnect, with why (ErrTimeout when the server has
+	// not answered it within 10 s of its capabilities or of its last
+	// answer to a rejoin); left is true when the client
 	// forgot the room because the server refused it (ErrUnauthorized),
 	// false when it will ask again at the next reconnect. It runs on a
 	// goroutine of the client's and should not block. Either way the
@@ -905,14 +905,21 @@ func (c *Client) sendRejoins(cc *clientConn) []rejoinCall {
 // OnRejoinError is not called. The answers of a connection that ended
 // are settled by its end, so waiting for them then takes no time.
 //
-// They share one bound, ConnectTimeout from now: given 10 s each, one
-// after the other, the rejoins of n rooms to a server that answered none
-// were reported over n×10 s (a client audit).
+// They wait up to rejoinTimeout from now or from the last answer to one
+// of them: a server that answers them slowly gets that long for each
+// (one that checks them all in one turn answers them together, at its
+// end). Given rejoinTimeout each, one after the other, whatever came,
+// the rejoins of n rooms to a server that answered none were reported
+// over n×10 s (a client audit).
 func (c *Client) awaitRejoins(cc *clientConn) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
-	defer cancel()
+	deadline := time.Now().Add(rejoinTimeout)
 	for _, j := range cc.rejoins {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := c.wait(ctx, cc, j.pc)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			deadline = time.Now().Add(rejoinTimeout) // answered
+		}
 		if err == nil {
 			continue
 		}
@@ -939,6 +946,10 @@ func (c *Client) awaitRejoins(cc *clientConn) {
 	}
 	cc.rejoins = nil
 }
+
+// rejoinTimeout is how long a reconnect's rejoins wait for an answer
+// (awaitRejoins); a variable for tests.
+var rejoinTimeout = 10 * time.Second
 
 // rejoinError tells OnRejoinError; a panic in it is logged, as one in
 // OnState is.
