@@ -3499,10 +3499,19 @@ func TestWebRTCOversizedDatagram(t *testing.T) {
 // window unread, and every call after it timed out; QUIC drops the
 // datagrams nobody reads.
 func TestHeldDatagramListenerHoldsNoCall(t *testing.T) {
-	e := newCarrierEnv(t, Options{})
+	peers := make(chan *Peer, 1)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
 	for _, carrier := range goCarriers {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			if tr, ok := (<-peers).link.(*pktConn).t.(*rtcTransport); ok {
+				// Until it opens, unreliable emits go on the control channel.
+				waitFor(t, func() bool {
+					tr.mu.Lock()
+					defer tr.mu.Unlock()
+					return tr.unreliable != nil
+				})
+			}
 			release := make(chan struct{})
 			defer close(release)
 			c.OnRoom("dg", "tick", func(Message) { <-release })
