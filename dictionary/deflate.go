@@ -60,9 +60,9 @@ type Codec interface {
 
 // Deflate is a raw deflate (RFC 1951) codec with a preset dictionary: the
 // encoder is this package's own (see encode.go for why), the decoder is
-// klauspost/compress/flate's. It is safe for concurrent use; encoders and
-// decoders come from pools, and with a dst of enough capacity a call
-// allocates nothing.
+// the standard library's compress/flate (see inflater for why). It is safe
+// for concurrent use; encoders and decoders come from pools, and with a dst
+// of enough capacity a call allocates nothing.
 //
 // Raw deflate has no header, no checksum and no dictionary id: a message
 // decoded with another dictionary than it was encoded with is usually

@@ -43,7 +43,8 @@
 // into a read-only 72 KiB index shared by all goroutines, and a message
 // hashes only its own bytes. klauspost/compress's Writer.ResetDict would
 // hash the whole dictionary for every message, which costs more than
-// compressing a small message. Its decoder is klauspost/compress's.
+// compressing a small message. Its decoder is the standard library's
+// compress/flate.
 // Zstd is klauspost/compress/zstd with the dictionary as raw content; it
 // is larger and slower than Deflate on messages of a few hundred bytes and
 // smaller on large ones (see README.md for the figures).
