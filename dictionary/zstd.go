@@ -112,7 +112,8 @@ func (c *Zstd) AppendCompress(dst, src []byte) ([]byte, bool) {
 // header is checked first: a frame of another dictionary fails with
 // ErrOtherDictionary, one without a content size with ErrCorrupt, one whose
 // content size or window passes MaxDecoded with ErrTooLarge, all before
-// anything is allocated.
+// anything is allocated. A message is one frame: one followed by more
+// frames that decode to anything fails with ErrCorrupt.
 func (c *Zstd) AppendDecompress(dst, src []byte) ([]byte, error) {
 	if c.closed.Load() {
 		return dst, c.fail(ErrClosed, nil)
@@ -133,6 +134,12 @@ func (c *Zstd) AppendDecompress(dst, src []byte) ([]byte, error) {
 	start := len(dst)
 	out, err := c.dec.DecodeAll(src, dst)
 	switch {
+	case err == nil && uint64(len(out)-start) != h.FrameContentSize:
+		// DecodeAll decodes every frame concatenated after the first,
+		// whose header alone was checked against the cap and the
+		// dictionary: a message is one frame, as AppendCompress writes it
+		// (and as Deflate refuses bytes after its final block).
+		return dst[:start], c.fail(ErrCorrupt, errTrailingFrames)
 	case err == nil:
 		return out, nil
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
@@ -143,7 +150,10 @@ func (c *Zstd) AppendDecompress(dst, src []byte) ([]byte, error) {
 	return dst[:start], c.fail(ErrCorrupt, err)
 }
 
-var errNoContentSize = errors.New("frame has no content size")
+var (
+	errNoContentSize  = errors.New("frame has no content size")
+	errTrailingFrames = errors.New("bytes after the frame")
+)
 
 func (c *Zstd) fail(reason, cause error) error {
 	return &DecodeError{Codec: "zstd", Reason: reason, Limit: c.opts.MaxDecoded, Cause: cause}

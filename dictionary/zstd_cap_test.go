@@ -36,3 +36,35 @@ func TestSmallDecodeCaps(t *testing.T) {
 		z.Close()
 	}
 }
+
+// A zstd message is one frame (AppendCompress writes one), and only the
+// first frame's header was checked against the cap and the dictionary;
+// DecodeAll went on to decode every frame concatenated after it. Under a
+// cap below 1 KiB, the decoder's own limit, two frames within the cap
+// each decoded to more than the cap together. A message that decodes to
+// more than its first frame declares is now refused, as Deflate refuses
+// bytes after its final block.
+func TestZstdOneFramePerMessage(t *testing.T) {
+	for _, limit := range []int{100, 1 << 20} {
+		z, err := NewZstd(nil, CodecOptions{MaxDecoded: limit, Threshold: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := bytes.Repeat([]byte("hello world "), 7)[:80]
+		one, ok := z.AppendCompress(nil, msg)
+		if !ok {
+			t.Fatal("an 80-byte repetitive message did not compress")
+		}
+		if got, err := z.AppendDecompress(nil, one); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("cap %d: one frame: %v", limit, err)
+		}
+		two := append(append([]byte(nil), one...), one...)
+		got, err := z.AppendDecompress([]byte("kept"), two)
+		if err == nil {
+			t.Errorf("cap %d: two frames decoded as one message of %d bytes", limit, len(got)-4)
+		} else if !isDecodeError(err, ErrCorrupt) || string(got) != "kept" {
+			t.Errorf("cap %d: two frames: %q, %v; want dst unchanged and ErrCorrupt", limit, got, err)
+		}
+		z.Close()
+	}
+}
