@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"errors"
 	"io"
+	"math"
 	"sync"
 )
 
@@ -141,7 +142,9 @@ func (c *Deflate) AppendDecompress(dst, src []byte) ([]byte, error) {
 		return dst, c.fail(ErrCorrupt, err)
 	}
 	start := len(dst)
-	limit := start + c.opts.MaxDecoded
+	// min keeps the sum within an int: a cap of math.MaxInt ("no cap")
+	// after a non-empty dst wrapped negative.
+	limit := start + min(c.opts.MaxDecoded, math.MaxInt-start)
 	for {
 		if len(dst) == limit {
 			// At the cap: one more byte means too large.

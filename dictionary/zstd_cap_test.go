@@ -2,6 +2,7 @@ package dictionary
 
 import (
 	"bytes"
+	"math"
 	"testing"
 )
 
@@ -66,5 +67,28 @@ func TestZstdOneFramePerMessage(t *testing.T) {
 			t.Errorf("cap %d: two frames: %q, %v; want dst unchanged and ErrCorrupt", limit, got, err)
 		}
 		z.Close()
+	}
+}
+
+// A cap of math.MaxInt, the natural "no cap", with bytes already in dst:
+// Deflate computed its limit as len(dst)+MaxDecoded, which wrapped
+// negative, and sliced dst with it: a panic on every message.
+func TestHugeDecodeCapAfterAPrefix(t *testing.T) {
+	opts := CodecOptions{MaxDecoded: math.MaxInt, Threshold: 1}
+	z, err := NewZstd(nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	msg := bytes.Repeat([]byte("hello world "), 20)
+	for name, c := range map[string]Codec{"zstd": z, "deflate": NewDeflate(nil, opts)} {
+		packed, ok := c.AppendCompress(nil, msg)
+		if !ok {
+			t.Fatalf("%s: a repetitive message did not compress", name)
+		}
+		got, err := c.AppendDecompress([]byte("prefix:"), packed)
+		if err != nil || string(got) != "prefix:"+string(msg) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
