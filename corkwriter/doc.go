@@ -21,7 +21,8 @@
 //
 // A turn that grows past Options.FlushThreshold (64 KiB by default) flushes
 // on its own, so a turn never buffers without bound, and a single Write that
-// large is sent straight from the caller's slice.
+// large is sent straight from the caller's slice (except on a Writer from
+// NewFD, which never waits for the socket and so copies it).
 //
 // # The system call
 //

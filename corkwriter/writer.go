@@ -20,7 +20,9 @@ type Options struct {
 	// FlushThreshold is the number of buffered bytes past which Write and
 	// WriteShared flush even inside a turn. A Write at least this large is
 	// sent straight from the caller's slice, with whatever is pending, in
-	// one writev and without a copy. Zero means DefaultFlushThreshold.
+	// one writev and without a copy, and returns once it has left; on a
+	// Writer from NewFD, which never waits, it is copied like any other
+	// Write. Zero means DefaultFlushThreshold.
 	FlushThreshold int
 }
 

@@ -121,6 +121,19 @@ func TestWriterFlushThreshold(t *testing.T) {
 	}
 }
 
+// TestNewFDLargeWriteIsCopied: a Writer from NewFD never waits, so it
+// cannot hand the caller's slice back only once it has left: a Write at the
+// threshold is copied like any other, as Options.FlushThreshold says.
+func TestNewFDLargeWriteIsCopied(t *testing.T) {
+	fd := newFakeFD(1, false, 0)
+	w := newFakeWriter(fd, false, &Options{FlushThreshold: 64 << 10})
+	big := bytes.Repeat([]byte{1}, 100<<10)
+	mustWrite(t, w.Write, big)
+	if st := w.Stats(); st.Copied != 100<<10 || st.Referenced != 0 {
+		t.Fatalf("stats %+v: want the write copied", st)
+	}
+}
+
 // TestWriterLargeWriteIsNotCopied: a Write as large as the flush threshold
 // leaves with the pending bytes in one writev, straight from the caller's
 // slice.
