@@ -4,7 +4,7 @@ import (
 	"errors"
 	"math/bits"
 	"runtime"
-	"sync/atomic"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -30,7 +30,12 @@ type Zstd struct {
 	window uint64
 	enc    *zstd.Encoder
 	dec    *zstd.Decoder
-	closed atomic.Bool
+	// mu is read-held by every call and write-held by Close, so Close
+	// waits for the calls in flight: closing klauspost's decoder under a
+	// DecodeAll left that call blocked for ever handing its block decoder
+	// back (or panicked it on the closed pool).
+	mu     sync.RWMutex
+	closed bool
 }
 
 // NewZstd returns a zstd codec using d, or no dictionary if d is nil.
@@ -84,12 +89,16 @@ func (c *Zstd) Dictionary() *Dictionary { return c.dict }
 
 // Close releases the encoders' and decoders' goroutines and memory. After
 // it, AppendCompress leaves every message plain and AppendDecompress fails
-// with ErrClosed (not ErrCorrupt, which would blame the peer). A second
-// Close does nothing.
+// with ErrClosed (not ErrCorrupt, which would blame the peer). It may be
+// called while other goroutines use the codec: it waits for the calls in
+// flight. A second Close does nothing.
 func (c *Zstd) Close() error {
-	if c.closed.Swap(true) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
 		return nil
 	}
+	c.closed = true
 	c.dec.Close()
 	return c.enc.Close()
 }
@@ -98,7 +107,12 @@ func (c *Zstd) Close() error {
 // returns dst unchanged and false when src is shorter than the threshold or
 // would not shrink.
 func (c *Zstd) AppendCompress(dst, src []byte) ([]byte, bool) {
-	if len(src) < c.opts.Threshold || len(src) == 0 || c.closed.Load() {
+	if len(src) < c.opts.Threshold || len(src) == 0 {
+		return dst, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
 		return dst, false
 	}
 	out := c.enc.EncodeAll(src, dst)
@@ -115,7 +129,9 @@ func (c *Zstd) AppendCompress(dst, src []byte) ([]byte, bool) {
 // anything is allocated. A message is one frame: one followed by more
 // frames that decode to anything fails with ErrCorrupt.
 func (c *Zstd) AppendDecompress(dst, src []byte) ([]byte, error) {
-	if c.closed.Load() {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
 		return dst, c.fail(ErrClosed, nil)
 	}
 	var h zstd.Header
