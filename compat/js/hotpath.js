@@ -682,7 +682,10 @@ export class WebTransportSocket extends CarrierSocket {
       try {
         packets = deframer.push(value);
       } catch (err) {
-        this.violate(err.closeCode, err.code);
+        // A WireError names its close; anything else (a buffer that could
+        // not be allocated) is this end's failure.
+        if (err instanceof WireError) this.violate(err.closeCode, err.code);
+        else this.violate(1011, 'HP_ERR_INTERNAL');
         return;
       }
       for (const p of packets) this.deliver(p);

@@ -356,6 +356,25 @@ test('a WebTransport control stream the server ends without a close notice is a 
   assert.ok(wt.closeInfo, 'the session was closed');
 });
 
+// What the control stream's reader throws that is not a WireError (a
+// buffer it could not allocate; here a chunk that is not bytes) closes
+// the connection as this end's failure, 1011: it was read as a WireError,
+// and the client closed with code NaN and reported an undefined code.
+test('a WebTransport read failure that is not a violation closes with 1011', async () => {
+  const { client, wt } = await wtClient();
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  wt.serverSend(null);
+  await tick();
+  try {
+    assert.equal(client.state, 'closed');
+  } finally {
+    client.close();
+  }
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1011 && err.reason === 'HP_ERR_INTERNAL');
+});
+
 /** fakeRTC returns an RTCPeerConnection class whose connections are
  * recorded in `pcs`: ICE gathering is complete at once, its data channels
  * never open unless the test says so, and close() closes them. */
