@@ -56,6 +56,7 @@ type fdSender struct {
 	b          *batch
 	st         *Stats
 	wait       bool
+	p          progress
 	err        error
 }
 
@@ -78,29 +79,37 @@ func NewFD(fd int, opts *Options) *Writer {
 func (s *fdSender) canWait() bool { return s.rc != nil }
 func (s *fdSender) canTry() bool  { return true }
 
-func (s *fdSender) send(b *batch, wait bool, st *Stats) error {
+func (s *fdSender) send(b *batch, wait bool, st *Stats, p progress) error {
 	if s.rc == nil {
 		_, err := s.writeSome(s.fd, b, st)
 		return err
 	}
-	s.b, s.st, s.wait, s.err = b, st, wait, nil
+	s.b, s.st, s.wait, s.p, s.err = b, st, wait, p, nil
 	err := s.rc.Write(s.onWritable)
 	if err == nil {
 		err = s.err
 	}
-	s.b, s.st, s.err = nil, nil, nil
+	s.b, s.st, s.p, s.err = nil, nil, nil, nil
 	return err
 }
 
 // writable is called by RawConn.Write with the descriptor; returning false
 // asks it to wait on Go's poller until the socket is writable again.
+// Before such a wait, what this call wrote is told to s.p.
 func (s *fdSender) writable(fd uintptr) bool {
+	before := s.st.Written
 	blocked, err := s.writeSome(int(fd), s.b, s.st)
 	if err != nil {
 		s.err = err
 		return true
 	}
-	return !blocked || !s.wait
+	if !blocked || !s.wait {
+		return true
+	}
+	if s.p != nil && s.st.Written != before {
+		s.p.wrote()
+	}
+	return false
 }
 
 // writeSome calls writev until the batch is empty, the socket would block,

@@ -335,17 +335,22 @@ func (o *Outbox) flushInline(wait, borrowed bool) (Status, error) {
 // write flushes the flusher's writer and accounts for it. It returns with
 // o.mu held, unless it returns an error: then the outbox is closed, the
 // flusher role given up and the lock released.
+//
+// A write that waits counts what the connection took each time it waits
+// again (wrote), not only when it returns: it may hold up to MaxQueued
+// bytes, and a peer reading them slowly would otherwise make no room
+// (Room, and every send refused) until it had read them all.
 func (o *Outbox) write(wait bool) error {
-	before := o.w.stats.Written
-	err := o.w.flush(wait)
+	var p progress
+	if wait {
+		p = o
+	}
+	err := o.w.flush(wait, p)
 	if err == ErrWouldBlock {
 		err = nil
 	}
 	o.mu.Lock()
-	o.queued -= int(o.w.stats.Written - before)
-	o.signalDrainedLocked()
-	o.stats.Syscalls = o.w.stats.Syscalls
-	o.stats.Written = o.w.stats.Written
+	o.countWrittenLocked()
 	if err == nil && o.err != nil {
 		err = o.err // closed while we were writing
 	}
@@ -359,6 +364,25 @@ func (o *Outbox) write(wait bool) error {
 	o.mu.Unlock()
 	o.notify(first, err)
 	return err
+}
+
+// wrote counts what the flusher's write has written so far; the flusher
+// calls it, from its write, before it waits for the connection again.
+func (o *Outbox) wrote() {
+	o.mu.Lock()
+	o.countWrittenLocked()
+	o.mu.Unlock()
+}
+
+// countWrittenLocked takes what the flusher's writer wrote since it was
+// last counted off the queued bytes and wakes the waiters of Drained and
+// Room it makes room for. Only the flusher calls it: it owns o.w, whose
+// counters stats.Written and stats.Syscalls copy.
+func (o *Outbox) countWrittenLocked() {
+	o.queued -= int(o.w.stats.Written - o.stats.Written)
+	o.stats.Syscalls = o.w.stats.Syscalls
+	o.stats.Written = o.w.stats.Written
+	o.signalDrainedLocked()
 }
 
 // drainerLocked counts a hand-off to a flusher goroutine and returns the

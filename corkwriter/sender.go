@@ -28,17 +28,18 @@ func newPlainSender(w io.Writer) *plainSender {
 func (s *plainSender) canWait() bool { return true }
 func (s *plainSender) canTry() bool  { return false }
 
-func (s *plainSender) send(b *batch, _ bool, st *Stats) error {
+func (s *plainSender) send(b *batch, _ bool, st *Stats, p progress) error {
 	if s.vectored {
-		return s.sendBuffers(b, st)
+		return s.sendBuffers(b, st) // one WriteTo: no progress to tell
 	}
-	return writeSegments(b, st, s.w, nil)
+	return writeSegments(b, st, s.w, nil, p)
 }
 
 // writeSegments writes the unsent segments of b one at a time, with w's
 // Write, or with try's TryWrite when try is not nil: then it stops, b
-// holding the rest, where the connection would block.
-func writeSegments(b *batch, st *Stats, w io.Writer, try TryWriter) error {
+// holding the rest, where the connection would block. After each Write
+// but the last it tells p, if not nil, of the progress.
+func writeSegments(b *batch, st *Stats, w io.Writer, try TryWriter, p progress) error {
 	for b.n > 0 {
 		seg := b.segs[b.head]
 		var (
@@ -67,6 +68,9 @@ func writeSegments(b *batch, st *Stats, w io.Writer, try TryWriter) error {
 		}
 		if n < len(seg) {
 			return io.ErrShortWrite
+		}
+		if p != nil && b.n > 0 {
+			p.wrote()
 		}
 	}
 	return nil
@@ -122,9 +126,9 @@ type trySender struct{ w TryWriter }
 func (s trySender) canWait() bool { return true }
 func (s trySender) canTry() bool  { return true }
 
-func (s trySender) send(b *batch, wait bool, st *Stats) error {
+func (s trySender) send(b *batch, wait bool, st *Stats, p progress) error {
 	if wait {
-		return writeSegments(b, st, s.w, nil)
+		return writeSegments(b, st, s.w, nil, p)
 	}
-	return writeSegments(b, st, nil, s.w)
+	return writeSegments(b, st, nil, s.w, nil)
 }

@@ -56,14 +56,23 @@ type sender interface {
 	// send writes the unsent bytes of b, advancing it. With wait it returns
 	// only once everything is written or an error occurs; without, it stops
 	// when the connection would block (b then still holds the rest), and a
-	// sender that cannot tell blocks as with wait.
-	send(b *batch, wait bool, st *Stats) error
+	// sender that cannot tell blocks as with wait. A send that waits tells
+	// p (when not nil) each time it has written part of b and more is
+	// left, before it waits for the connection again.
+	send(b *batch, wait bool, st *Stats, p progress) error
 	// canWait reports whether send can wait for the connection to become
 	// writable. A writer on a caller's descriptor (NewFD) cannot.
 	canWait() bool
 	// canTry reports whether send without wait never blocks.
 	canTry() bool
 }
+
+// progress is told by a sender whose write waits for the connection that
+// the connection took part of the batch (st.Written says how much so
+// far): an Outbox counts that part as written at once, which makes room
+// for its producers while the rest waits, rather than when the whole
+// write returns.
+type progress interface{ wrote() }
 
 // NewWriter returns a Writer that sends to w. When w exposes a file
 // descriptor (syscall.Conn: *net.TCPConn, *net.UnixConn, *os.File) it is
@@ -114,7 +123,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		// once: send p by reference, and wait, so the caller gets p back.
 		w.pending().appendRef(p)
 		w.stats.Referenced += uint64(len(p))
-		return len(p), w.flush(true)
+		return len(p), w.flush(true, nil)
 	}
 	w.pending().appendCopy(p)
 	w.stats.Copied += uint64(len(p))
@@ -145,7 +154,7 @@ func (w *Writer) maybeFlush() error {
 	if w.corks > 0 && w.b.n < w.threshold {
 		return nil
 	}
-	err := w.flush(w.out.canWait())
+	err := w.flush(w.out.canWait(), nil)
 	if err == ErrWouldBlock {
 		return nil // accepted and kept; the event loop flushes on writable
 	}
@@ -176,14 +185,16 @@ func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	return w.flush(w.out.canWait())
+	return w.flush(w.out.canWait(), nil)
 }
 
-func (w *Writer) flush(wait bool) error {
+// flush sends what is pending, telling p, if not nil, of what a write
+// that waits has written so far (see progress).
+func (w *Writer) flush(wait bool, p progress) error {
 	if w.b == nil {
 		return nil
 	}
-	err := w.out.send(w.b, wait, &w.stats)
+	err := w.out.send(w.b, wait, &w.stats, p)
 	if err != nil {
 		w.fail(err)
 		return err
