@@ -320,6 +320,15 @@ func TestGoFailureEndsOnlyItsOwnCall(t *testing.T) {
 	c := e.dial(t, CarrierWebSocket, ClientOptions{})
 	stop := make(chan struct{})
 	failed := make(chan error, 1)
+	// The failing Go calls never wait: on one core (-cpu 1) their loop
+	// made 5,000 a second and the calls 24 (their reads polled for only
+	// between its time slices), so 2,000 calls took 85 s (not done in
+	// 60 s in 8 runs of 8; not a hang). The loop now makes at most
+	// goPerCall Go calls per call: 35 to 42 s on one core; on two, the
+	// test still fails 4 runs in 5 with the fix of 8b67c4e reverted, as
+	// before (8 per call: 1 to 2 s, but 4 in 8).
+	const goPerCall = 64
+	called := make(chan struct{}, 1)
 	go func() {
 		defer close(failed)
 		for i := 0; i < 2000; i++ {
@@ -328,11 +337,22 @@ func TestGoFailureEndsOnlyItsOwnCall(t *testing.T) {
 				failed <- fmt.Errorf("call %d: %w", i, err)
 				return
 			}
+			select {
+			case called <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	go func() {
 		done := make(chan *AsyncCall, 1)
-		for {
+		for n := 1; ; n++ {
+			if n%goPerCall == 0 {
+				select { // the calls' turn
+				case <-stop:
+					return
+				case <-called:
+				}
+			}
 			select {
 			case <-stop:
 				return
