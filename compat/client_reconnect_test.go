@@ -648,35 +648,10 @@ func TestRejoinsShareOneDeadline(t *testing.T) {
 	// Long enough that a loaded machine's scheduling is small beside the
 	// bound (4 s); the test lasts about one rejoinTimeout.
 	rejoinTimeout = time.Second
-	var hang atomic.Bool
 	release := make(chan struct{})
-	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
-		if hang.Load() {
-			<-release
-		}
-		return nil
-	}})
 	const rooms = 8
-	failed := make(chan string, rooms)
-	connected := make(chan struct{}, 4)
-	c := dialClient(t, addr, ClientOptions{
-		Logger:    slog.New(slog.DiscardHandler),
-		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
-		OnState: func(st State) {
-			if st == Connected {
-				connected <- struct{}{}
-			}
-		},
-		OnRejoinError: func(room string, err error, left bool) { failed <- room },
-	})
-	t.Cleanup(func() { close(release) }) // before c.Close: the server's loop is held
-	for i := range rooms {
-		if _, err := c.Join(context.Background(), fmt.Sprintf("room%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hang.Store(true)
-	dropAndAwaitReconnect(t, s, connected)
+	_, failed := rejoinAfterDrop(t, rooms, ClientOptions{}, func() { <-release })
+	t.Cleanup(func() { close(release) }) // before the client's Close: the server's loop is held
 	bound := rooms / 2 * rejoinTimeout
 	timeout := time.After(bound)
 	for i := range rooms {
@@ -694,34 +669,8 @@ func TestRejoinsShareOneDeadline(t *testing.T) {
 // is reported failed, although the answers take longer than the client's
 // ConnectTimeout (1 s).
 func TestSlowRejoinsAreNotGivenUp(t *testing.T) {
-	var slow atomic.Bool
-	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
-		if slow.Load() {
-			time.Sleep(400 * time.Millisecond)
-		}
-		return nil
-	}})
 	const rooms = 4
-	failed := make(chan string, rooms)
-	connected := make(chan struct{}, 4)
-	c := dialClient(t, addr, ClientOptions{
-		Logger:         slog.New(slog.DiscardHandler),
-		ConnectTimeout: time.Second,
-		Reconnect:      Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
-		OnState: func(st State) {
-			if st == Connected {
-				connected <- struct{}{}
-			}
-		},
-		OnRejoinError: func(room string, err error, left bool) { failed <- room + ": " + err.Error() },
-	})
-	for i := range rooms {
-		if _, err := c.Join(context.Background(), fmt.Sprintf("room%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	slow.Store(true)
-	dropAndAwaitReconnect(t, s, connected)
+	s, failed := rejoinAfterDrop(t, rooms, ClientOptions{ConnectTimeout: time.Second}, func() { time.Sleep(400 * time.Millisecond) })
 	for i := range rooms {
 		waitFor(t, func() bool { return s.Members(fmt.Sprintf("room%d", i)) == 1 })
 	}
@@ -730,4 +679,39 @@ func TestSlowRejoinsAreNotGivenUp(t *testing.T) {
 		t.Errorf("a rejoin the server answered, slowly, was reported failed: %s", f)
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// rejoinAfterDrop dials a client with opts to a new test server, joins
+// rooms room0, room1, ..., then has the server run slowJoin in every later
+// Join check, drops the connection and waits for the client to reconnect.
+// The client reconnects at once; its OnRejoinError reports on the channel
+// returned with the server ("room: error").
+func rejoinAfterDrop(t *testing.T, rooms int, opts ClientOptions, slowJoin func()) (*Server, <-chan string) {
+	t.Helper()
+	var slow atomic.Bool
+	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
+		if slow.Load() {
+			slowJoin()
+		}
+		return nil
+	}})
+	failed := make(chan string, rooms)
+	connected := make(chan struct{}, 4)
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Reconnect = Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}
+	opts.OnState = func(st State) {
+		if st == Connected {
+			connected <- struct{}{}
+		}
+	}
+	opts.OnRejoinError = func(room string, err error, left bool) { failed <- room + ": " + err.Error() }
+	c := dialClient(t, addr, opts)
+	for i := range rooms {
+		if _, err := c.Join(context.Background(), fmt.Sprintf("room%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow.Store(true)
+	dropAndAwaitReconnect(t, s, connected)
+	return s, failed
 }
