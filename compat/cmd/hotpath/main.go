@@ -55,7 +55,7 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
-	if err := checkFlags(flag.Args(), *maxMessage, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr); err != nil {
+	if err := checkFlags(flag.Args(), *maxMessage, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr, *noCompression, *contextTakeover); err != nil {
 		fmt.Fprintln(os.Stderr, "hotpath:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -202,11 +202,12 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
 // less, a presence interval of 0, a negative connection cap) or be ignored
-// (a stray argument, -key without -cert, -cert without -quic).
+// (a stray argument, -key without -cert, -cert without -quic,
+// -context-takeover with -no-compression).
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
-func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string) error {
+func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string, noCompression, contextTakeover bool) error {
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected argument %q", args[0])
@@ -227,6 +228,9 @@ func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, pre
 		return errors.New("-cert and -key go together")
 	case certFile != "" && quicAddr == "":
 		return errors.New("-cert is for QUIC: set -quic too")
+	case noCompression && contextTakeover:
+		// With permessage-deflate declined there is no context to keep.
+		return errors.New("-context-takeover is for permessage-deflate: leave out -no-compression")
 	}
 	return nil
 }

@@ -164,6 +164,8 @@ func TestCheckFlags(t *testing.T) {
 		ticker          time.Duration
 		presence        time.Duration
 		cert, key, quic string
+		noCompression   bool
+		contextTakeover bool
 		ok              bool
 	}{
 		{name: "defaults", maxMessage: 1 << 20, ticker: every, presence: every, ok: true},
@@ -184,8 +186,12 @@ func TestCheckFlags(t *testing.T) {
 		{name: "negative connection cap", maxMessage: 1 << 20, maxConnections: -1, ticker: every, presence: every},
 		{name: "key without cert", maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every},
 		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every},
+		{name: "context takeover", maxMessage: 1 << 20, ticker: every, presence: every, contextTakeover: true, ok: true},
+		{name: "no compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, ok: true},
+		// Compression off, the takeover asked for would be silently ignored.
+		{name: "context takeover without compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, contextTakeover: true},
 	} {
-		err := checkFlags(tc.args, tc.maxMessage, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic)
+		err := checkFlags(tc.args, tc.maxMessage, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic, tc.noCompression, tc.contextTakeover)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
