@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -82,12 +83,24 @@ func (l *listeners) close() {
 }
 
 // serveCarriers serves the UDP listeners; the caller serves the HTTP one.
-func (l *listeners) serveCarriers(srv *compat.Server) {
+// A listener that stops for any reason but srv's Shutdown sends its error
+// on failed, which has room for both: left unread, QUIC or SCTP stopped
+// without a word while the process went on serving HTTP, advertising them
+// at /carriers.json.
+func (l *listeners) serveCarriers(srv *compat.Server, failed chan<- error) {
 	if l.quic != nil {
-		go srv.ServeQUIC(l.quic)
+		go func() {
+			if err := srv.ServeQUIC(l.quic); !errors.Is(err, http.ErrServerClosed) {
+				failed <- fmt.Errorf("-quic %s: %w", l.quic.Addr(), err)
+			}
+		}()
 	}
 	if l.sctp != nil {
-		go srv.ServeSCTP(l.sctp)
+		go func() {
+			if err := srv.ServeSCTP(l.sctp); !errors.Is(err, http.ErrServerClosed) {
+				failed <- fmt.Errorf("-sctp %s: %w", l.sctp.Addr(), err)
+			}
+		}()
 	}
 }
 

@@ -129,17 +129,29 @@ func main() {
 	if !*echo {
 		go runTicker(ctx, srv, *tickerEvery)
 	}
+	// A carrier that fails shuts the rest down as a signal does, and the
+	// process then exits 1, for a supervisor to restart it.
+	failed := make(chan error, 2)
+	exitCode := 0
 	shutdownDone := make(chan struct{})
 	go func() {
 		defer close(shutdownDone)
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case err := <-failed:
+			fmt.Fprintln(os.Stderr, "hotpath:", err)
+			exitCode = 1
+		}
 		shutdown(hs, srv, 10*time.Second)
 	}()
-	lns.serveCarriers(srv)
+	lns.serveCarriers(srv, failed)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fatal(err)
 	}
 	<-shutdownDone
+	if exitCode != 0 {
+		os.Exit(exitCode)
+	}
 }
 
 // watchSignals returns a context canceled at the first SIGINT or SIGTERM,

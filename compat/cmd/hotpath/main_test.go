@@ -358,3 +358,41 @@ func TestListenAllOrNone(t *testing.T) {
 		}
 	})
 }
+
+// A QUIC or SCTP listener that stops other than by the server's Shutdown
+// is reported, for main to shut down and exit 1: its error was dropped,
+// and the process went on serving HTTP without the carrier it advertised.
+func TestCarrierFailureIsReported(t *testing.T) {
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := listen(srv, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", dev.ServerTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	failed := make(chan error, 2)
+	l.serveCarriers(srv, failed)
+	for _, c := range []struct {
+		flag  string
+		close func() error
+	}{
+		{"-quic", l.quic.Close},
+		{"-sctp", l.sctp.Close},
+	} {
+		c.close() // as a socket error would end its Accept
+		select {
+		case err := <-failed:
+			if !strings.HasPrefix(err.Error(), c.flag+" ") {
+				t.Errorf("error %q does not name %s", err, c.flag)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s listener stopped and nothing was reported", c.flag)
+		}
+	}
+}
