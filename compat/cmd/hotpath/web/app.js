@@ -111,10 +111,17 @@ function addChatLine(li) {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
+// MAX_TEXT is the message input's maxlength. The server relays emits up
+// to its message limit (a mebibyte by default): a line another client
+// sent longer is cut to it, or one client's script could make every
+// page keep MAX_MESSAGES such lines in memory and on screen.
+const MAX_TEXT = 1000;
+
 function showMessage(msg) {
   if (typeof msg?.text !== 'string') return;
   const name = String(msg.name ?? '?').slice(0, 32);
-  state.messages.push({ name, text: msg.text, at: msg.at });
+  const text = msg.text.slice(0, MAX_TEXT);
+  state.messages.push({ name, text, at: msg.at });
   if (state.messages.length > MAX_MESSAGES) state.messages.shift();
   const li = document.createElement('li');
   if (name === nameInput.value) li.className = 'mine';
@@ -122,7 +129,7 @@ function showMessage(msg) {
   who.className = 'who';
   who.textContent = name;
   const body = document.createElement('span');
-  body.textContent = msg.text;
+  body.textContent = text;
   const time = document.createElement('time');
   const at = new Date(Number(msg.at) || Date.now());
   time.dateTime = at.toISOString();
