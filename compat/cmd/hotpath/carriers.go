@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat"
@@ -108,23 +109,52 @@ func (l *listeners) serveCarriers(srv *compat.Server, failed chan<- error) {
 // /carriers.json on mux, and returns what they describe. hash is the
 // development certificate's for WebTransport ("" with -cert).
 func mountCarriers(srv *compat.Server, mux *http.ServeMux, l *listeners, hash string, webrtc, webrtcLoopback bool) *carriers {
-	c := &carriers{}
-	if l.quic != nil {
-		c.QUIC = "quic://" + l.quic.Addr().String()
-		c.WebTransport = &webTransportInfo{URL: "https://" + l.quic.Addr().String() + "/wt", CertificateHash: hash}
-	}
-	if l.sctp != nil {
-		c.SCTP = "sctp://" + l.sctp.Addr().String()
-	}
-	if webrtc || webrtcLoopback {
+	rtc := webrtc || webrtcLoopback
+	if rtc {
 		mux.Handle("POST /rtc", srv.WebRTCHandler(compat.WebRTCOptions{LoopbackOnly: webrtcLoopback}))
-		c.WebRTC = "http://" + l.http.Addr().String() + "/rtc"
 	}
 	mux.HandleFunc("GET /carriers.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(c)
+		json.NewEncoder(w).Encode(describeCarriers(l, hash, rtc, r.Host))
 	})
+	return describeCarriers(l, hash, rtc, "")
+}
+
+// describeCarriers gives the URLs of l's carriers. A listener bound to an
+// unspecified address (-quic :4433, 0.0.0.0, [::]) is given with the
+// host of reqHost, the Host a request came with, when there is one: as
+// bound, /carriers.json told a page on another machine to open
+// WebTransport at https://[::]:4433/wt, which is no address of the server.
+func describeCarriers(l *listeners, hash string, webrtc bool, reqHost string) *carriers {
+	c := &carriers{}
+	if l.quic != nil {
+		addr := reachableAddr(l.quic.Addr(), reqHost)
+		c.QUIC = "quic://" + addr
+		c.WebTransport = &webTransportInfo{URL: "https://" + addr + "/wt", CertificateHash: hash}
+	}
+	if l.sctp != nil {
+		c.SCTP = "sctp://" + reachableAddr(l.sctp.Addr(), reqHost)
+	}
+	if webrtc {
+		c.WebRTC = "http://" + reachableAddr(l.http.Addr(), reqHost) + "/rtc"
+	}
 	return c
+}
+
+// reachableAddr is bound as host:port, with reqHost's host in place of an
+// unspecified IP.
+func reachableAddr(bound net.Addr, reqHost string) string {
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil || reqHost == "" {
+		return bound.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound.String()
+	}
+	if h, _, err := net.SplitHostPort(reqHost); err == nil {
+		reqHost = h
+	}
+	return net.JoinHostPort(strings.Trim(reqHost, "[]"), port)
 }
 
 // quicTLS loads the certificate files, or makes a development certificate

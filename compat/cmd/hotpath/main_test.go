@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -393,6 +395,53 @@ func TestCarrierFailureIsReported(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s listener stopped and nothing was reported", c.flag)
+		}
+	}
+}
+
+// /carriers.json gives a carrier bound to an unspecified address (-quic
+// :4433) at the host the page was loaded from: it gave the bound address,
+// https://[::]:4433/wt or https://0.0.0.0:…, which a browser on another
+// machine cannot open. A carrier bound to an address of its own keeps it.
+func TestCarriersJSONUsesTheRequestHost(t *testing.T) {
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := listen(srv, "127.0.0.1:0", "0.0.0.0:0", "0.0.0.0:0", dev.ServerTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	mux := http.NewServeMux()
+	mountCarriers(srv, mux, l, "hash", true, false)
+	port := func(a net.Addr) string { _, p, _ := net.SplitHostPort(a.String()); return p }
+	for _, tc := range []struct{ host, want string }{
+		{"example.test:8080", "example.test"},
+		{"example.test", "example.test"},
+		{"[::1]:8080", "[::1]"},
+		{"192.0.2.7:8080", "192.0.2.7"},
+	} {
+		req := httptest.NewRequest("GET", "/carriers.json", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		var got carriers
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatalf("Host %s: %v in %q", tc.host, err, rec.Body)
+		}
+		want := carriers{
+			WebTransport: &webTransportInfo{URL: "https://" + tc.want + ":" + port(l.quic.Addr()) + "/wt", CertificateHash: "hash"},
+			QUIC:         "quic://" + tc.want + ":" + port(l.quic.Addr()),
+			SCTP:         "sctp://" + tc.want + ":" + port(l.sctp.Addr()),
+			WebRTC:       "http://" + l.http.Addr().String() + "/rtc", // bound to 127.0.0.1
+		}
+		if got.QUIC != want.QUIC || got.SCTP != want.SCTP || got.WebRTC != want.WebRTC || got.WebTransport == nil || *got.WebTransport != *want.WebTransport {
+			t.Errorf("Host %s: got %s", tc.host, rec.Body)
 		}
 	}
 }
