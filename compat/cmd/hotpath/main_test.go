@@ -206,10 +206,7 @@ func TestCheckFlags(t *testing.T) {
 // the HTTP server's shutdown waited for that request until the limit, and
 // the WebSocket clients then got 1006 instead of 1001.
 func TestShutdownDoesNotWaitForHTTP(t *testing.T) {
-	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := demoServer(t)
 	mux := http.NewServeMux()
 	mux.Handle("/ws", srv)
 	reading := make(chan struct{})
@@ -260,10 +257,7 @@ func TestShutdownDoesNotWaitForHTTP(t *testing.T) {
 // browser reconnecting over WebTransport fell back to WebSocket), and a
 // failure after the first left the ones before it bound.
 func TestListenAllOrNone(t *testing.T) {
-	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := demoServer(t)
 	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -365,19 +359,8 @@ func TestListenAllOrNone(t *testing.T) {
 // is reported, for main to shut down and exit 1: its error was dropped,
 // and the process went on serving HTTP without the carrier it advertised.
 func TestCarrierFailureIsReported(t *testing.T) {
-	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := listen(srv, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", dev.ServerTLSConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	srv := demoServer(t)
+	l := demoListeners(t, srv, "127.0.0.1:0", "127.0.0.1:0")
 	failed := make(chan error, 2)
 	l.serveCarriers(srv, failed)
 	for _, c := range []struct {
@@ -404,19 +387,8 @@ func TestCarrierFailureIsReported(t *testing.T) {
 // https://[::]:4433/wt or https://0.0.0.0:…, which a browser on another
 // machine cannot open. A carrier bound to an address of its own keeps it.
 func TestCarriersJSONUsesTheRequestHost(t *testing.T) {
-	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := listen(srv, "127.0.0.1:0", "0.0.0.0:0", "0.0.0.0:0", dev.ServerTLSConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	srv := demoServer(t)
+	l := demoListeners(t, srv, "0.0.0.0:0", "0.0.0.0:0")
 	mux := http.NewServeMux()
 	mountCarriers(srv, mux, l, "hash", true, false)
 	port := func(a net.Addr) string { _, p, _ := net.SplitHostPort(a.String()); return p }
@@ -444,4 +416,31 @@ func TestCarriersJSONUsesTheRequestHost(t *testing.T) {
 			t.Errorf("Host %s: got %s", tc.host, rec.Body)
 		}
 	}
+}
+
+// demoServer is a server with the demo router that logs nothing.
+func demoServer(t *testing.T) *compat.Server {
+	t.Helper()
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// demoListeners binds srv's listeners as main does: HTTP on loopback,
+// QUIC (with a development certificate) and SCTP at the addresses given.
+// The test's end closes them.
+func demoListeners(t *testing.T, srv *compat.Server, quicAddr, sctpAddr string) *listeners {
+	t.Helper()
+	dev, err := compat.NewDevCertificate(time.Hour, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := listen(srv, "127.0.0.1:0", quicAddr, sctpAddr, dev.ServerTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.close)
+	return l
 }
