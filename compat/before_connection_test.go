@@ -224,21 +224,11 @@ func TestWebRTCOfferMediaSectionsBounded(t *testing.T) {
 		for i := range 100 {
 			fmt.Fprintf(&extra, "%sm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:a%d\r\na=rtpmap:111 opus/48000/2\r\na=recvonly\r\n", prefix, i)
 		}
-		body, _ := json.Marshal(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer.SDP + extra.String()})
-		rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rsp.Body.Close()
-		if rsp.StatusCode != http.StatusBadRequest {
-			t.Errorf("an offer of 101 media sections, their lines beginning %q: %s, want 400", prefix, rsp.Status)
+		if status := postOffer(t, e, offer.SDP+extra.String()); status != http.StatusBadRequest {
+			t.Errorf("an offer of 101 media sections, their lines beginning %q: %d, want 400", prefix, status)
 		}
 	}
-	c := e.dial(t, CarrierWebRTC, ClientOptions{})
-	var out echoReq
-	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
-		t.Fatal(err)
-	}
+	webRTCStillServes(t, e)
 }
 
 // What an SCTP client sends on the unreliable stream (1) before it opens
@@ -337,6 +327,30 @@ func handshakesInProgress(s *Server) int {
 	s.handshakes.mu.Lock()
 	defer s.handshakes.mu.Unlock()
 	return len(s.handshakes.m)
+}
+
+// postOffer posts an offer of sdp to e's WebRTC signalling endpoint and
+// returns the answer's HTTP status.
+func postOffer(t *testing.T, e *carrierEnv, sdp string) int {
+	t.Helper()
+	body, _ := json.Marshal(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: sdp})
+	rsp, err := http.Post(strings.TrimPrefix(e.urls[CarrierWebRTC], "webrtc+"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsp.Body.Close()
+	return rsp.StatusCode
+}
+
+// webRTCStillServes dials e over WebRTC and makes one call: what a test
+// sent before did not stop the endpoint.
+func webRTCStillServes(t *testing.T, e *carrierEnv) {
+	t.Helper()
+	c := e.dial(t, CarrierWebRTC, ClientOptions{})
+	var out echoReq
+	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, &out); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // signalRaw signals pc's offer, with every candidate, to e's WebRTC
