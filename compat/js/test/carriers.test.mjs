@@ -335,23 +335,31 @@ test('StreamDeframer copies a packet split into small chunks a bounded number of
   }
 });
 
+/** callThenServer makes a call over a fake WebTransport session, lets
+ * the server do act(wt), and returns the call's promise once the client
+ * has closed (closing it anyway, or the call's timer would hold the test). */
+async function callThenServer(act) {
+  const { client, wt } = await wtClient();
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  act(wt);
+  await tick();
+  try {
+    assert.equal(client.state, 'closed');
+  } finally {
+    client.close();
+  }
+  return { answer, wt };
+}
+
 // PROTOCOL.md §8.3: a carrier that ends without a close notice is an
 // abnormal closure (1006), as the Go client reads a control stream's end.
 // The client returned from its read loop and went on: its calls waited
 // for answers that could no longer come, until their timeouts, and with
 // idleTimeout 0 the connection was never given up.
 test('a WebTransport control stream the server ends without a close notice is a 1006 closure', async () => {
-  const { client, wt } = await wtClient();
-  const answer = client.call('echo/say', { text: 'hi' });
-  answer.catch(() => {});
-  await tick();
-  wt.serverEnd();
-  await tick();
-  try {
-    assert.equal(client.state, 'closed');
-  } finally {
-    client.close(); // without the fix, the call's timer would hold the test
-  }
+  const { answer, wt } = await callThenServer((wt) => wt.serverEnd());
   await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1006);
   assert.ok(wt.closeInfo, 'the session was closed');
 });
@@ -361,17 +369,7 @@ test('a WebTransport control stream the server ends without a close notice is a 
 // the connection as this end's failure, 1011: it was read as a WireError,
 // and the client closed with code NaN and reported an undefined code.
 test('a WebTransport read failure that is not a violation closes with 1011', async () => {
-  const { client, wt } = await wtClient();
-  const answer = client.call('echo/say', { text: 'hi' });
-  answer.catch(() => {});
-  await tick();
-  wt.serverSend(null);
-  await tick();
-  try {
-    assert.equal(client.state, 'closed');
-  } finally {
-    client.close();
-  }
+  const { answer } = await callThenServer((wt) => wt.serverSend(null));
   await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1011 && err.reason === 'HP_ERR_INTERNAL');
 });
 
@@ -519,17 +517,7 @@ test('a long reason is cut to 123 bytes at a character boundary in a close notic
 // refuses them likewise).
 for (const kind of ['bidi', 'uni']) {
   test(`a stream the server opens (${kind}) closes the connection with 1002 HP_ERR_UNEXPECTED_STREAM`, async () => {
-    const { client, wt } = await wtClient();
-    const answer = client.call('echo/say', { text: 'hi' });
-    answer.catch(() => {});
-    await tick();
-    wt.serverOpenStream(kind);
-    await tick();
-    try {
-      assert.equal(client.state, 'closed');
-    } finally {
-      client.close(); // without the fix, the call's timer would hold the test
-    }
+    const { answer, wt } = await callThenServer((wt) => wt.serverOpenStream(kind));
     await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1002 && err.reason === 'HP_ERR_UNEXPECTED_STREAM');
     const d = new StreamDeframer();
     const notice = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'event' && p.event === '$close');
