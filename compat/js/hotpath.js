@@ -389,6 +389,18 @@ function checkTimeout(ms) {
   if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_DELAY)) throw new RangeError(`hotpath: timeout must be 0 to ${MAX_DELAY} ms, got ${ms}`);
 }
 
+/** Returns an option's value, v, once it is a number from min to max (an
+ * integer when int, or Infinity when max is): a bad option fails at
+ * construction, naming itself, not later as a timer that fires at once
+ * (NaN, a negative delay) or a limit that never holds (NaN compares false). */
+function numberOption(name, v, min, max, int = false) {
+  if (typeof v !== 'number') throw new TypeError(`hotpath: option ${name} must be a number, got ${typeof v}`);
+  if (!(v >= min && v <= max) || (int && !Number.isInteger(v) && v !== Infinity)) {
+    throw new RangeError(`hotpath: option ${name} must be ${int ? 'an integer ' : ''}from ${min} to ${max}, got ${v}`);
+  }
+  return v;
+}
+
 /** Resolves a URL against the page. For a WebSocket it maps http(s) to
  * ws(s); with `web` ('http:' or 'https:') it maps ws(s) the other way,
  * for the WebTransport and signalling URLs. */
@@ -948,29 +960,29 @@ export class Client {
     this.#carriers.push(['websocket', () => new this.#WebSocket(this.#url, SUBPROTOCOL)]);
     this.#timers = options.timers ?? defaultTimers;
     this.#random = options.random ?? Math.random;
-    this.#callTimeout = options.callTimeout ?? 30_000;
-    this.#connectTimeout = options.connectTimeout ?? 10_000;
-    this.#keepaliveInterval = options.keepaliveInterval ?? 25_000;
-    this.#idleTimeout = options.idleTimeout ?? 60_000;
-    checkTimeout(this.#callTimeout);
-    checkTimeout(this.#connectTimeout);
-    checkTimeout(this.#idleTimeout);
+    this.#callTimeout = numberOption('callTimeout', options.callTimeout ?? 30_000, 0, MAX_DELAY);
+    this.#connectTimeout = numberOption('connectTimeout', options.connectTimeout ?? 10_000, 0, MAX_DELAY);
+    this.#idleTimeout = numberOption('idleTimeout', options.idleTimeout ?? 60_000, 0, MAX_DELAY);
+    // Used only with an idleTimeout, and then under it.
+    this.#keepaliveInterval = numberOption('keepaliveInterval', options.keepaliveInterval ?? 25_000, 0, MAX_DELAY);
     if (this.#idleTimeout > 0 && !(this.#keepaliveInterval >= 1 && this.#keepaliveInterval < this.#idleTimeout)) {
-      throw new RangeError('hotpath: keepaliveInterval must be at least 1 and under idleTimeout');
+      throw new RangeError('hotpath: option keepaliveInterval must be at least 1 and under idleTimeout');
     }
-    this.#reconnect = options.reconnect === false ? null
-      : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...options.reconnect };
+    const r = options.reconnect ?? true;
+    if (r !== false && r !== true && typeof r !== 'object') throw new TypeError('hotpath: option reconnect must be an object or false');
+    this.#reconnect = r === false ? null : { minDelay: 250, maxDelay: 10_000, stableAfter: 5_000, ...r };
     if (this.#reconnect !== null) {
-      const { minDelay, maxDelay } = this.#reconnect;
-      checkTimeout(maxDelay);
-      if (!(minDelay >= 1 && minDelay <= maxDelay)) throw new RangeError('hotpath: reconnect needs 1 <= minDelay <= maxDelay');
+      const { minDelay, maxDelay, stableAfter } = this.#reconnect;
+      numberOption('reconnect.maxDelay', maxDelay, 1, MAX_DELAY);
+      numberOption('reconnect.minDelay', minDelay, 1, maxDelay);
+      numberOption('reconnect.stableAfter', stableAfter, 0, Infinity);
     }
     this.#step = this.#reconnect?.minDelay;
-    this.#maxBatch = options.maxBatch ?? 1024;
-    this.#maxMessage = options.maxMessage ?? 1 << 20;
+    this.#maxBatch = numberOption('maxBatch', options.maxBatch ?? 1024, 1, MAX_U32, true);
+    this.#maxMessage = numberOption('maxMessage', options.maxMessage ?? 1 << 20, 1, MAX_U32, true);
     this.#options = { maxBatch: this.#maxBatch, maxMessage: this.#maxMessage };
-    this.#maxQueue = options.maxQueue ?? 1024;
-    this.#maxAsks = options.maxAsks ?? 128;
+    this.#maxQueue = numberOption('maxQueue', options.maxQueue ?? 1024, 0, Infinity, true);
+    this.#maxAsks = numberOption('maxAsks', options.maxAsks ?? 128, 0, Infinity, true);
     this.#connect();
   }
 

@@ -435,6 +435,36 @@ test('options out of range are refused', () => {
   assert.equal(net.sockets.length, 0);
 });
 
+// A negative, NaN or non-number timeout or limit was taken as given: NaN
+// and '5000' passed the range checks (NaN compares false, a string was
+// never checked), and maxQueue NaN, maxMessage -1 or stableAfter 'x' were
+// never checked at all, so the limit never held or every packet was
+// refused, far from the option that caused it.
+test('a bad timeout or limit fails at construction, naming the option', () => {
+  const net = fakeSockets();
+  const make = (options) => () => new Client('ws://test.invalid/ws', { WebSocket: net.FakeWebSocket, ...options });
+  const names = ['callTimeout', 'connectTimeout', 'idleTimeout', 'keepaliveInterval', 'maxBatch', 'maxMessage', 'maxQueue', 'maxAsks'];
+  for (const name of names) {
+    for (const bad of name === 'maxQueue' || name === 'maxAsks' ? [-1, NaN] : [-1, NaN, 2 ** 53]) {
+      assert.throws(make({ [name]: bad }), (err) => err instanceof RangeError && err.message.includes(`option ${name} `), `${name}: ${bad}`);
+    }
+    assert.throws(make({ [name]: '5000' }), (err) => err instanceof TypeError && err.message.includes(`option ${name} `), `${name}: '5000'`);
+  }
+  for (const name of ['maxBatch', 'maxMessage', 'maxQueue', 'maxAsks']) {
+    assert.throws(make({ [name]: 1.5 }), (err) => err instanceof RangeError && err.message.includes(`option ${name} `), `${name}: 1.5`);
+  }
+  for (const name of ['minDelay', 'maxDelay', 'stableAfter']) {
+    assert.throws(make({ reconnect: { [name]: NaN } }), (err) => err instanceof RangeError && err.message.includes(`option reconnect.${name} `), `reconnect.${name}: NaN`);
+    assert.throws(make({ reconnect: { [name]: 'x' } }), (err) => err instanceof TypeError && err.message.includes(`option reconnect.${name} `), `reconnect.${name}: 'x'`);
+  }
+  assert.throws(make({ reconnect: 5 }), (err) => err instanceof TypeError && /option reconnect /.test(err.message));
+  assert.equal(net.sockets.length, 0);
+  // Their bounds are allowed.
+  for (const options of [{ callTimeout: 0, connectTimeout: 2 ** 31 - 1, maxQueue: 0, maxAsks: Infinity }, { idleTimeout: 0, keepaliveInterval: 0 }, { reconnect: true }]) {
+    make(options)().close();
+  }
+});
+
 test('connectTimeout 0 waits for the handshake as long as it takes', () => {
   const { client, net, clock } = newClient({ connectTimeout: 0 });
   clock.advance(3_600_000);
