@@ -37,6 +37,7 @@ const MAX_VALUE = 4096; // capability values and error messages (§2)
 const MAX_U32 = 0xffffffff;
 const MAX_CHANNEL_MESSAGE = 256 << 10; // a WebRTC data channel's message limit (§8.2)
 const MAX_BATCH_BYTES = 64 << 10; // a batch's items together (§4.7); a larger packet leaves alone
+const MAX_RECEIVE = 1 << 20; // the largest message received by default, as the Go client's
 // setTimeout fires at once for delays past 2^31-1 ms; no timer goes past it.
 const MAX_DELAY = 2 ** 31 - 1;
 const EMPTY = new Uint8Array(0);
@@ -657,10 +658,13 @@ function sessionCloseCode(code) {
  * ({serverCertificateHashes} for a development certificate).
  */
 export class WebTransportSocket extends CarrierSocket {
-  #wt; #writer = null; #dgWriter = null;
-  constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport) {
+  #wt; #writer = null; #dgWriter = null; #maxMessage;
+  /** maxMessage bounds a packet received on the control stream, checked
+   * on its length prefix, before a byte of it is kept (§8.1): 1009. */
+  constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport, { maxMessage = MAX_RECEIVE } = {}) {
     super();
     this.url = url;
+    this.#maxMessage = maxMessage;
     this.#wt = new WebTransportImpl(url, options);
     this.#wt.closed.then(
       (info) => this.gone(sessionCloseCode(info?.closeCode), info?.reason ?? ''),
@@ -680,7 +684,7 @@ export class WebTransportSocket extends CarrierSocket {
     this.#readDatagrams();
     this.#refuseStreams(this.#wt.incomingBidirectionalStreams);
     this.#refuseStreams(this.#wt.incomingUnidirectionalStreams);
-    const deframer = new StreamDeframer();
+    const deframer = new StreamDeframer(this.#maxMessage);
     const reader = stream.readable.getReader();
     for (;;) {
       const { value, done } = await reader.read();
@@ -891,6 +895,9 @@ const defaultTimers = {
  *   when its capabilities arrive (nothing but the client's own leaves before
  *   them, so no packet goes out over a limit not yet known)
  * @property {number} [maxQueue=1024] most packets queued while not connected
+ * @property {number} [maxReceive=1048576] largest message received, bytes,
+ *   announced to the server (§4.9); a larger one closes the connection
+ *   (CloseError 1009 HP_ERR_MESSAGE_TOO_BIG)
  * @property {number} [maxAsks=128] most server asks whose handlers run at
  *   once; more are answered Overloaded (7) at once
  * @property {() => number} [random=Math.random] jitter source, for tests
@@ -917,7 +924,7 @@ const defaultTimers = {
  */
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
-  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks;
+  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks; #maxReceive;
   #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
@@ -949,7 +956,7 @@ export class Client {
       const { url: wtURL, WebTransport: WT = globalThis.WebTransport, ...wtOptions } = wt;
       if (typeof WT === 'function') {
         const u = resolveURL(wtURL, 'https:');
-        this.#carriers.push(['webtransport', () => new WebTransportSocket(u, wtOptions, WT)]);
+        this.#carriers.push(['webtransport', () => new WebTransportSocket(u, wtOptions, WT, { maxMessage: this.#maxReceive })]);
       }
     }
     const rtc = options.webRTC;
@@ -983,6 +990,7 @@ export class Client {
     this.#options = { maxBatch: this.#maxBatch, maxMessage: this.#maxMessage };
     this.#maxQueue = numberOption('maxQueue', options.maxQueue ?? 1024, 0, Infinity, true);
     this.#maxAsks = numberOption('maxAsks', options.maxAsks ?? 128, 0, Infinity, true);
+    this.#maxReceive = numberOption('maxReceive', options.maxReceive ?? MAX_RECEIVE, 1, MAX_U32, true);
     this.#connect();
   }
 
@@ -1259,8 +1267,10 @@ export class Client {
     conn.openedAt = this.#timers.now();
     conn.lastRead = conn.openedAt;
     this.#watchLiveness(conn);
-    // Capabilities first, alone: it may not be a batch item (§4.7).
-    conn.ws.send(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }));
+    // Capabilities first, alone: it may not be a batch item (§4.7). They
+    // announce maxReceive, so that a server following §4.9 answers a
+    // result over it with an error instead of one this client refuses.
+    conn.ws.send(encodePacket({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', String(this.#maxReceive)]] }));
   }
 
   // onReady: the server's first capabilities arrived on conn. Only now is
@@ -1332,10 +1342,17 @@ export class Client {
       this.#violate(conn, 1003, 'HP_ERR_TEXT_MESSAGE');
       return;
     }
+    const b = toBytes(data);
+    // Over maxReceive (§7: 1009). A WebSocket or data channel has the
+    // whole message by now, but nothing keeps it; on WebTransport the
+    // control stream's deframer refused it on its length prefix.
+    if (b.length > this.#maxReceive) {
+      this.#violate(conn, 1009, 'HP_ERR_MESSAGE_TOO_BIG');
+      return;
+    }
     // A datagram carries an Emit or an Event, nothing else (PROTOCOL.md
     // §8.4): a server that sent a Result or an Ask so broke the protocol.
     if (datagram) {
-      const b = toBytes(data);
       const kind = b.length > 0 ? b[0] & ~COMPRESSED : 0;
       if (b.length > 0 && kind !== KIND_NUMBER.emit && kind !== KIND_NUMBER.event) {
         this.#violate(conn, 1008, 'HP_ERR_DATAGRAM_KIND');
@@ -1344,7 +1361,7 @@ export class Client {
     }
     let packets;
     try {
-      const p = decodePacket(toBytes(data));
+      const p = decodePacket(b);
       packets = p.kind === 'batch' ? p.items.map(decodePacket) : [p];
     } catch (err) {
       if (!(err instanceof WireError)) throw err;

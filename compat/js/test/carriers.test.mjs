@@ -113,12 +113,13 @@ test('a Client over WebTransport sends length-prefixed packets and reads answers
 
 // wtClient is a Client over a fake WebTransport session (no WebSocket,
 // no reconnect) whose server has sent its capabilities.
-async function wtClient() {
+async function wtClient(options = {}) {
   const { FakeWebTransport, sessions } = fakeWebTransport();
   const client = new Client('ws://example.test/ws', {
     webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
     WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
     reconnect: false,
+    ...options,
   });
   await tick();
   const wt = sessions[0];
@@ -543,4 +544,22 @@ test('a data channel the server opens closes the connection with 1002 HP_ERR_UNE
   const notice = decodePacket(pc.channels[0].sent.at(-1));
   assert.equal(notice.event, '$close');
   pc.close();
+});
+
+// A WebTransport packet was collected whole, up to 64 MiB, before anything
+// looked at its size. The client's maxReceive now bounds the control
+// stream's deframer, which refuses a packet on its length prefix (§8.1):
+// here the prefix alone, no byte of the packet, ends the connection.
+test('a WebTransport packet over maxReceive is refused on its length prefix with 1009', async () => {
+  const { client, wt } = await wtClient({ maxReceive: 1000 });
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  wt.serverSend(frameStreamPacket(new Uint8Array(1001)).subarray(0, 2));
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1009 && err.reason === 'HP_ERR_MESSAGE_TOO_BIG');
+  const d = new StreamDeframer();
+  const notice = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'event' && p.event === '$close');
+  assert.equal((notice.payload[0] << 8) | notice.payload[1], 4009);
+  client.close();
+  wt.close({ closeCode: 4009, reason: '' }); // the server closes the session, ending the handshake's timer
 });

@@ -129,7 +129,7 @@ test('connects with the hotpath.v1 subprotocol, binary frames, capabilities firs
   const ws = net.last;
   assert.equal(ws.protocol, SUBPROTOCOL);
   assert.equal(ws.binaryType, 'arraybuffer');
-  assert.deepEqual(ws.sent, [{ kind: 'capabilities', pairs: [['codec', 'json']] }]);
+  assert.deepEqual(ws.sent, [{ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1048576']] }]);
   assert.equal(client.state, 'open');
   client.close();
 });
@@ -1275,4 +1275,25 @@ test('an answer over the server\'s limit is replaced by an Internal error answer
   assert.equal(reported.length, 1);
   assert.ok(reported[0] instanceof RangeError && /over the server's limit of 1024/.test(reported[0].message));
   client.close();
+});
+
+// The client had no receive limit of its own: a WebSocket or data channel
+// message of any size was decoded, and a WebTransport packet of up to
+// 64 MiB was collected before anything looked at it. maxReceive bounds
+// them (1009, PROTOCOL.md §7), and the capabilities announce it (§4.9), so
+// that a server answers a result over it with an error instead.
+test('a message over maxReceive closes the connection with 1009 HP_ERR_MESSAGE_TOO_BIG', async () => {
+  const { client, net } = connected({ maxReceive: 1000, reconnect: false });
+  const ws = net.last;
+  assert.deepEqual(ws.sent[0].pairs, [['codec', 'json'], ['maxMessage', '1000']]);
+  const answer = client.call('a/b');
+  answer.catch(() => {});
+  await settle();
+  const call = ws.packets[0];
+  ws.receive({ kind: 'event', event: 'tick', payload: new Uint8Array(1000 - 6) }); // 1000 bytes: taken
+  assert.equal(client.state, 'open');
+  ws.receive({ kind: 'result', id: call.id, payload: new Uint8Array(1000) });
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1009 && err.reason === 'HP_ERR_MESSAGE_TOO_BIG');
+  assert.deepEqual(ws.closedWith, { code: 4009, reason: 'HP_ERR_MESSAGE_TOO_BIG' });
+  assert.equal(client.state, 'closed');
 });
