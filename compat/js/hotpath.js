@@ -38,6 +38,10 @@ const MAX_U32 = 0xffffffff;
 const MAX_CHANNEL_MESSAGE = 256 << 10; // a WebRTC data channel's message limit (§8.2)
 const MAX_BATCH_BYTES = 64 << 10; // a batch's items together (§4.7); a larger packet leaves alone
 const MAX_RECEIVE = 1 << 20; // the largest message received by default, as the Go client's
+const MAX_BUFFERED = 1 << 20; // bytes a carrier may hold unsent before the queue waits, by default
+// How often a backlogged connection's bufferedAmount is looked at: a
+// WebSocket has no event for it going down.
+const DRAIN_POLL = 10;
 // setTimeout fires at once for delays past 2^31-1 ms; no timer goes past it.
 const MAX_DELAY = 2 ** 31 - 1;
 const EMPTY = new Uint8Array(0);
@@ -659,6 +663,7 @@ function sessionCloseCode(code) {
  */
 export class WebTransportSocket extends CarrierSocket {
   #wt; #writer = null; #dgWriter = null; #maxMessage;
+  #buffered = 0; // bytes written to the control stream whose write has not completed
   /** maxMessage bounds a packet received on the control stream, checked
    * on its length prefix, before a byte of it is kept (§8.1): 1009. */
   constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport, { maxMessage = MAX_RECEIVE } = {}) {
@@ -731,10 +736,16 @@ export class WebTransportSocket extends CarrierSocket {
     } catch { /* the session closed, or has no such streams */ }
   }
 
-  get bufferedAmount() { return this.#writer?.desiredSize < 0 ? -this.#writer.desiredSize : 0; }
+  /** Bytes written that the stream has not taken yet, as a WebSocket's
+   * bufferedAmount counts them. The writer's desiredSize counts chunks
+   * in Chromium (a high water mark of 1), not bytes. */
+  get bufferedAmount() { return this.#buffered; }
 
   transmit(packet) {
-    this.#writer.write(frameStreamPacket(packet)).catch(() => {});
+    const framed = frameStreamPacket(packet);
+    this.#buffered += framed.length;
+    const done = () => { this.#buffered -= framed.length; };
+    this.#writer.write(framed).then(done, done);
   }
 
   /** Sends packet as one session datagram (§8.4) and reports whether it
@@ -894,7 +905,10 @@ const defaultTimers = {
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
  *   when its capabilities arrive (nothing but the client's own leaves before
  *   them, so no packet goes out over a limit not yet known)
- * @property {number} [maxQueue=1024] most packets queued while not connected
+ * @property {number} [maxQueue=1024] most packets queued while not connected,
+ *   or while the carrier holds more than maxBuffered bytes unsent
+ * @property {number} [maxBuffered=1048576] bytes the carrier may hold unsent
+ *   (its bufferedAmount) before packets wait in the queue instead
  * @property {number} [maxReceive=1048576] largest message received, bytes,
  *   announced to the server (§4.9); a larger one closes the connection
  *   (CloseError 1009 HP_ERR_MESSAGE_TOO_BIG)
@@ -924,11 +938,11 @@ const defaultTimers = {
  */
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
-  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks; #maxReceive;
+  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks; #maxReceive; #maxBuffered;
   #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
-  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer}; null while disconnected
+  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer}; null while disconnected
   #unreliableSent = 0;
   #queue = []; // pending entries and {packet, conn?, answers?} items (answers: the id of the ask answered), in order
   #flushScheduled = false;
@@ -991,6 +1005,7 @@ export class Client {
     this.#maxQueue = numberOption('maxQueue', options.maxQueue ?? 1024, 0, Infinity, true);
     this.#maxAsks = numberOption('maxAsks', options.maxAsks ?? 128, 0, Infinity, true);
     this.#maxReceive = numberOption('maxReceive', options.maxReceive ?? MAX_RECEIVE, 1, MAX_U32, true);
+    this.#maxBuffered = numberOption('maxBuffered', options.maxBuffered ?? MAX_BUFFERED, 0, Infinity);
     this.#connect();
   }
 
@@ -1186,7 +1201,7 @@ export class Client {
    * reconnecting. Calls still waiting fail with CloseError 1000. */
   close() {
     if (this.#closed) return;
-    this.#flush();
+    this.#flush(true);
     this.#closed = true;
     this.#timers.clearTimeout(this.#retryTimer);
     const err = new CloseError(1000, 'closed by client');
@@ -1204,7 +1219,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null };
+    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null, drainTimer: null };
     this.#conn = conn;
     this.#open(conn, 0);
     // A carrier that threw at once dropped conn already: no timer for it.
@@ -1507,6 +1522,7 @@ export class Client {
     this.#conn = null;
     this.#timers.clearTimeout(conn.timer);
     this.#timers.clearTimeout(conn.liveTimer);
+    this.#timers.clearTimeout(conn.drainTimer);
     for (const ac of conn.asks) ac.abort(err);
     const resend = [];
     for (const e of this.#pending.values()) {
@@ -1604,9 +1620,10 @@ export class Client {
   // add queues a pending entry or a {packet, conn} item and schedules a
   // flush at the end of the current task.
   #add(item) {
-    // Until the server's capabilities the queue waits (see #flush), so it
-    // is bounded as while disconnected.
-    const open = this.#conn !== null && this.#conn.ready;
+    // Until the server's capabilities, and while the carrier holds more
+    // than maxBuffered unsent, the queue waits (see #flush), so it is
+    // bounded as while disconnected.
+    const open = this.#conn !== null && this.#conn.ready && !this.#backlogged(this.#conn);
     if (!open && this.#queue.length >= this.#maxQueue) {
       // Calls, joins and leaves settled while queued (their timeout
       // passed), and packets for a connection that dropped (a Pong, an
@@ -1644,10 +1661,18 @@ export class Client {
   // server's capabilities, which carry those limits: a packet sent over a
   // limit not yet known would make the server close the connection (1009)
   // instead of failing alone. One that turns out to be over it fails then.
-  #flush() {
+  // Nor does anything leave while the carrier holds more than maxBuffered
+  // unsent (unless force, for close()): the rest waits in the queue, where
+  // maxQueue bounds it and calls' timeouts run, and flush looks again
+  // every DRAIN_POLL ms.
+  #flush(force = false) {
     this.#flushScheduled = false;
     const conn = this.#conn;
     if (conn === null || !conn.ready || this.#queue.length === 0) return;
+    if (!force && this.#backlogged(conn)) {
+      this.#awaitDrain(conn);
+      return;
+    }
     const queue = this.#queue;
     this.#queue = [];
     const now = this.#timers.now();
@@ -1656,7 +1681,8 @@ export class Client {
     let items = [];
     let sources = [];
     let size = 0;
-    for (const q of queue) {
+    for (let i = 0; i < queue.length; i++) {
+      const q = queue[i];
       let packet = this.#packetOf(q, conn, now);
       if (packet === null) continue;
       if (packet.length > limit) {
@@ -1666,21 +1692,45 @@ export class Client {
           continue;
         }
         // An ask's answer: the server still gets one, and its asker a
-        // reason, instead of waiting for the ask's timeout.
+        // reason, instead of waiting for the ask's timeout. Kept in q, in
+        // case q waits for the carrier below.
         this.#report(err);
-        packet = encodePacket({ kind: 'answer', id: q.answers, status: 1, code: Code.Internal, message: 'answer over the message limit' });
+        packet = q.packet = encodePacket({ kind: 'answer', id: q.answers, status: 1, code: Code.Internal, message: 'answer over the message limit' });
       }
       if (items.length > 0 && (items.length >= this.#maxBatch || size + packet.length + 5 > batchLimit - 6)) {
         this.#send(conn, items, sources);
         items = [];
         sources = [];
         size = 0;
+        if (!force && this.#backlogged(conn)) {
+          // q and what follows wait; a call is not on conn until sent.
+          if (q.packet === undefined) q.conn = null;
+          this.#queue = queue.slice(i).concat(this.#queue);
+          this.#awaitDrain(conn);
+          return;
+        }
       }
       items.push(packet);
       sources.push(q);
       size += packet.length + 5;
     }
     if (items.length > 0) this.#send(conn, items, sources);
+  }
+
+  // backlogged reports whether conn's carrier holds more than maxBuffered
+  // bytes it has not sent yet. A page sending faster than its link grew
+  // the browser's buffer without bound (and a data channel's past its
+  // send queue, which then closes it in some browsers).
+  #backlogged(conn) {
+    return conn.ws.bufferedAmount > this.#maxBuffered;
+  }
+
+  #awaitDrain(conn) {
+    if (conn.drainTimer !== null) return;
+    conn.drainTimer = this.#timers.setTimeout(() => {
+      conn.drainTimer = null;
+      if (conn === this.#conn) this.#flush();
+    }, DRAIN_POLL);
   }
 
   // fail settles a queued item that cannot leave with err, or reports err

@@ -35,7 +35,7 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
  * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
  * control stream, `serverEnd` ends it, `serverOpenStream('bidi' or 'uni')`
  * opens another, and `written` collects what the client wrote. */
-function fakeWebTransport({ fail = false } = {}) {
+function fakeWebTransport({ fail = false, hold = false } = {}) {
   const sessions = [];
   class FakeWebTransport {
     constructor(url, options) {
@@ -72,9 +72,18 @@ function fakeWebTransport({ fail = false } = {}) {
     }
     async createBidirectionalStream() {
       const self = this;
+      // With hold, a write completes only when the test calls release():
+      // a stream the network drains slower than the page writes.
+      const held = [];
+      this.release = () => { for (const done of held.splice(0)) done(); };
       return {
         readable: this.readable,
-        writable: new WritableStream({ write(chunk) { self.written.push(chunk); } }),
+        writable: new WritableStream({
+          write(chunk) {
+            self.written.push(chunk);
+            if (hold) return new Promise((resolve) => held.push(resolve));
+          },
+        }),
       };
     }
     close(info) { this.closeInfo = info; this.closeSession(info); }
@@ -562,4 +571,26 @@ test('a WebTransport packet over maxReceive is refused on its length prefix with
   assert.equal((notice.payload[0] << 8) | notice.payload[1], 4009);
   client.close();
   wt.close({ closeCode: 4009, reason: '' }); // the server closes the session, ending the handshake's timer
+});
+
+// WebTransportSocket's bufferedAmount was the writer's negative desiredSize,
+// which counts chunks, not bytes (a high water mark of 1 in Chromium):
+// megabytes of writes waiting on a slow stream read as a handful, and the
+// client's maxBuffered never held. It now counts the bytes of writes not
+// completed, as a WebSocket's bufferedAmount does.
+test('WebTransportSocket.bufferedAmount counts the bytes of writes not yet completed', async () => {
+  const { FakeWebTransport, sessions } = fakeWebTransport({ hold: true });
+  const s = new WebTransportSocket('https://example.test/wt', {}, FakeWebTransport);
+  await tick();
+  assert.equal(s.readyState, 1);
+  for (let i = 0; i < 4; i++) s.send(new Uint8Array(1000));
+  assert.equal(s.bufferedAmount, 4 * 1002);
+  for (let i = 0; i < 100 && s.bufferedAmount > 0; i++) {
+    sessions[0].release();
+    await tick();
+  }
+  assert.equal(s.bufferedAmount, 0);
+  assert.equal(sessions[0].written.length, 4);
+  s.onclose = () => {};
+  sessions[0].closeSession({ closeCode: 1000, reason: '' });
 });

@@ -1297,3 +1297,53 @@ test('a message over maxReceive closes the connection with 1009 HP_ERR_MESSAGE_T
   assert.deepEqual(ws.closedWith, { code: 4009, reason: 'HP_ERR_MESSAGE_TOO_BIG' });
   assert.equal(client.state, 'closed');
 });
+
+// Nothing watched the carrier's bufferedAmount: a page sending faster than
+// its link (emits in a loop, calls it does not wait for) grew the
+// browser's send buffer without bound. Past maxBuffered, packets now wait
+// in the queue, which maxQueue bounds as while disconnected: calls wait
+// (their timeouts running), and past maxQueue everything fails with
+// Overloaded (7), thrown by the sends that return nothing.
+test('past maxBuffered, packets wait in the queue; past maxQueue they fail with Overloaded', async () => {
+  const { client, net, clock } = connected({ maxBuffered: 1000, maxQueue: 3 });
+  const ws = net.last;
+  ws.bufferedAmount = 1001; // the link is slower than the page
+  client.event('e', 1);
+  const answer = client.call('a/b', 1);
+  client.notify('n/n', 3);
+  await settle();
+  assert.deepEqual(ws.packets, [], 'sent past maxBuffered');
+  assert.throws(() => client.event('e', 4), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+  await assert.rejects(client.call('a/b', 5), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+  clock.advance(1000);
+  await settle();
+  assert.deepEqual(ws.packets, [], 'sent while still over maxBuffered');
+  ws.bufferedAmount = 1000;
+  clock.advance(1000);
+  await settle();
+  const batch = ws.packets;
+  assert.equal(batch.length, 1);
+  assert.deepEqual(batch[0].items.map((b) => decodePacket(b).kind), ['event', 'call', 'call']);
+  const call = decodePacket(batch[0].items[1]);
+  ws.receive({ kind: 'result', id: call.id, payload: json('ok') });
+  assert.equal(await answer, 'ok');
+  client.close();
+});
+
+// A flush of many packets stops as soon as the carrier is over
+// maxBuffered, so that one task's burst does not fill the browser's buffer
+// either: the rest waits its turn.
+test('a flush stops sending once the carrier is over maxBuffered; close() sends the rest', async () => {
+  const { client, net } = connected({ maxBuffered: 50_000 });
+  const ws = net.last;
+  ws.bufferedAmount = 0;
+  const send = ws.send.bind(ws);
+  ws.send = (data) => { send(data); ws.bufferedAmount += data.length; };
+  const calls = [1, 2, 3].map((n) => client.call('a/b', new Uint8Array(40_000).fill(n), { raw: true }));
+  for (const c of calls) c.catch(() => {});
+  await settle();
+  assert.equal(ws.packets.length, 2, 'a 40 KB call after 80 KB buffered was sent');
+  client.close();
+  assert.equal(ws.packets.length, 3, 'close() left a queued call unsent');
+  await assert.rejects(calls[2], (err) => err instanceof CloseError && err.code === 1000);
+});
