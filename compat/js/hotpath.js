@@ -942,7 +942,7 @@ export class Client {
   #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
-  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer}; null while disconnected
+  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer, shareTimer, startedAt}; null while disconnected
   #unreliableSent = 0;
   #queue = []; // pending entries and {packet, conn?, answers?} items (answers: the id of the ask answered), in order
   #flushScheduled = false;
@@ -1219,7 +1219,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null, drainTimer: null };
+    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null, drainTimer: null, shareTimer: null, startedAt: this.#timers.now() };
     this.#conn = conn;
     this.#open(conn, 0);
     // A carrier that threw at once dropped conn already: no timer for it.
@@ -1235,8 +1235,11 @@ export class Client {
 
   // open tries the carriers from the i-th on: one that fails before it
   // opens gives way to the next (WebTransport, then a data channel, then
-  // WebSocket), within the same connect attempt and its timeout.
+  // WebSocket), within the same connect attempt and its timeout. One that
+  // neither opens nor fails is given up once it has had its share of the
+  // connect timeout (see below).
   #open(conn, i) {
+    this.#timers.clearTimeout(conn.shareTimer);
     const [name, make] = this.#carriers[i];
     const fallBack = i + 1 < this.#carriers.length
       ? () => { if (conn === this.#conn && conn.openedAt < 0) this.#open(conn, i + 1); }
@@ -1251,6 +1254,25 @@ export class Client {
     }
     conn.ws = ws;
     conn.carrier = name;
+    const giveUp = () => {
+      conn.ws = null;
+      try { ws.close(); } catch { /* never opened */ }
+      fallBack();
+    };
+    // A carrier that hangs would take the whole connect timeout, and the
+    // next attempt would try it again: Chromium gives up on a silent UDP
+    // port (WebTransport, WebRTC) only after about 4 s, so with a shorter
+    // connectTimeout a firewalled WebTransport never fell back at all.
+    // Each carrier but the last gets what is left of the timeout divided
+    // by the carriers left to try: with the default 10 s, WebTransport 5 s
+    // before WebSocket, or 3.3 s before WebRTC. Without a connect timeout
+    // a carrier has as long as the browser gives it.
+    if (fallBack !== null && this.#connectTimeout > 0) {
+      const left = this.#connectTimeout - (this.#timers.now() - conn.startedAt);
+      conn.shareTimer = this.#timers.setTimeout(() => {
+        if (conn.ws === ws && conn.openedAt < 0) giveUp();
+      }, left / (this.#carriers.length - i));
+    }
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => { if (conn.ws === ws) this.#onOpen(conn); };
     ws.onmessage = (ev) => { if (conn.ws === ws) this.#onMessage(conn, ev.data, ev.datagram === true); };
@@ -1265,9 +1287,7 @@ export class Client {
     ws.onerror = () => {
       if (conn.ws !== ws || conn.openedAt >= 0) return;
       if (fallBack !== null) {
-        conn.ws = null;
-        try { ws.close(); } catch { /* never opened */ }
-        fallBack();
+        giveUp();
         return;
       }
       this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_FAILED'));
@@ -1279,6 +1299,7 @@ export class Client {
   // upgrade kept what was queued waiting until idleTimeout.
   #onOpen(conn) {
     if (conn !== this.#conn) return;
+    this.#timers.clearTimeout(conn.shareTimer);
     conn.openedAt = this.#timers.now();
     conn.lastRead = conn.openedAt;
     this.#watchLiveness(conn);
@@ -1523,6 +1544,7 @@ export class Client {
     this.#timers.clearTimeout(conn.timer);
     this.#timers.clearTimeout(conn.liveTimer);
     this.#timers.clearTimeout(conn.drainTimer);
+    this.#timers.clearTimeout(conn.shareTimer);
     for (const ac of conn.asks) ac.abort(err);
     const resend = [];
     for (const e of this.#pending.values()) {

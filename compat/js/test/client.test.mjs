@@ -1347,3 +1347,33 @@ test('a flush stops sending once the carrier is over maxBuffered; close() sends 
   assert.equal(ws.packets.length, 3, 'close() left a queued call unsent');
   await assert.rejects(calls[2], (err) => err instanceof CloseError && err.code === 1000);
 });
+
+// With a connectTimeout under about 4 s, a WebTransport whose UDP port a
+// firewall drops never fell back to WebSocket: Chromium gives up on it
+// only after about 4 s, the connect timeout ended the attempt first, and
+// the next attempt tried WebTransport again. A carrier that neither opens
+// nor fails now gets only its share of the connect timeout.
+test('a WebTransport that hangs gives way to WebSocket within a short connectTimeout', () => {
+  const sessions = [];
+  class HungWebTransport {
+    constructor() {
+      this.ready = new Promise(() => {}); // a silent UDP port
+      this.closed = new Promise((resolve) => { this.end = resolve; });
+      sessions.push(this);
+    }
+    close(info) { this.closeInfo = info; this.end(info); }
+  }
+  const { client, net, clock } = newClient({
+    connectTimeout: 3000,
+    webTransport: { url: 'https://test.invalid/wt', WebTransport: HungWebTransport },
+  });
+  assert.equal(sessions.length, 1);
+  assert.equal(net.sockets.length, 0);
+  clock.advance(3000 - 1);
+  assert.equal(net.sockets.length, 1, 'no WebSocket within connectTimeout');
+  assert.ok(sessions[0].closeInfo, 'the hung session was left open');
+  net.last.open();
+  assert.equal(client.state, 'open');
+  assert.equal(client.carrier, 'websocket');
+  client.close();
+});
