@@ -664,6 +664,7 @@ function sessionCloseCode(code) {
 export class WebTransportSocket extends CarrierSocket {
   #wt; #writer = null; #dgWriter = null; #maxMessage;
   #buffered = 0; // bytes written to the control stream whose write has not completed
+  #dgBuffered = 0; // the same for datagrams
   /** maxMessage bounds a packet received on the control stream, checked
    * on its length prefix, before a byte of it is kept (§8.1): 1009. */
   constructor(url, options = {}, WebTransportImpl = globalThis.WebTransport, { maxMessage = MAX_RECEIVE } = {}) {
@@ -755,9 +756,14 @@ export class WebTransportSocket extends CarrierSocket {
     const dg = this.#wt.datagrams;
     if (this.readyState !== 1 || !dg?.writable || packet.length > (dg.maxDatagramSize ?? 0)) return false;
     this.#dgWriter ??= dg.writable.getWriter();
-    this.#dgWriter.write(packet).catch(() => {});
+    this.#dgBuffered += packet.length;
+    const done = () => { this.#dgBuffered -= packet.length; };
+    this.#dgWriter.write(packet).then(done, done);
     return true;
   }
+
+  /** Bytes of datagrams written and not yet taken by the session. */
+  get unreliableBufferedAmount() { return this.#dgBuffered; }
 
   closeCarrier(code, reason) {
     try { this.#wt.close({ closeCode: code, reason }); } catch { /* closed already */ }
@@ -846,9 +852,15 @@ export class DataChannelSocket extends CarrierSocket {
    * went: not before that channel is open. */
   transmitUnreliable(packet) {
     if (this.readyState !== 1 || this.#udc.readyState !== 'open') return false;
-    this.#udc.send(packet);
+    try {
+      this.#udc.send(packet);
+    } catch {
+      return false; // closing under us: the control channel says why
+    }
     return true;
   }
+
+  get unreliableBufferedAmount() { return this.#udc.bufferedAmount; }
 
   closeCarrier() {
     // A signalling server that never answers must not hold the request
@@ -943,7 +955,7 @@ export class Client {
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer, shareTimer, startedAt}; null while disconnected
-  #unreliableSent = 0;
+  #unreliableSent = 0; #unreliableDropped = 0;
   #queue = []; // pending entries and {packet, conn?, answers?} items (answers: the id of the ask answered), in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
@@ -1136,6 +1148,10 @@ export class Client {
    * never retransmitted channel, and the server relays it to the members
    * the same way where it can. On WebSocket, before the connection is
    * open, or when it does not fit a datagram, it is sent as emit sends it.
+   * When the unreliable path holds more than maxBuffered bytes unsent, it
+   * is dropped (counted in unreliableDropped), as the network would drop
+   * it: queued, it would arrive late behind the emits that made it wait,
+   * and sent reliably, it would delay everything else.
    * @param {string} room
    * @param {string} event
    * @param {*} [data]
@@ -1143,10 +1159,18 @@ export class Client {
    */
   emitUnreliable(room, event, data, { exceptSelf = false } = {}) {
     const packet = this.#emitPacket(room, event, data, exceptSelf);
-    const conn = this.#conn;
-    if (conn !== null && conn.ready && conn.ws.transmitUnreliable?.(packet)) {
-      this.#unreliableSent++;
-      return;
+    const ws = this.#conn?.ready ? this.#conn.ws : null;
+    if (ws?.transmitUnreliable !== undefined) {
+      // Datagram writes nobody waited for piled up in the stream's queue
+      // without bound, as did a data channel's bufferedAmount.
+      if (ws.unreliableBufferedAmount > this.#maxBuffered) {
+        this.#unreliableDropped++;
+        return;
+      }
+      if (ws.transmitUnreliable(packet)) {
+        this.#unreliableSent++;
+        return;
+      }
     }
     this.#add({ packet });
   }
@@ -1154,6 +1178,10 @@ export class Client {
   /** How many emitUnreliable calls left unreliably (as datagrams or on the
    * unreliable channel) rather than as emit sends them. */
   get unreliableSent() { return this.#unreliableSent; }
+
+  /** How many emitUnreliable calls were dropped because the unreliable
+   * path held more than maxBuffered bytes unsent. */
+  get unreliableDropped() { return this.#unreliableDropped; }
 
   /**
    * Listens to the emits of event in room, including the presence events

@@ -34,8 +34,10 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
 /** fakeWebTransport returns a WebTransport class whose sessions the test
  * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
  * control stream, `serverEnd` ends it, `serverOpenStream('bidi' or 'uni')`
- * opens another, and `written` collects what the client wrote. */
-function fakeWebTransport({ fail = false, hold = false } = {}) {
+ * opens another, and `written` collects what the client wrote. With
+ * `hold`, a control stream write completes only at `release()`; with
+ * `holdDatagrams`, the session takes the first datagram and no more. */
+function fakeWebTransport({ fail = false, hold = false, holdDatagrams = false } = {}) {
   const sessions = [];
   class FakeWebTransport {
     constructor(url, options) {
@@ -65,7 +67,12 @@ function fakeWebTransport({ fail = false, hold = false } = {}) {
       this.serverDatagram = (bytes) => pushDatagram.enqueue(bytes);
       this.datagrams = {
         readable: new ReadableStream({ start(c) { pushDatagram = c; } }),
-        writable: new WritableStream({ write(chunk) { self.sentDatagrams.push(chunk); } }),
+        writable: new WritableStream({
+          write(chunk) {
+            self.sentDatagrams.push(chunk);
+            if (holdDatagrams) return new Promise(() => {}); // the session takes no more
+          },
+        }),
         maxDatagramSize: 1200,
       };
       sessions.push(this);
@@ -122,8 +129,8 @@ test('a Client over WebTransport sends length-prefixed packets and reads answers
 
 // wtClient is a Client over a fake WebTransport session (no WebSocket,
 // no reconnect) whose server has sent its capabilities.
-async function wtClient(options = {}) {
-  const { FakeWebTransport, sessions } = fakeWebTransport();
+async function wtClient(options = {}, fake = {}) {
+  const { FakeWebTransport, sessions } = fakeWebTransport(fake);
   const client = new Client('ws://example.test/ws', {
     webTransport: { url: 'https://example.test/wt', WebTransport: FakeWebTransport },
     WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
@@ -593,4 +600,65 @@ test('WebTransportSocket.bufferedAmount counts the bytes of writes not yet compl
   assert.equal(sessions[0].written.length, 4);
   s.onclose = () => {};
   sessions[0].closeSession({ closeCode: 1000, reason: '' });
+});
+
+// Datagram writes were not waited for: when the session took them slower
+// than the page wrote (a congested path), they piled up in the datagram
+// stream's queue without bound, however stale. Past maxBuffered bytes
+// not yet taken, emitUnreliable now drops them, as the network would.
+test('emitUnreliable drops a datagram when those not yet taken are over maxBuffered', async () => {
+  const { client, wt } = await wtClient({ maxBuffered: 2000 }, { holdDatagrams: true });
+  const joined = client.join('r');
+  await tick();
+  const d = new StreamDeframer();
+  const join = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'join');
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: join.id, payload: new TextEncoder().encode('{"members":1}') })));
+  await joined;
+  const streamed = wt.written.length;
+  const pos = { x: 'x'.repeat(980) }; // an emit of 1000 bytes
+  for (let i = 0; i < 4; i++) client.emitUnreliable('r', 'pos', pos);
+  await tick();
+  assert.equal(client.unreliableSent, 3);
+  assert.equal(client.unreliableDropped, 1);
+  assert.equal(wt.written.length, streamed, 'a dropped datagram was sent on the control stream');
+  client.close();
+});
+
+// The same over WebRTC: the unreliable channel's bufferedAmount grew
+// without bound, and a send it refused (a channel closing under it)
+// threw out of emitUnreliable, an error no caller expects of an emit.
+test('emitUnreliable over a data channel drops past maxBuffered and goes reliably when the channel refuses', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+  const client = new Client('ws://example.test/ws', {
+    webRTC: { url: 'http://example.test/rtc', RTCPeerConnection: FakeRTCPeerConnection, fetch },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false, maxBuffered: 2000,
+  });
+  await tick();
+  const [dc, udc] = pcs[0].channels;
+  dc.readyState = 'open';
+  udc.readyState = 'open';
+  udc.bufferedAmount = 0;
+  dc.onopen();
+  const receive = (p) => dc.onmessage({ data: encodePacket(p).slice().buffer });
+  receive({ kind: 'capabilities', pairs: [['codec', 'json']] });
+  const joined = client.join('r');
+  await tick();
+  const join = dc.sent.map(decodePacket).find((p) => p.kind === 'join');
+  receive({ kind: 'result', id: join.id, payload: new TextEncoder().encode('{"members":1}') });
+  await joined;
+  client.emitUnreliable('r', 'pos', 1);
+  assert.equal(client.unreliableSent, 1);
+  udc.bufferedAmount = 2001;
+  client.emitUnreliable('r', 'pos', 2);
+  assert.equal(client.unreliableDropped, 1);
+  udc.bufferedAmount = 0;
+  udc.send = () => { throw new Error('OperationError'); };
+  client.emitUnreliable('r', 'pos', 3);
+  await tick();
+  assert.deepEqual(dc.sent.map(decodePacket).filter((p) => p.kind === 'emit').map((p) => new TextDecoder().decode(p.payload)), ['3']);
+  assert.equal(client.unreliableSent, 1);
+  client.close();
+  pcs[0].close();
 });
