@@ -37,7 +37,10 @@ const MAX_VALUE = 4096; // capability values and error messages (§2)
 const MAX_U32 = 0xffffffff;
 const MAX_CHANNEL_MESSAGE = 256 << 10; // a WebRTC data channel's message limit (§8.2)
 const MAX_BATCH_BYTES = 64 << 10; // a batch's items together (§4.7); a larger packet leaves alone
-const MAX_RECEIVE = 1 << 20; // the largest message received by default, as the Go client's
+// The largest message received by default: a bound against a broken or
+// hostile server, above the 1 MiB a server takes by default, since its
+// answers may be larger than the calls (a download, a list).
+const MAX_RECEIVE = 16 << 20;
 const MAX_BUFFERED = 1 << 20; // bytes a carrier may hold unsent before the queue waits, by default
 // How often a backlogged connection's bufferedAmount is looked at: a
 // WebSocket has no event for it going down.
@@ -921,7 +924,7 @@ const defaultTimers = {
  *   or while the carrier holds more than maxBuffered bytes unsent
  * @property {number} [maxBuffered=1048576] bytes the carrier may hold unsent
  *   (its bufferedAmount) before packets wait in the queue instead
- * @property {number} [maxReceive=1048576] largest message received, bytes,
+ * @property {number} [maxReceive=16777216] largest message received, bytes,
  *   announced to the server (§4.9); a larger one closes the connection
  *   (CloseError 1009 HP_ERR_MESSAGE_TOO_BIG)
  * @property {number} [maxAsks=128] most server asks whose handlers run at

@@ -129,7 +129,7 @@ test('connects with the hotpath.v1 subprotocol, binary frames, capabilities firs
   const ws = net.last;
   assert.equal(ws.protocol, SUBPROTOCOL);
   assert.equal(ws.binaryType, 'arraybuffer');
-  assert.deepEqual(ws.sent, [{ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1048576']] }]);
+  assert.deepEqual(ws.sent, [{ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '16777216']] }]);
   assert.equal(client.state, 'open');
   client.close();
 });
