@@ -553,6 +553,15 @@ function wireError(code, message, closeCode) {
   return err;
 }
 
+/** The ArrayBuffer of packet, a copy only when the view covers part of
+ * its buffer: the packets a carrier delivers (the deframer's, a data
+ * channel's message) are whole buffers already, and were copied once more
+ * each, up to maxReceive bytes. */
+function ownBuffer(packet) {
+  const { buffer, byteOffset, byteLength } = packet;
+  return byteOffset === 0 && byteLength === buffer.byteLength ? buffer : buffer.slice(byteOffset, byteOffset + byteLength);
+}
+
 /** The base of the adapters: the WebSocket-like surface and the closing
  * handshake; subclasses provide #transmit and #shutdown. */
 class CarrierSocket {
@@ -566,7 +575,7 @@ class CarrierSocket {
     if (this.readyState === 3) return;
     const notice = parseCloseNotice(packet);
     if (notice === null) {
-      if (this.readyState === 1) this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length) });
+      if (this.readyState === 1) this.onmessage?.({ data: ownBuffer(packet) });
       return;
     }
     if (notice.bad) {
@@ -590,7 +599,7 @@ class CarrierSocket {
    * checks its kind: only an Emit or an Event may travel so. */
   deliverDatagram(packet) {
     if (this.readyState !== 1) return;
-    this.onmessage?.({ data: packet.buffer.slice(packet.byteOffset, packet.byteOffset + packet.length), datagram: true });
+    this.onmessage?.({ data: ownBuffer(packet), datagram: true });
   }
 
   /** Closes for a protocol violation this end found (§7): the notice

@@ -320,14 +320,17 @@ test('close() while a WebTransport session opens starts no fallback WebSocket', 
 function bytesCopied(fn) {
   const proto = Object.getPrototypeOf(Uint8Array.prototype);
   const { set, slice } = proto;
+  const bufferSlice = ArrayBuffer.prototype.slice;
   let n = 0;
   proto.set = function (src, offset) { n += src.length; return set.call(this, src, offset); };
   proto.slice = function (start, end) { const r = slice.call(this, start, end); n += r.length; return r; };
+  ArrayBuffer.prototype.slice = function (start, end) { const r = bufferSlice.call(this, start, end); n += r.byteLength; return r; };
   try {
     fn();
   } finally {
     proto.set = set;
     proto.slice = slice;
+    ArrayBuffer.prototype.slice = bufferSlice;
   }
   return n;
 }
@@ -660,5 +663,26 @@ test('emitUnreliable over a data channel drops past maxBuffered and goes reliabl
   assert.deepEqual(dc.sent.map(decodePacket).filter((p) => p.kind === 'emit').map((p) => new TextDecoder().decode(p.payload)), ['3']);
   assert.equal(client.unreliableSent, 1);
   client.close();
+  pcs[0].close();
+});
+
+// Every packet a carrier delivered was copied into a new ArrayBuffer,
+// though it was one already (a data channel's message, a packet the
+// deframer cut out): one more copy of each message, up to maxReceive.
+test('a data channel message is delivered without a copy', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+  const s = new DataChannelSocket('http://example.test/rtc', { RTCPeerConnection: FakeRTCPeerConnection, fetch });
+  await tick();
+  const dc = pcs[0].channels[0];
+  dc.readyState = 'open';
+  dc.onopen();
+  const got = [];
+  s.onmessage = (ev) => got.push(ev.data);
+  const message = encodePacket({ kind: 'event', event: 'big', payload: new Uint8Array(1 << 20) }).slice().buffer;
+  const copied = bytesCopied(() => dc.onmessage({ data: message }));
+  assert.equal(got.length, 1);
+  assert.equal(got[0].byteLength, message.byteLength);
+  assert.ok(copied < 1024, `${copied} bytes copied to deliver a message of ${message.byteLength}`);
   pcs[0].close();
 });
