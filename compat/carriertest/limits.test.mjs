@@ -65,8 +65,9 @@ test('a call over the server\'s maxMessage fails alone with a RangeError, on eac
 });
 
 // 'ɐ' (2 bytes of UTF-8) uppercases to 'Ɐ' (3 bytes): the answer is half
-// again as large as the call. The client announces no maxMessage, so the
-// server sends answers of any size, but a data channel carries 256 KiB at
+// again as large as the call. The client announces its maxReceive (16 MiB
+// by default) as maxMessage, so the server sends answers up to that, over
+// its own limit, but a data channel carries 256 KiB at
 // most: there the server answers Error 4 (Internal) instead, and the
 // connection stays (PROTOCOL.md §4.9, §8.1).
 test('an answer larger than the call: over the server\'s own limit it arrives; over a data channel\'s it is Error 4', async () => {
