@@ -82,7 +82,11 @@ func BenchmarkBroadcast(b *testing.B) {
 				for r, c := range conns {
 					switch bc.mode {
 					case "shared":
-						queued[r], _ = c.BroadcastFrame(pm)
+						f, err := c.BroadcastFrame(pm)
+						if err != nil {
+							b.Fatal(err)
+						}
+						queued[r] = f
 					case "per-recipient":
 						f, ok := c.AppendCompressedFrame(bufs[r][:0], wsframe.OpText, payload)
 						if !ok {
@@ -95,6 +99,13 @@ func BenchmarkBroadcast(b *testing.B) {
 				}
 			}
 			reportCPU(b, i, cpuTime()-startCPU)
+			// Every recipient must hold a compressed frame (RSV1, RFC 7692
+			// §6), or the rows would compare compressing with not.
+			for r, f := range queued {
+				if compressed := len(f) > 0 && f[0]&0x40 != 0; compressed != (bc.mode != "plain") {
+					b.Fatalf("recipient %d: frame compressed %v in mode %s", r, compressed, bc.mode)
+				}
+			}
 			b.ReportMetric(float64(Deflates()-before)/float64(i), "deflates/emit")
 			b.ReportMetric(float64(len(queued[0])), "frame-B")
 		})
@@ -175,7 +186,7 @@ func streams() []struct {
 }
 
 // BenchmarkContextTakeover compresses a stream of messages: one-shot (no
-// context takeover) against context takeover with the default 4 KiB of
+// context takeover) against context takeover with the default 1 KiB of
 // history and with the whole 32 KiB window. burst sends the stream on one
 // connection, so its pooled compressor resumes from one message to the
 // next; interleaved deals the stream round-robin to 64 connections, so
