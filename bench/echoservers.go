@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	coder "github.com/coder/websocket"
@@ -55,6 +56,7 @@ func (srv echoServer) message(payload []byte) ([]byte, int) {
 
 var echoServers = []echoServer{
 	{Library: "gorilla/websocket", Role: Peer, Mode: "goroutine", Handshake: true, Serve: serveGorilla},
+	{Library: "gorilla/websocket (write buffer pool)", Role: Peer, Mode: "goroutine", Handshake: true, Serve: serveGorillaPooled},
 	{Library: "lxzan/gws", Role: Peer, Mode: "goroutine", Handshake: true, Serve: serveGws},
 	{Library: "gobwas/ws", Role: Peer, Mode: "goroutine", Handshake: true, Serve: serveGobwas},
 	{Library: "coder/websocket", Role: Peer, Mode: "goroutine", Handshake: true, Serve: serveCoder},
@@ -104,7 +106,18 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 // serveGorilla: net/http, Upgrade, then NextReader into a reused buffer and
 // WriteMessage. (ReadMessage would allocate a new slice per message.)
 func serveGorilla(ln net.Listener) (func(), error) {
-	up := gorilla.Upgrader{}
+	return serveGorillaWith(ln, gorilla.Upgrader{})
+}
+
+// serveGorillaPooled is serveGorilla with a WriteBufferPool, the setting
+// gorilla's documentation gives for many connections that write little: a
+// connection holds a write buffer only while it writes, as hotpath's do,
+// instead of for its whole life.
+func serveGorillaPooled(ln net.Listener) (func(), error) {
+	return serveGorillaWith(ln, gorilla.Upgrader{WriteBufferPool: &sync.Pool{}})
+}
+
+func serveGorillaWith(ln net.Listener, up gorilla.Upgrader) (func(), error) {
 	return serveHTTP(ln, func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
