@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -146,12 +147,40 @@ func ratioLegend(s ScenarioResult) string {
 		parts = append(parts, fmt.Sprintf("*of limit*: the row's %s as a fraction of the limit row's (1.00× would be at the physical limit)", hm.Unit))
 	}
 	if s.hasRole(Ours) {
-		parts = append(parts, fmt.Sprintf("*hotpath ×*: how many times better hotpath's %s is than the row's (above 1: hotpath ahead)", hm.Unit))
+		parts = append(parts, fmt.Sprintf("*hotpath ×*: how many times better hotpath's %s is than the row's (above 1: hotpath ahead)%s", hm.Unit, oursReferenceNote(s)))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("Ratios compare %s (%s), trial by trial within a round, and show the median of those ratios. %s.", hm.Unit, word, strings.Join(parts, "; "))
+}
+
+// oursReferenceNote names the row *hotpath ×* compares with when a case has
+// more than one hotpath row: the first valid one in table order (see
+// CaseResult.reference). Without it a reader takes a ratio against one
+// hotpath row for a ratio against another.
+func oursReferenceNote(s ScenarioResult) string {
+	several := false
+	var refs []string
+	for _, c := range s.Cases {
+		n := 0
+		for _, r := range c.Rows {
+			if r.Role == Ours {
+				n++
+			}
+		}
+		several = several || n > 1
+		if ref, ok := c.reference(Ours); ok && !slices.Contains(refs, ref.Library) {
+			refs = append(refs, ref.Library)
+		}
+	}
+	switch {
+	case !several:
+		return ""
+	case len(refs) == 1:
+		return fmt.Sprintf("; hotpath's row is *%s*, the first hotpath row, and the other hotpath rows get no ratio", refs[0])
+	}
+	return "; hotpath's row is the first valid hotpath row of each case, and the other hotpath rows get no ratio"
 }
 
 // footer is the line under every table: machine, toolchain, load, method

@@ -69,6 +69,23 @@ func TestMarkdownTable(t *testing.T) {
 	}
 }
 
+// With two hotpath rows in a case, the legend names the one the hotpath ×
+// column compares with; with one, it names none.
+func TestMarkdownNamesTheHotpathReference(t *testing.T) {
+	s := sampleScenario()
+	if md := renderScenarioMarkdown(s, 2, ""); strings.Contains(md, "the first hotpath row") {
+		t.Errorf("one hotpath row per case, yet the legend names it:\n%s", md)
+	}
+	for i := range s.Cases {
+		second := RowResult{Library: "hotpath (Prepared)", Role: Ours, Samples: s.Cases[i].Rows[0].Samples}
+		s.Cases[i].Rows = append(s.Cases[i].Rows, second)
+	}
+	md := renderScenarioMarkdown(s, 2, "")
+	if want := "hotpath's row is *hotpath*, the first hotpath row, and the other hotpath rows get no ratio"; !strings.Contains(md, want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md)
+	}
+}
+
 func TestMarkdownWithoutOursHasNoHotpathColumn(t *testing.T) {
 	s := sampleScenario()
 	for i := range s.Cases {
