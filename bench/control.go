@@ -42,7 +42,8 @@ func init() {
 			"and cancelling a 15 s call timeout " +
 			"with hotpath's scheduler (one runtime timer per scheduler, 1 ms buckets) against " +
 			"time.AfterFunc and Stop; pushing an idle deadline out on every read (scheduler " +
-			"ResetAfter against time.Timer.Reset). Events: emitting to 1 and to 8 listeners with " +
+			"ResetAfter with 1 s buckets, the granularity its README gives for idle deadlines, " +
+			"against time.Timer.Reset). Events: emitting to 1 and to 8 listeners with " +
 			"hotpath's emitter against a slice of listeners behind a sync.RWMutex. Dispatch: the " +
 			"packet-kind branch (dispatch.Dispatcher against a switch and a map of handlers) and " +
 			"routing one of 64 method names read from the wire (dispatch.Router against a map " +
@@ -211,6 +212,9 @@ func setupAfterFunc() (func(int) error, func(), error) {
 	}, release, nil
 }
 
+// setupSchedulerReset uses 1 s buckets, as an idle deadline is armed (the
+// scheduler's README): a reset within the deadline's bucket is cheap, and
+// that coarseness is what the row measures against Timer.Reset.
 func setupSchedulerReset() (func(int) error, func(), error) {
 	s := scheduler.New(func([]int) {}, scheduler.WithGranularity(time.Second))
 	for k := range pendingDeadlines {
