@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,15 +114,52 @@ func openEchoRow(srv echoServer, size, window int, d time.Duration) func(context
 			payload[i] = 'a' + byte(i%26)
 		}
 		msg, answer := srv.message(payload)
+		frame := appendClientFrame(nil, 0x2, msg, newMaskKey())
+		if srv.Handshake {
+			// The timed loop checks lengths only, so check one answer's
+			// bytes here: a server that echoed the masked bytes, or
+			// anything else of the right length, would pass it.
+			if err := checkEcho(client, frame, payload, srv.Request == nil); err != nil {
+				client.closeNow()
+				stop()
+				return nil, err
+			}
+		}
 		return &echoRow{
 			stop:   stop,
 			client: client,
-			frame:  appendClientFrame(nil, 0x2, msg, newMaskKey()),
+			frame:  frame,
 			size:   answer,
 			window: window,
 			d:      d,
 		}, nil
 	}
+}
+
+// checkEcho sends frame once and reads the answer: an unmasked binary
+// message (RFC 6455 §5.1: "A server MUST NOT mask any frames that it
+// sends to the client") that is payload, or, for an RPC answer (exact
+// false), a packet that carries it.
+func checkEcho(c *wsClient, frame, payload []byte, exact bool) error {
+	_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.conn.SetDeadline(time.Time{})
+	if _, err := c.conn.Write(frame); err != nil {
+		return err
+	}
+	op, masked, got, err := c.readMessageData()
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading the first echo: %w", err)
+	case masked:
+		return errors.New("the server masked its echo")
+	case op != 0x2:
+		return fmt.Errorf("the echo has opcode %d, want 2 (binary)", op)
+	case exact && !bytes.Equal(got, payload):
+		return errors.New("the echo differs from the message sent")
+	case !exact && !bytes.Contains(got, payload):
+		return errors.New("the answer does not carry the payload sent")
+	}
+	return nil
 }
 
 func (e *echoRow) Trial(context.Context) (Outcome, error) {

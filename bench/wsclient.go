@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -246,6 +247,70 @@ func (c *wsClient) readMessage() (opcode byte, n int, err error) {
 		n += int(size)
 		if fin {
 			return opcode, n, nil
+		}
+	}
+}
+
+// readMessageData reads one whole message as readMessage does, but copies
+// its payload out, unmasked if a frame was masked, and reports whether any
+// frame was. It is for checking one echo before timing, never inside it.
+func (c *wsClient) readMessageData() (opcode byte, masked bool, payload []byte, err error) {
+	for {
+		hdr, err := c.br.Peek(2)
+		if err != nil {
+			return 0, false, nil, err
+		}
+		fin, op, m := hdr[0]&0x80 != 0, hdr[0]&0x0f, hdr[1]&0x80 != 0
+		size, hlen := uint64(hdr[1]&0x7f), 2
+		switch size {
+		case 126:
+			hlen += 2
+		case 127:
+			hlen += 8
+		}
+		if m {
+			hlen += 4
+		}
+		if hdr, err = c.br.Peek(hlen); err != nil {
+			return 0, false, nil, err
+		}
+		switch size {
+		case 126:
+			size = uint64(binary.BigEndian.Uint16(hdr[2:4]))
+		case 127:
+			size = binary.BigEndian.Uint64(hdr[2:10])
+		}
+		if size > maxClientMessage || len(payload)+int(size) > maxClientMessage {
+			return 0, false, nil, errMessageTooLarge
+		}
+		var key [4]byte
+		if m {
+			copy(key[:], hdr[hlen-4:hlen])
+		}
+		if _, err := c.br.Discard(hlen); err != nil {
+			return 0, false, nil, err
+		}
+		data := make([]byte, size)
+		if _, err := io.ReadFull(c.br, data); err != nil {
+			return 0, false, nil, err
+		}
+		if m {
+			for i := range data {
+				data[i] ^= key[i&3]
+			}
+		}
+		switch {
+		case op == 0x8:
+			return 0, false, nil, closeError{1005}
+		case op >= 0x8:
+			continue // ping or pong: not part of the echo
+		case op != 0:
+			opcode = op
+		}
+		masked = masked || m
+		payload = append(payload, data...)
+		if fin {
+			return opcode, masked, payload, nil
 		}
 	}
 }

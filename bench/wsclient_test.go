@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -144,5 +145,39 @@ func BenchmarkClientReadMessage(b *testing.B) {
 		if _, n, err := c.readMessage(); err != nil || n != 32 {
 			b.Fatal(n, err)
 		}
+	}
+}
+
+// checkEcho must refuse what the timed loop's length check lets through:
+// an echo of the client's masked bytes, or other bytes of the right length.
+func TestCheckEchoCatchesWrongContent(t *testing.T) {
+	payload := []byte("abcdefghijklmnopqrstuvwxyz012345")
+	frame := appendClientFrame(nil, 0x2, payload, [4]byte{9, 8, 7, 6})
+	serverFrame := func(p []byte) []byte { return append([]byte{0x82, byte(len(p))}, p...) }
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		exact  bool
+		ok     bool
+	}{
+		{"echo", serverFrame(payload), true, true},
+		{"masked echo", frame, true, false},
+		{"other bytes", serverFrame(bytes.Repeat([]byte{'z'}, len(payload))), true, false},
+		{"rpc answer carrying it", serverFrame(append([]byte{0x05, 0x01}, payload...)), false, true},
+		{"rpc answer without it", serverFrame(append([]byte{0x05, 0x01}, frame[6:]...)), false, false},
+	} {
+		client, server := net.Pipe()
+		go func() {
+			buf := make([]byte, len(frame))
+			if _, err := io.ReadFull(server, buf); err == nil {
+				_, _ = server.Write(tc.answer)
+			}
+		}()
+		err := checkEcho(&wsClient{conn: client, br: bufio.NewReader(client)}, frame, payload, tc.exact)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: checkEcho = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		client.Close()
+		server.Close()
 	}
 }
