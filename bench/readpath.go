@@ -21,13 +21,15 @@ import (
 
 // A frameReader is one library's fastest idiomatic way for a server to
 // read whole messages from a connection: it reads until the connection
-// ends and calls onMessage with the length of every data message.
+// ends and calls onMessage with the length and the payload of every data
+// message (the payload is valid during the call; the limit row, which
+// parses nothing, passes nil).
 type frameReader struct {
 	Library string
 	Role    Role
 	// Open binds the library to conn (after whatever handshake it needs)
 	// and starts reading on a goroutine of its own.
-	Open func(conn net.Conn, s readStream, onMessage func(n int)) error
+	Open func(conn net.Conn, s readStream, onMessage func(n int, payload []byte)) error
 }
 
 // readStream describes what a connection of the read path carries: one
@@ -72,7 +74,8 @@ func init() {
 			"reused buffer; gws and nbio their read loops delivering messages to a callback; gobwas " +
 			"wsutil.Reader into a reused buffer. The limit row reads the bytes into a 64 KiB buffer " +
 			"and does nothing else (the kernel's copy: over loopback, raw TCP throughput). A row is " +
-			"invalid if a message arrives with the wrong length.",
+			"invalid if a message arrives with the wrong length, or if the first message it reads " +
+			"is not the payload sent, unmasked.",
 		Metrics: []Metric{
 			{Key: "rate", Unit: "MB/s", Better: HigherIsBetter},
 			{Key: "time", Unit: "ns/msg", Better: LowerIsBetter},
@@ -108,10 +111,7 @@ func readCases(cfg Config) ([]Case, error) {
 // clientStream is one message of msgSize bytes as a client sends it, in
 // masked frames of fragment bytes.
 func clientStream(msgSize, fragment int) []byte {
-	payload := make([]byte, msgSize)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := clientPayload(msgSize)
 	var out []byte
 	key := newMaskKey()
 	for off := 0; off < msgSize; off += fragment {
@@ -129,6 +129,15 @@ func clientStream(msgSize, fragment int) []byte {
 	return out
 }
 
+// clientPayload is the payload of the read path's messages.
+func clientPayload(msgSize int) []byte {
+	payload := make([]byte, msgSize)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	return payload
+}
+
 // readRow is one library reading from a connection fed with budgeted
 // copies of the stream. A timed operation grants perOp messages and waits
 // until the library has delivered them.
@@ -143,11 +152,18 @@ type readRow struct {
 	got     atomic.Int64
 	wrong   atomic.Int64
 	reached chan struct{}
+
+	// payload is what every message must hold. The first message a row
+	// reads is compared with it (only the first: the comparison is not
+	// the reader's work), and a mismatch makes every trial invalid.
+	payload    []byte
+	checked    atomic.Bool
+	badContent atomic.Bool
 }
 
 func openReadRow(fr frameReader, rc readCase, stream []byte, target time.Duration) func(context.Context) (Instance, error) {
 	return func(ctx context.Context) (Instance, error) {
-		r := &readRow{msgSize: rc.msgSize, perOp: rc.perOp, target: target, reached: make(chan struct{}, 1)}
+		r := &readRow{msgSize: rc.msgSize, perOp: rc.perOp, target: target, reached: make(chan struct{}, 1), payload: clientPayload(rc.msgSize)}
 		var err error
 		if rc.loopback {
 			r.conn, r.feed, err = loopbackFeed(stream)
@@ -166,9 +182,12 @@ func openReadRow(fr frameReader, rc readCase, stream []byte, target time.Duratio
 	}
 }
 
-func (r *readRow) onMessage(n int) {
+func (r *readRow) onMessage(n int, payload []byte) {
 	if n != r.msgSize {
 		r.wrong.Add(1)
+	}
+	if payload != nil && !r.checked.Swap(true) && !bytes.Equal(payload, r.payload) {
+		r.badContent.Store(true)
 	}
 	if r.got.Add(1) == r.want.Load() {
 		r.reached <- struct{}{}
@@ -203,6 +222,9 @@ func (r *readRow) Trial(context.Context) (Outcome, error) {
 	}}
 	if w := r.wrong.Load() - w0; w > 0 {
 		out.Invalid = fmt.Sprintf("%d messages had the wrong length", w)
+	}
+	if r.badContent.Load() {
+		out.Invalid = "the first message read differs from the one sent (not unmasked?)"
 	}
 	return out, nil
 }
@@ -335,7 +357,7 @@ func loopbackFeed(stream []byte) (net.Conn, *streamFeed, error) {
 
 // openGorillaReader: NextReader, then the message read into a reused
 // buffer (ReadMessage would allocate a slice per message).
-func openGorillaReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openGorillaReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	up := gorilla.Upgrader{}
 	c, err := up.Upgrade(&hijackWriter{conn: conn}, upgradeRequest(), nil)
 	if err != nil {
@@ -352,7 +374,7 @@ func openGorillaReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 			if _, err := buf.ReadFrom(rd); err != nil {
 				return
 			}
-			onMessage(buf.Len())
+			onMessage(buf.Len(), buf.Bytes())
 		}
 	}()
 	return nil
@@ -360,17 +382,17 @@ func openGorillaReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 
 type gwsReadHandler struct {
 	gws.BuiltinEventHandler
-	onMessage func(int)
+	onMessage func(int, []byte)
 }
 
 func (h gwsReadHandler) OnMessage(_ *gws.Conn, m *gws.Message) {
-	h.onMessage(m.Data.Len())
+	h.onMessage(m.Data.Len(), m.Data.Bytes())
 	_ = m.Close()
 }
 
 // openGwsReader: gws's ReadLoop, which reassembles each message into a
 // pooled buffer and hands it to OnMessage.
-func openGwsReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openGwsReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	up := gws.NewUpgrader(gwsReadHandler{onMessage: onMessage}, &gws.ServerOption{ReadMaxPayloadSize: readMaxMessage})
 	c, err := up.UpgradeFromConn(conn, bufio.NewReader(conn), upgradeRequest())
 	if err != nil {
@@ -382,7 +404,7 @@ func openGwsReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 
 // openGobwasReader: wsutil.Reader over a bufio.Reader, following
 // continuation frames, into a reused buffer.
-func openGobwasReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openGobwasReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	rd := &wsutil.Reader{Source: bufio.NewReader(conn), State: ws.StateServerSide}
 	go func() {
 		var buf bytes.Buffer
@@ -401,14 +423,14 @@ func openGobwasReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 			if _, err := buf.ReadFrom(rd); err != nil {
 				return
 			}
-			onMessage(buf.Len())
+			onMessage(buf.Len(), buf.Bytes())
 		}
 	}()
 	return nil
 }
 
 // openCoderReader: Reader, then the message read into a reused buffer.
-func openCoderReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openCoderReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	c, err := coder.Accept(&hijackWriter{conn: conn}, upgradeRequest(), nil)
 	if err != nil {
 		return err
@@ -426,7 +448,7 @@ func openCoderReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 			if _, err := buf.ReadFrom(rd); err != nil {
 				return
 			}
-			onMessage(buf.Len())
+			onMessage(buf.Len(), buf.Bytes())
 		}
 	}()
 	return nil
@@ -435,17 +457,17 @@ func openCoderReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 // openNbioReader: nbio's upgrader on a net/http connection, as in the
 // echo scenario's goroutine mode: its blocking read loop parses each read
 // and delivers whole messages to OnMessage.
-func openNbioReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openNbioReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	up := nbioUpgrader()
 	up.MessageLengthLimit = readMaxMessage
-	up.OnMessage(func(_ *nbws.Conn, _ nbws.MessageType, data []byte) { onMessage(len(data)) })
+	up.OnMessage(func(_ *nbws.Conn, _ nbws.MessageType, data []byte) { onMessage(len(data), data) })
 	_, err := up.Upgrade(&hijackWriter{conn: conn}, upgradeRequest(), nil)
 	return err
 }
 
 // openCopyReader is the limit: the bytes read into a 64 KiB buffer and
 // counted, nothing parsed; a message is delivered every streamLen bytes.
-func openCopyReader(conn net.Conn, s readStream, onMessage func(int)) error {
+func openCopyReader(conn net.Conn, s readStream, onMessage func(int, []byte)) error {
 	go func() {
 		buf := make([]byte, 64<<10)
 		left := s.streamLen
@@ -455,7 +477,7 @@ func openCopyReader(conn net.Conn, s readStream, onMessage func(int)) error {
 				step := min(n, left)
 				n, left = n-step, left-step
 				if left == 0 {
-					onMessage(s.msgSize)
+					onMessage(s.msgSize, nil)
 					left = s.streamLen
 				}
 			}

@@ -19,7 +19,7 @@ func init() {
 // reused from message to message. For a large frame the queue reserves
 // one buffer for it (Reserve), so the frame is not copied out of the
 // chunks it arrived in.
-func openHotpathReader(conn net.Conn, _ readStream, onMessage func(int)) error {
+func openHotpathReader(conn net.Conn, _ readStream, onMessage func(int, []byte)) error {
 	dec := wsframe.NewDecoder(wsframe.Config{MaxMessageSize: readMaxMessage, MaxFragments: 4096})
 	q := segmentqueue.New(segmentqueue.Limits{})
 	go func() {
@@ -41,7 +41,7 @@ func openHotpathReader(conn net.Conn, _ readStream, onMessage func(int)) error {
 				return
 			}
 			if !m.Opcode.IsControl() {
-				onMessage(len(m.Payload))
+				onMessage(len(m.Payload), m.Payload)
 			}
 		}
 	}()

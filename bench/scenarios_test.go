@@ -48,8 +48,23 @@ func TestFrameReaders(t *testing.T) {
 			if err := r.readMessages(5); err != nil || r.wrong.Load() != 0 {
 				t.Errorf("%s, %d B: %v, %d of the wrong length", fr.Library, spec.size, err, r.wrong.Load())
 			}
+			if fr.Role != Limit && (!r.checked.Load() || r.badContent.Load()) {
+				t.Errorf("%s, %d B: first message checked %v, differs %v", fr.Library, spec.size, r.checked.Load(), r.badContent.Load())
+			}
 			inst.Close()
 		}
+	}
+}
+
+// A reader that hands over a payload of the right length but the wrong
+// bytes (still masked, say) makes its row invalid.
+func TestReadRowCatchesWrongContent(t *testing.T) {
+	r := &readRow{msgSize: 4, payload: []byte("abcd"), reached: make(chan struct{}, 1)}
+	r.want.Store(10)
+	r.onMessage(4, []byte{'a' ^ 1, 'b' ^ 2, 'c' ^ 3, 'd' ^ 4})
+	r.onMessage(4, []byte("abcd"))
+	if !r.badContent.Load() {
+		t.Error("a first message with the wrong bytes went unnoticed")
 	}
 }
 
