@@ -33,7 +33,8 @@ type askResult struct {
 // connection ends; with the client's *Error when it answers one
 // (ErrOverloaded when the client runs as many ask handlers as its
 // Limits.MaxInFlight); with ErrBadRequest, unsent, for a method name the
-// protocol cannot carry.
+// protocol cannot carry; with ErrTooManyAsks, unsent, when the peer has
+// Limits.MaxPendingAsks asks awaiting their answers already.
 //
 // A handler that asks must be registered with Async: the answer is read by
 // the connection's read loop, which runs the other handlers and the event
@@ -67,6 +68,13 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	if p.closed.Load() {
 		p.asksMu.Unlock()
 		return ErrClosed
+	}
+	if len(p.asks) >= p.srv.opts.Limits.MaxPendingAsks {
+		// A client that never answers would otherwise let a handler that
+		// asks in a loop grow the table (and the id search below, once
+		// the ids run out) without bound.
+		p.asksMu.Unlock()
+		return ErrTooManyAsks
 	}
 	if p.asks == nil {
 		p.asks = map[uint32]*pendingAsk{}

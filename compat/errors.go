@@ -60,6 +60,12 @@ var (
 // timeout and stall every other packet of the connection meanwhile.
 var ErrAskOnReadLoop = errors.New("hotpath: Ask from a handler on the connection's read loop, which would read its answer: register the method with Async")
 
+// ErrTooManyAsks is Peer.Ask's error when the peer already has
+// Limits.MaxPendingAsks asks awaiting their answers: the ask is not sent
+// and the connection lives on. Test for it with errors.Is; it is not a
+// protocol error and never travels.
+var ErrTooManyAsks = errors.New("hotpath: too many asks awaiting this peer's answers (Limits.MaxPendingAsks)")
+
 // nameFault says why name cannot be sent as the method, event or room
 // name what says, or "" when it can: it must travel (wire.ValidName), and
 // an event name must not start with $, the protocol's own events ($join

@@ -485,3 +485,53 @@ func checkGoroutinesBack(t testing.TB, before int, d time.Duration, after string
 		t.Errorf("%d goroutines %s, %d before:\n%s", n, after, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// Asks to one peer that await their answers are bounded by
+// Limits.MaxPendingAsks: one more fails at once with ErrTooManyAsks,
+// unsent; the connection lives on, and an answer makes room again.
+func TestAskPendingBound(t *testing.T) {
+	const limit = 4
+	peers := make(chan *Peer, 1)
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxPendingAsks: limit}, OnConnect: func(p *Peer) { peers <- p }})
+	c := dial(t, addr) // reads the asks, answers one only
+	p := <-peers
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results := make(chan error, limit+1)
+	ask := func() { results <- p.Ask(ctx, "never/answered", nil, nil) }
+	var ids []uint32
+	for range limit {
+		go ask()
+		pk := readPacket(t, c)
+		if pk.Kind != dispatch.KindAsk {
+			t.Fatalf("got %+v, want an ask", pk)
+		}
+		ids = append(ids, pk.ID)
+	}
+	// Without the bound it would be sent and wait: a hang bound of 2 s.
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if err := p.Ask(short, "never/answered", nil, nil); !errors.Is(err, ErrTooManyAsks) {
+		t.Fatalf("ask past the bound: %v, want ErrTooManyAsks", err)
+	}
+	// An answer frees a slot: the next ask is sent.
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: ids[0], Payload: []byte(`null`)}))
+	if err := <-results; err != nil {
+		t.Fatalf("answered ask: %v", err)
+	}
+	go ask()
+	if pk := readPacket(t, c); pk.Kind != dispatch.KindAsk {
+		t.Fatalf("got %+v, want the ask sent once a slot was free", pk)
+	}
+	// The connection lives on.
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte(`"x"`)))
+	if pk := readPacket(t, c); pk.Kind != dispatch.KindResult || pk.ID != 1 {
+		t.Fatalf("got %+v, want the call's result", pk)
+	}
+	c.Close()
+	for range limit {
+		if err := <-results; !errors.Is(err, ErrCanceled) {
+			t.Errorf("pending ask at the end of the connection: %v, want ErrCanceled", err)
+		}
+	}
+}

@@ -211,6 +211,16 @@ type Limits struct {
 	MaxOutboxBytes int
 	// MaxRooms bounds the rooms one connection is in at once: 256.
 	MaxRooms int
+	// MaxPendingAsks bounds the server's asks to one peer that await
+	// their answers at once (Peer.Ask); one more fails at once with
+	// ErrTooManyAsks, unsent, and the connection lives on. Each pending
+	// ask holds an entry, a timeout and its caller's goroutine until it
+	// is answered or times out (Options.AskTimeout, 30 s), so a handler
+	// that asks in a loop a client that never answers would otherwise
+	// grow them without bound: 256, twice the asks a Go client runs at
+	// once by default (it answers more with ErrOverloaded). Server only:
+	// the Go client ignores it.
+	MaxPendingAsks int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -234,6 +244,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRooms <= 0 {
 		l.MaxRooms = 256
+	}
+	if l.MaxPendingAsks <= 0 {
+		l.MaxPendingAsks = 256
 	}
 	return l
 }
