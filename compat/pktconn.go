@@ -160,7 +160,7 @@ func (c *pktConn) start(h messageHandler, done func(error)) {
 func (c *pktConn) run(h messageHandler) error {
 	if dh, ok := h.(datagramHandler); ok {
 		deliver := func(pkt []byte) { c.onDatagram(dh, pkt) }
-		if _, shared := c.t.(sharedWindowDatagrams); shared && c.client {
+		if _, shared := c.t.(sharedWindowDatagrams); shared {
 			deliver = c.datagramInbox(dh)
 		}
 		go c.t.receiveDatagrams(deliver)
@@ -454,17 +454,20 @@ type sharedWindowDatagrams interface {
 func (t *sctpTransport) datagramsShareWindow() {}
 func (t *rtcTransport) datagramsShareWindow()  {}
 
-// datagramInbox returns the datagram reader's deliver for a client whose
-// carrier's datagrams share the control stream's window: it hands each
-// packet, copied, to a goroutine of the connection's, and drops it when
-// that goroutine is maxQueuedDatagrams behind. A client's listeners run
-// on that goroutine (handleDatagram); run on the reader, a listener that
-// held it left the unreliable stream unread, whose bytes then filled the
-// association's window, and every call's answer waited behind them (a
-// client audit: calls timed out on SCTP and WebRTC while a room listener
-// held an unreliable emit, and went on on QUIC, whose unread datagrams
-// are dropped). PROTOCOL.md §8.4: datagrams never delay the control
-// stream.
+// datagramInbox returns the datagram reader's deliver for a connection
+// whose carrier's datagrams share the control stream's window: it hands
+// each packet, copied, to a goroutine of the connection's, and drops it
+// when that goroutine is maxQueuedDatagrams behind. A client's listeners
+// and a server's event handlers for Events that came as datagrams run on
+// that goroutine (handleDatagram); run on the reader, one that held it
+// left the unreliable stream unread, whose bytes then filled the
+// association's window, and every call waited behind them (calls timed
+// out on SCTP and WebRTC while a room listener, or on the server an
+// event handler, held an unreliable packet, and went on on QUIC, whose
+// unread datagrams are dropped). PROTOCOL.md §8.4: datagrams never delay
+// the control stream. It costs such a connection a goroutine, a channel
+// of 1024 slots (24 KiB) and a copy per datagram; what waits is bounded
+// by maxQueuedDatagrams, a quarter of the window it keeps free.
 func (c *pktConn) datagramInbox(h datagramHandler) func([]byte) {
 	ch := make(chan []byte, 1024)
 	var queued atomic.Int64 // bytes in ch

@@ -1,0 +1,76 @@
+package compat
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+)
+
+// sendRawDatagram sends pkt, a whole packet, as a datagram of c's
+// carrier, as a client other than the Go one may (the Go client's Event
+// goes on the control stream).
+func sendRawDatagram(t *testing.T, c *Client, pkt []byte) {
+	t.Helper()
+	c.mu.Lock()
+	l := c.conn.link
+	c.mu.Unlock()
+	if _, ok := l.sendDatagram(pkt); !ok {
+		t.Fatal("the carrier took no datagram")
+	}
+}
+
+// An event handler held by a client's Event that came as a datagram
+// holds none of that client's calls, on every carrier (PROTOCOL.md §8.4:
+// datagrams never delay the control stream). On SCTP and WebRTC the
+// unreliable stream or channel shares the association's receive window
+// with the control stream: while the handler held the server's datagram
+// reader, a burst of unreliable Events filled that window unread, and
+// every call after it timed out; QUIC drops the datagrams nobody reads.
+// The server's side of TestHeldDatagramListenerHoldsNoCall.
+func TestHeldDatagramEventHandlerHoldsNoCall(t *testing.T) {
+	r := testRouter()
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{}, 64)
+	HandleEvent(r, "test/hold", func(ctx context.Context, _ string) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	})
+	e := newCarrierEnv(t, Options{Router: r})
+	for _, carrier := range goCarriers {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("test/hold"), Payload: []byte(`"` + strings.Repeat("x", 900) + `"`)})
+			for i := range 4000 { // 3.6 MB, past an association's 1 MiB window
+				sendRawDatagram(t, c, pkt)
+				if i%10 == 0 {
+					time.Sleep(time.Millisecond) // the client's queue drops past 256 KiB
+				}
+			}
+			select {
+			case <-entered:
+			case <-time.After(hangBound):
+				t.Fatal("the event handler was never called")
+			}
+			for range 3 {
+				time.Sleep(100 * time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), hangBound/2)
+				err := callWithin(t, c, ctx, "echo/raw", []byte("x"), nil)
+				cancel()
+				if err != nil {
+					t.Fatalf("a call while an event handler holds an unreliable Event: %v", err)
+				}
+			}
+		})
+	}
+}
