@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -533,5 +536,46 @@ func TestAskPendingBound(t *testing.T) {
 		if err := <-results; !errors.Is(err, ErrCanceled) {
 			t.Errorf("pending ask at the end of the connection: %v, want ErrCanceled", err)
 		}
+	}
+}
+
+// A client's room emit over Limits.MaxEmitSize is dropped and counted,
+// not relayed, and logged once per connection; one within it is relayed,
+// and the connection lives on.
+func TestEmitSizeBound(t *testing.T) {
+	var log lockedBuffer
+	s, addr := newTestServer(t, Options{
+		Limits: Limits{MaxEmitSize: 16},
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	a, b := dial(t, addr), dial(t, addr)
+	for i, c := range []*wstest.Conn{a, b} {
+		id := uint32(i + 1)
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: id, Room: []byte("r")}))
+		for p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != id; p = readPacket(t, c) {
+		}
+	}
+	dropped := s.Metrics().DroppedEvents
+	emit := func(event, payload string) {
+		a.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte("r"), Name: []byte(event), Payload: []byte(payload)}))
+	}
+	emit("big", `"`+strings.Repeat("x", 15)+`"`) // 17 bytes
+	emit("big", `"`+strings.Repeat("x", 100)+`"`)
+	emit("small", `"`+strings.Repeat("x", 14)+`"`) // 16 bytes
+	for {
+		p := readPacket(t, b)
+		if p.Kind != dispatch.KindEmit || p.Name[0] == '$' {
+			continue
+		}
+		if string(p.Name) != "small" {
+			t.Fatalf("the other member received %q, want only the emit within the bound", p.Name)
+		}
+		break
+	}
+	if n := s.Metrics().DroppedEvents - dropped; n != 2 {
+		t.Errorf("%d emits dropped, want 2", n)
+	}
+	if n := strings.Count(log.String(), "MaxEmitSize"); n != 1 {
+		t.Errorf("%d log lines about MaxEmitSize, want 1:\n%s", n, log.String())
 	}
 }

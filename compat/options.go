@@ -221,6 +221,17 @@ type Limits struct {
 	// once by default (it answers more with ErrOverloaded). Server only:
 	// the Go client ignores it.
 	MaxPendingAsks int
+	// MaxEmitSize bounds the payload of a room emit a client sends,
+	// which the server relays to every member: one emit of MaxMessageSize
+	// to a room of a thousand members is a gigabyte to send. A larger
+	// one is dropped, counted in Metrics.DroppedEvents as an emit
+	// AllowEmit refuses, and logged at Warn the first time on each
+	// connection (an emit has no answer to carry an error, and a log line
+	// per emit would let one client flood the log). Server emits are not
+	// held to it. 0, the default, sets no bound beyond MaxMessageSize.
+	// Server only: it is not announced, so a client cannot check it
+	// before it sends.
+	MaxEmitSize int
 }
 
 func (l Limits) withDefaults() Limits {

@@ -41,6 +41,7 @@ type Peer struct {
 	// 256-byte allocation.
 	closed      atomic.Bool
 	droppedSlow atomic.Bool // counted as a slow consumer (dropSlow)
+	warnedEmit  atomic.Bool // logged an emit over Limits.MaxEmitSize
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
 	clientMaxMessage atomic.Int64

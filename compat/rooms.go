@@ -485,7 +485,7 @@ func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	p.roomsMu.Lock()
 	r := p.rooms[string(pk.Room)] // no allocation: the conversion is only a lookup key
 	p.roomsMu.Unlock()
-	if r == nil || pk.Name[0] == '$' || !p.srv.allowEmit(p, r.name, pk.Name) {
+	if r == nil || pk.Name[0] == '$' || p.emitTooBig(r.name, pk.Name, len(pk.Payload)) || !p.srv.allowEmit(p, r.name, pk.Name) {
 		p.srv.metrics.droppedEvents.Add(1)
 		return nil
 	}
@@ -497,4 +497,18 @@ func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
 	p.srv.rooms.emitPacket(r, except, b, unreliable)
 	return nil
+}
+
+// emitTooBig reports whether a client's emit is over Limits.MaxEmitSize,
+// and logs the first such emit of the connection.
+func (p *Peer) emitTooBig(room string, event []byte, size int) bool {
+	limit := p.srv.opts.Limits.MaxEmitSize
+	if limit <= 0 || size <= limit {
+		return false
+	}
+	if p.warnedEmit.CompareAndSwap(false, true) {
+		p.srv.opts.Logger.Warn("hotpath: room emit over Limits.MaxEmitSize dropped (logged once per connection)",
+			"peer", p.id, "room", room, "event", string(event), "bytes", size, "limit", limit)
+	}
+	return true
 }
