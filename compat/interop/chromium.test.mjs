@@ -145,10 +145,13 @@ test('room emits travel between the demo page, the test page and a Node client',
     await until(async () => (await demoState()).messages.some((m) => m.name === 'node'), 'the demo page to get the Node emit');
     await until(async () => (await testLog()).emits.some((m) => m.name === 'node'), 'the test page to get the Node emit');
     // A line longer than the page's input allows, from a client that is
-    // not the page, is cut to the input's maxlength on the demo page.
-    node.ws.send(proto.emit('lobby', 'message', { name: 'flood', text: 'x'.repeat(100_000), at: Date.now() }));
+    // not the page: over the demo's 8 KiB emit limit the server drops it;
+    // within it, the demo page cuts it to the input's maxlength.
+    node.ws.send(proto.emit('lobby', 'message', { name: 'flood-dropped', text: 'x'.repeat(100_000), at: Date.now() }));
+    node.ws.send(proto.emit('lobby', 'message', { name: 'flood', text: 'x'.repeat(5_000), at: Date.now() }));
     const flood = await until(async () => (await demoState()).messages.find((m) => m.name === 'flood'), 'the demo page to get the long Node emit');
     assert.equal(flood.text.length, 1000);
+    assert.ok(!(await demoState()).messages.some((m) => m.name === 'flood-dropped'), 'the server dropped the emit over 8 KiB');
     assert.equal(await demo.evaluate(() => [...document.querySelectorAll('#messages li')].find((li) => li.querySelector('.who')?.textContent === 'flood').children[1].textContent.length), 1000);
     await page.evaluate(() => window.hp.emit('hello Node, from Chromium'));
     await until(() => node.got.some((p) => p.event === 'message' && p.data.text === 'hello Node, from Chromium'), 'the Node client to get the page emit');

@@ -40,6 +40,20 @@ func demoRouter() *compat.Router {
 	return r
 }
 
+// maxChatEmit is the demo's Limits.MaxEmitSize: the largest room emit a
+// client may send, a chat line being the one the page sends. The page's
+// input takes 1000 characters (its maxlength), which JSON encodes in at
+// most 6 bytes each (a \u escape), with a name of 32 and a timestamp:
+// about 6.3 KB, so 8 KiB passes every line the page can send. Without it
+// the server relayed lines up to -max-message (a mebibyte by default) to
+// every member; a larger emit is now dropped, counted and logged.
+const maxChatEmit = 8 << 10
+
+// demoLimits are the demo's per-connection limits.
+func demoLimits(maxMessage int64) compat.Limits {
+	return compat.Limits{MaxMessageSize: maxMessage, MaxEmitSize: maxChatEmit}
+}
+
 // demoAllowEmit lets clients emit to any room they are in but the
 // ticker's, whose prices come from the server alone: without it, one
 // client could send every viewer a made-up tick.

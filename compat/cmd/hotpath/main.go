@@ -66,7 +66,7 @@ func main() {
 		Router:      demoRouter(),
 		Logger:      log,
 		Echo:        *echo,
-		Limits:      compat.Limits{MaxMessageSize: *maxMessage},
+		Limits:      demoLimits(*maxMessage),
 		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
 		AllowEmit:   demoAllowEmit,
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -443,4 +444,63 @@ func demoListeners(t *testing.T, srv *compat.Server, quicAddr, sctpAddr string) 
 	}
 	t.Cleanup(l.close)
 	return l
+}
+
+// The demo relays a chat line the page can send, and drops a longer
+// one: a client that is not the page could otherwise send every member
+// lines up to -max-message.
+func TestDemoChatLinesAreBounded(t *testing.T) {
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler), Limits: demoLimits(1 << 20), AllowEmit: demoAllowEmit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"
+	type line struct {
+		Name string `json:"name"`
+		Text string `json:"text"`
+		At   int64  `json:"at"`
+	}
+	got := make(chan line, 4)
+	var clients [2]*compat.Client
+	for i := range clients {
+		c, err := compat.Dial(ctx, url, compat.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i == 1 {
+			c.OnRoom("lobby", "message", func(m compat.Message) {
+				var l line
+				if m.Decode(&l) == nil {
+					got <- l
+				}
+			})
+		}
+		if _, err := c.Join(ctx, "lobby"); err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = c
+	}
+	// The page's longest line, in the characters JSON escapes most.
+	longest := line{Name: strings.Repeat("\x01", 32), Text: strings.Repeat("\x01", 1000), At: time.Now().UnixMilli()}
+	for _, l := range []line{{Name: "flood", Text: strings.Repeat("x", 100_000)}, longest, {Name: "after", Text: "hi"}} {
+		if err := clients[0].Emit("lobby", "message", l, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{longest.Name, "after"} {
+		select {
+		case l := <-got:
+			if l.Name != want {
+				t.Fatalf("got a line from %q, want %q (the flood dropped)", l.Name, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no line from %q", want)
+		}
+	}
 }

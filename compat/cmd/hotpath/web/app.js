@@ -111,10 +111,11 @@ function addChatLine(li) {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
-// MAX_TEXT is the message input's maxlength. The server relays emits up
-// to its message limit (a mebibyte by default): a line another client
-// sent longer is cut to it, or one client's script could make every
-// page keep MAX_MESSAGES such lines in memory and on screen.
+// MAX_TEXT is the message input's maxlength. The demo server drops emits
+// over 8 KiB (Limits.MaxEmitSize), which passes any line of MAX_TEXT
+// characters, but a line another client sent longer, in fewer bytes, is
+// still cut to it: one client's script could otherwise make every page
+// keep MAX_MESSAGES such lines in memory and on screen.
 const MAX_TEXT = 1000;
 
 function showMessage(msg) {
