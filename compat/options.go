@@ -61,8 +61,11 @@ type Options struct {
 	// bound. A client that completes the association may make it hold up
 	// to its 1 MiB receive window more, with the fragments of a message
 	// larger than the window, which pion keeps until the message completes
-	// (what it sends on stream 1 in whole messages is read and dropped).
-	// Past it, a new one replaces the oldest if that has been pending for
+	// (what it sends on stream 1 in whole messages is read and dropped);
+	// such a message never completes, since the sender may not pass the
+	// full window, and pion shows nothing of it, so the association is
+	// held until its handshake times out (see the README's carriers
+	// section). Past it, a new one replaces the oldest if that has been pending for
 	// 2 s, and is dropped otherwise. 256 by default.
 	MaxPendingSCTP int
 

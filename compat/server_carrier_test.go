@@ -2,12 +2,14 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/pion/sctp"
 )
 
 // sendRawDatagram sends pkt, a whole packet, as a datagram of c's
@@ -72,5 +74,36 @@ func TestHeldDatagramEventHandlerHoldsNoCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One SCTP message larger than the association's 1 MiB receive window
+// never completes (the sender may not pass the full window) and pion
+// shows nothing of it, so the server cannot refuse it with 1009; what
+// bounds it is the keepalive: nothing more is read, and the peer is given
+// up as silent (close 1001 HP_IDLE_TIMEOUT) within IdleTimeout and a
+// keepalive interval, not held for good. No hotpath end sends such a
+// message: the client's association is told to allow one here.
+func TestSCTPMessageOverTheWindowEndsAtIdleTimeout(t *testing.T) {
+	ended := make(chan error, 1)
+	e := newCarrierEnv(t, Options{IdleTimeout: 2 * time.Second, OnDisconnect: func(_ *Peer, err error) { ended <- err }})
+	c := e.dial(t, CarrierSCTP, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	c.mu.Lock()
+	ct := c.conn.link.(*pktConn).t.(*sctpTransport)
+	c.mu.Unlock()
+	ct.assoc.SetMaxMessageSize(4 << 20)
+	control, err := ct.assoc.OpenStream(sctpControlStream, sctp.PayloadTypeWebRTCBinary) // the one the client opened
+	if err != nil {
+		t.Fatal(err)
+	}
+	go control.Write(make([]byte, 2<<20))
+	select {
+	case err := <-ended:
+		var ce *CloseError
+		if !errors.As(err, &ce) || ce.Reason != "HP_IDLE_TIMEOUT" {
+			t.Fatalf("the connection ended with %v, want the idle timeout", err)
+		}
+	case <-time.After(hangBound * 2):
+		t.Fatal("a connection stalled by a message over the window was never given up")
 	}
 }
