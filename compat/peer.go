@@ -41,7 +41,6 @@ type Peer struct {
 	// 256-byte allocation.
 	closed      atomic.Bool
 	droppedSlow atomic.Bool // counted as a slow consumer (dropSlow)
-	warnedEmit  atomic.Bool // logged an emit over Limits.MaxEmitSize
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
 	clientMaxMessage atomic.Int64
@@ -53,6 +52,9 @@ type Peer struct {
 	// inLoopHandler is set while one runs. Both are the read loop's.
 	loopCtx       context.Context
 	inLoopHandler atomic.Bool
+	// warnedEmit is set once an emit over Limits.MaxEmitSize is logged;
+	// here, beside the other 4-byte field, for the Peer's size class.
+	warnedEmit atomic.Bool
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room
