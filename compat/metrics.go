@@ -79,7 +79,7 @@ type Metrics struct {
 	CompressionFailures uint64 // dictionary-compressed packets that failed to decompress (permessage-deflate failures: Closes[1007])
 	Malformed           uint64 // malformed packets and unknown kinds
 	UnknownMethods      uint64
-	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit)
+	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, or datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC)
 	Overloaded          uint64 // calls refused past MaxInFlight
 	Panics              uint64 // recovered in handlers, hooks and room listeners
 	LateAnswers         uint64 // answers to asks no longer pending
@@ -148,7 +148,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_compression_failures_total", "Packets compressed with the router dictionary that failed to decompress (a permessage-deflate message that does not inflate closes the connection with 1007, counted by code).", m.CompressionFailures)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
-	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, or refused by Options.AllowEmit.", m.DroppedEvents)
+	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, refused by Options.AllowEmit, over Limits.MaxEmitSize, or datagrams past a full inbox (SCTP, WebRTC).", m.DroppedEvents)
 	counter("hotpath_overloaded_total", "Calls refused past MaxInFlight.", m.Overloaded)
 	counter("hotpath_panics_total", "Panics recovered in handlers, hooks and room listeners.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)

@@ -482,20 +482,36 @@ func (c *pktConn) datagramInbox(h datagramHandler) func([]byte) {
 			}
 		}
 	}()
+	// A server counts what it drops as the client's events and emits it
+	// drops for other reasons (Metrics.DroppedEvents).
+	dropped := func() {}
+	if d, ok := h.(datagramDropCounter); ok {
+		dropped = d.datagramDropped
+	}
 	return func(pkt []byte) {
 		c.live.touch()
 		n := int64(len(pkt))
 		if queued.Add(n) > maxQueuedDatagrams {
 			queued.Add(-n) // dropped, as a datagram may be
+			dropped()
 			return
 		}
 		select {
 		case ch <- append([]byte(nil), pkt...):
 		default:
 			queued.Add(-n)
+			dropped()
 		}
 	}
 }
+
+// datagramDropCounter is a datagram handler that counts the datagrams a
+// full inbox drops.
+type datagramDropCounter interface {
+	datagramDropped()
+}
+
+func (p *Peer) datagramDropped() { p.srv.metrics.droppedEvents.Add(1) }
 
 // failAsync closes the connection for an error found off the read loop.
 func (c *pktConn) failAsync(err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,64 @@ func TestSCTPMessageOverTheWindowEndsAtIdleTimeout(t *testing.T) {
 		}
 	case <-time.After(hangBound * 2):
 		t.Fatal("a connection stalled by a message over the window was never given up")
+	}
+}
+
+// Every Event a server's datagram reader takes on SCTP and WebRTC is
+// either handled or, while the inbox is full behind a held handler,
+// dropped and counted in Metrics.DroppedEvents: none is lost uncounted.
+func TestDatagramInboxDropsAreCounted(t *testing.T) {
+	r := testRouter()
+	release := make(chan struct{})
+	var handled atomic.Int64
+	HandleEvent(r, "test/hold", func(ctx context.Context, _ string) {
+		if handled.Add(1) == 1 {
+			<-release
+		}
+	})
+	peers := make(chan *Peer, 1)
+	e := newCarrierEnv(t, Options{Router: r, OnConnect: func(p *Peer) { peers <- p }})
+	for _, carrier := range []Carrier{CarrierSCTP, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			handled.Store(0)
+			release = make(chan struct{})
+			c := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			p := <-peers
+			// Count what the server's datagram reader takes.
+			var deliverp *atomic.Pointer[func([]byte)]
+			switch st := p.link.(*pktConn).t.(type) {
+			case *sctpTransport:
+				deliverp = &st.deliver
+			case *rtcTransport:
+				deliverp = &st.deliver
+			}
+			waitFor(t, func() bool { return deliverp.Load() != nil })
+			deliver := *deliverp.Load()
+			var read atomic.Int64
+			counting := func(pkt []byte) { read.Add(1); deliver(pkt) }
+			deliverp.Store(&counting)
+			dropped := e.srv.Metrics().DroppedEvents
+
+			pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("test/hold"), Payload: []byte(`"` + strings.Repeat("x", 900) + `"`)})
+			for i := range 1500 { // 1.35 MB: past the inbox's 256 KiB
+				sendRawDatagram(t, c, pkt)
+				if i%10 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			// Quiet: the reader has taken what it will take.
+			for last := int64(-1); last != read.Load(); {
+				last = read.Load()
+				time.Sleep(300 * time.Millisecond)
+			}
+			close(release)
+			n := read.Load()
+			waitFor(t, func() bool {
+				return handled.Load()+int64(e.srv.Metrics().DroppedEvents-dropped) == n
+			})
+			if e.srv.Metrics().DroppedEvents == dropped {
+				t.Fatalf("%d datagrams read, all handled: the inbox never filled", n)
+			}
+		})
 	}
 }
