@@ -63,7 +63,7 @@ type handshakeCloser interface {
 // channel).
 type msgChannel interface {
 	// readMessage reads one message into p; io.ErrShortBuffer when p
-	// cannot hold it.
+	// cannot hold it, which it keeps for the next read (pion does).
 	readMessage(p []byte) (n int, text bool, err error)
 	writeMessage(p []byte) error
 	// buffered is the number of bytes written and not yet sent.
@@ -368,23 +368,28 @@ func (c *pktConn) drainQueue(h messageHandler) error {
 // readMessages reads and handles packets from a message channel, one per
 // message, until it ends.
 func (c *pktConn) readMessages(h messageHandler) error {
-	// The buffer holds the largest message the channel takes, so that a
-	// packet over MaxMessageSize is read, and so consumed, before it is
-	// refused: the channel then still carries the close notices.
-	buf := make([]byte, maxChannelMessage)
+	// A message is read whole, up to the largest the channel takes, so
+	// that a packet over MaxMessageSize is read, and so consumed, before
+	// it is refused: the channel then still carries the close notices.
+	small := make([]byte, channelReadSize)
 	for {
-		n, text, err := c.ch.readMessage(buf)
+		buf, n, text, release, err := readChannelMessage(c.ch.readMessage, small)
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
-			return errMessageTooBig
+			err = errMessageTooBig
 		case err != nil:
-			return c.readError(err)
+			err = c.readError(err)
 		case text:
-			return errTextOnChannel
+			err = errTextOnChannel
 		case int64(n) > c.limits.MaxMessageSize:
-			return errMessageTooBig
+			err = errMessageTooBig
+		default:
+			// Handlers keep nothing of buf past the turn (a raw request
+			// is valid until its handler returns; Async copies).
+			err = c.turn(func() error { return c.deliver(buf[:n], h) })
 		}
-		if err := c.turn(func() error { return c.deliver(buf[:n], h) }); err != nil {
+		release()
+		if err != nil {
 			return err
 		}
 	}
@@ -394,6 +399,34 @@ func (c *pktConn) readMessages(h messageHandler) error {
 // largest SCTP message Chromium's data channels accept
 // (a=max-message-size).
 const maxChannelMessage = 256 << 10
+
+// channelReadSize is the buffer a message channel's reader holds, waiting
+// for a message, for the life of the channel; a larger message is read
+// into a pooled buffer of maxChannelMessage (readChannelMessage). Every
+// WebRTC connection held two buffers of maxChannelMessage instead (the
+// control and the unreliable channel's), 512 KiB, idle or not.
+const channelReadSize = readBufSize
+
+// channelBufs are buffers of maxChannelMessage bytes, for messages larger
+// than channelReadSize.
+var channelBufs = sync.Pool{New: func() any { b := make([]byte, maxChannelMessage); return &b }}
+
+func noRelease() {}
+
+// readChannelMessage reads one message with read into small or, when
+// small cannot hold it (read keeps it then), into a buffer of
+// maxChannelMessage from channelBufs, which release gives back once the
+// message is no longer used. io.ErrShortBuffer is a message over
+// maxChannelMessage.
+func readChannelMessage(read func([]byte) (int, bool, error), small []byte) (buf []byte, n int, text bool, release func(), err error) {
+	n, text, err = read(small)
+	if !errors.Is(err, io.ErrShortBuffer) {
+		return small, n, text, noRelease, err
+	}
+	bp := channelBufs.Get().(*[]byte)
+	n, text, err = read(*bp)
+	return *bp, n, text, func() { channelBufs.Put(bp) }, err
+}
 
 // deliver handles one packet: a close notice here, anything else in h.
 func (c *pktConn) deliver(pkt []byte, h messageHandler) error {

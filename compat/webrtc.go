@@ -500,9 +500,15 @@ func (t *rtcTransport) readDatagrams() {
 	case <-t.closed:
 		return
 	}
-	buf := make([]byte, maxChannelMessage)
+	small := make([]byte, channelReadSize)
 	for {
-		n, text, err := raw.ReadDataChannel(buf)
+		buf, n, text, release, err := readChannelMessage(raw.ReadDataChannel, small)
+		if err == nil && !text {
+			if deliver := t.deliver.Load(); deliver != nil {
+				(*deliver)(buf[:n]) // the inbox copies what it keeps
+			}
+		}
+		release()
 		if errors.Is(err, io.ErrShortBuffer) {
 			// Over the a=max-message-size this end announces.
 			datagramTooBig(t.link.Load(), t)
@@ -510,9 +516,6 @@ func (t *rtcTransport) readDatagrams() {
 		}
 		if err != nil {
 			return
-		}
-		if deliver := t.deliver.Load(); deliver != nil && !text {
-			(*deliver)(buf[:n])
 		}
 	}
 }
