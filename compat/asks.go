@@ -38,8 +38,8 @@ type askResult struct {
 //
 // A handler that asks must be registered with Async: the answer is read by
 // the connection's read loop, which runs the other handlers and the event
-// handlers (but for events that came as datagrams, which run on a
-// goroutine of the carrier's). Ask with the context of one of those,
+// handlers (but for events that came as datagrams, which run off the
+// loop, on a goroutine of the carrier's or the connection's). Ask with the context of one of those,
 // while it runs, fails at once with ErrAskOnReadLoop, sends nothing, and
 // the connection lives on; a goroutine that keeps such a context after
 // its handler returned may meet the same refusal while another of those

@@ -192,8 +192,8 @@ func (p *Peer) echo(op wsframe.Opcode, payload []byte) error {
 // than Emit and Event arrived as a datagram (PROTOCOL.md §8.4).
 var errDatagramKind = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_DATAGRAM_KIND"}
 
-// handleDatagram handles a packet that arrived as a datagram, on the
-// carrier's goroutine: only Emit and Event packets may travel so
+// handleDatagram handles a packet that arrived as a datagram, off the
+// read loop (datagramHandler): only Emit and Event packets may travel so
 // (PROTOCOL.md §8.4); any other kind closes the connection with 1008.
 func (p *Peer) handleDatagram(pkt []byte) error {
 	p.srv.metrics.messagesIn.Add(1)

@@ -70,8 +70,10 @@ type msgChannel interface {
 	buffered() int
 }
 
-// datagramHandler receives packets that arrived as datagrams, on a
-// goroutine of the carrier's, concurrently with the read loop.
+// datagramHandler receives packets that arrived as datagrams, off the
+// read loop and concurrently with it: on the carrier's datagram reader
+// (QUIC), or on the connection's datagram inbox (SCTP, WebRTC:
+// datagramInbox).
 type datagramHandler interface {
 	handleDatagram(pkt []byte) error
 }
