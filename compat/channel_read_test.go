@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hotpath-go/hotpath/wsframe"
 )
@@ -70,3 +71,32 @@ func TestChannelReaderHoldsASmallBuffer(t *testing.T) {
 		}
 	}
 }
+
+// A connection's datagram inbox (SCTP, WebRTC) makes its channel and
+// goroutine at the first datagram: a connection that sends none, as most
+// do, holds neither. It then hands the datagram on.
+func TestDatagramInboxMadeAtTheFirstDatagram(t *testing.T) {
+	c := newMessageConn(&sctpTransport{}, &fakeChannel{}, Limits{}.withDefaults())
+	defer close(c.done)
+	got := make(chan []byte, 1)
+	ib := c.newDatagramInbox(datagramFunc(func(pkt []byte) error { got <- pkt; return nil }))
+	if ib.ch != nil {
+		t.Fatal("the inbox's channel was made before any datagram")
+	}
+	ib.deliver([]byte("x"))
+	if ib.ch == nil {
+		t.Fatal("the first datagram made no channel")
+	}
+	select {
+	case pkt := <-got:
+		if string(pkt) != "x" {
+			t.Fatalf("handled %q, want x", pkt)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the datagram was never handled")
+	}
+}
+
+type datagramFunc func(pkt []byte) error
+
+func (f datagramFunc) handleDatagram(pkt []byte) error { return f(pkt) }

@@ -163,7 +163,7 @@ func (c *pktConn) run(h messageHandler) error {
 	if dh, ok := h.(datagramHandler); ok {
 		deliver := func(pkt []byte) { c.onDatagram(dh, pkt) }
 		if _, shared := c.t.(sharedWindowDatagrams); shared {
-			deliver = c.datagramInbox(dh)
+			deliver = c.newDatagramInbox(dh).deliver
 		}
 		go c.t.receiveDatagrams(deliver)
 	}
@@ -489,53 +489,71 @@ type sharedWindowDatagrams interface {
 func (t *sctpTransport) datagramsShareWindow() {}
 func (t *rtcTransport) datagramsShareWindow()  {}
 
-// datagramInbox returns the datagram reader's deliver for a connection
-// whose carrier's datagrams share the control stream's window: it hands
-// each packet, copied, to a goroutine of the connection's, and drops it
-// when that goroutine is maxQueuedDatagrams behind. A client's listeners
-// and a server's event handlers for Events that came as datagrams run on
-// that goroutine (handleDatagram); run on the reader, one that held it
-// left the unreliable stream unread, whose bytes then filled the
-// association's window, and every call waited behind them (calls timed
-// out on SCTP and WebRTC while a room listener, or on the server an
-// event handler, held an unreliable packet, and went on on QUIC, whose
-// unread datagrams are dropped). PROTOCOL.md §8.4: datagrams never delay
-// the control stream. It costs such a connection a goroutine, a channel
-// of 1024 slots (24 KiB) and a copy per datagram; what waits is bounded
-// by maxQueuedDatagrams, a quarter of the window it keeps free.
-func (c *pktConn) datagramInbox(h datagramHandler) func([]byte) {
-	ch := make(chan []byte, 1024)
-	var queued atomic.Int64 // bytes in ch
-	go func() {
-		for {
-			select {
-			case pkt := <-ch:
-				queued.Add(-int64(len(pkt)))
-				c.onDatagram(h, pkt)
-			case <-c.done:
-				return
-			}
-		}
-	}()
+// datagramInbox is the datagram reader's deliver for a connection whose
+// carrier's datagrams share the control stream's window: it hands each
+// packet, copied, to a goroutine of the connection's, and drops it when
+// that goroutine is maxQueuedDatagrams behind. A client's listeners and a
+// server's event handlers for Events that came as datagrams run on that
+// goroutine (handleDatagram); run on the reader, one that held it left
+// the unreliable stream unread, whose bytes then filled the association's
+// window, and every call waited behind them (calls timed out on SCTP and
+// WebRTC while a room listener, or on the server an event handler, held
+// an unreliable packet, and went on on QUIC, whose unread datagrams are
+// dropped). PROTOCOL.md §8.4: datagrams never delay the control stream.
+// It costs a connection that sends datagrams a goroutine, a channel of
+// 1024 slots (24 KiB) and a copy per datagram, made at its first
+// datagram: most connections send none, and should not hold them idle.
+// What waits is bounded by maxQueuedDatagrams, a quarter of the window
+// it keeps free.
+type datagramInbox struct {
+	c *pktConn
+	h datagramHandler
+	// ch is nil until the first datagram. Only the carrier's one datagram
+	// reader calls deliver, so it is made without a lock.
+	ch      chan []byte
+	queued  atomic.Int64 // bytes in ch
+	dropped func()
+}
+
+func (c *pktConn) newDatagramInbox(h datagramHandler) *datagramInbox {
+	ib := &datagramInbox{c: c, h: h, dropped: func() {}}
 	// A server counts what it drops as the client's events and emits it
 	// drops for other reasons (Metrics.DroppedEvents).
-	dropped := func() {}
 	if d, ok := h.(datagramDropCounter); ok {
-		dropped = d.datagramDropped
+		ib.dropped = d.datagramDropped
 	}
-	return func(pkt []byte) {
-		c.live.touch()
-		n := int64(len(pkt))
-		if queued.Add(n) > maxQueuedDatagrams {
-			queued.Add(-n) // dropped, as a datagram may be
-			dropped()
-			return
-		}
+	return ib
+}
+
+func (ib *datagramInbox) deliver(pkt []byte) {
+	ib.c.live.touch()
+	if ib.ch == nil {
+		ib.ch = make(chan []byte, 1024)
+		go ib.run(ib.ch)
+	}
+	n := int64(len(pkt))
+	if ib.queued.Add(n) > maxQueuedDatagrams {
+		ib.queued.Add(-n) // dropped, as a datagram may be
+		ib.dropped()
+		return
+	}
+	select {
+	case ib.ch <- append([]byte(nil), pkt...):
+	default:
+		ib.queued.Add(-n)
+		ib.dropped()
+	}
+}
+
+// run handles what the inbox holds until the connection ends.
+func (ib *datagramInbox) run(ch chan []byte) {
+	for {
 		select {
-		case ch <- append([]byte(nil), pkt...):
-		default:
-			queued.Add(-n)
-			dropped()
+		case pkt := <-ch:
+			ib.queued.Add(-int64(len(pkt)))
+			ib.c.onDatagram(ib.h, pkt)
+		case <-ib.c.done:
+			return
 		}
 	}
 }
