@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -268,6 +269,82 @@ func FuzzMask(f *testing.F) {
 		isASCII := maskASCII(fused, key, int(offset))
 		if !bytes.Equal(fused, want) || isASCII != !bytes.ContainsFunc(want, func(r rune) bool { return r >= 0x80 }) {
 			t.Fatalf("maskASCII(% x, % x, %d) = % x, %v; want % x", data, key, offset, fused, isASCII, want)
+		}
+	})
+}
+
+// FuzzClosePayload: ParseClosePayload accepts exactly the close bodies RFC
+// 6455 §5.5.1 and §7.4 allow (empty, meaning 1005; or a code registered
+// for use in a close frame, then a UTF-8 reason), fails the others with
+// the close code §7.4.1 and §8.1 give (1002 for the length or the code,
+// 1007 for the reason), and reads back the code and reason
+// AppendClosePayload wrote; AppendClosePayload writes a body of at most
+// 125 bytes (§5.5) whose reason is the longest whole-character prefix of
+// the given one made valid UTF-8, or nothing for a code that cannot be
+// sent.
+func FuzzClosePayload(f *testing.F) {
+	f.Add([]byte{0x03, 0xe8, 'o', 'k'}, uint16(1000), "bye")
+	f.Add([]byte{0x03}, uint16(1005), "")
+	f.Add([]byte{0x03, 0xf7, 0xff}, uint16(4999), "\xff\xfe")
+	f.Add([]byte{0x13, 0x88}, uint16(5000), string(bytes.Repeat([]byte("é"), 70)))
+	f.Add([]byte{}, uint16(1014), "x")
+	f.Fuzz(func(t *testing.T, p []byte, code uint16, reason string) {
+		// RFC 6455 §7.4.1 and the IANA registry: 1000-1003 and 1007-1014
+		// are sent; 1004 is reserved, 1005 and 1006 are never sent. 3000-
+		// 4999 are for libraries and applications.
+		sendable := func(c uint16) bool {
+			return c >= 1000 && c <= 1003 || c >= 1007 && c <= 1014 || c >= 3000 && c <= 4999
+		}
+		got, gotReason, err := ParseClosePayload(p)
+		var want CloseCode // 0: accepted
+		switch {
+		case len(p) == 0:
+		case len(p) == 1, !sendable(binary.BigEndian.Uint16(p)):
+			want = CloseProtocolError
+		case !utf8.Valid(p[2:]):
+			want = CloseInvalidPayload
+		}
+		switch {
+		case want != 0:
+			if err == nil || CloseCodeOf(err) != want {
+				t.Fatalf("% x: %v (close %d), want close %d", p, err, CloseCodeOf(err), want)
+			}
+		case err != nil:
+			t.Fatalf("% x: %v", p, err)
+		case len(p) == 0:
+			if got != CloseNoStatus || len(gotReason) != 0 {
+				t.Fatalf("empty body: %d %q", got, gotReason)
+			}
+		case got != CloseCode(binary.BigEndian.Uint16(p)) || !bytes.Equal(gotReason, p[2:]):
+			t.Fatalf("% x: %d %q", p, got, gotReason)
+		case len(p) <= MaxControlPayload:
+			if back := AppendClosePayload(nil, got, string(gotReason)); !bytes.Equal(back, p) {
+				t.Fatalf("% x read as %d %q, written back as % x", p, got, gotReason, back)
+			}
+		}
+
+		body := AppendClosePayload([]byte{0xAA}, CloseCode(code), reason)
+		if body[0] != 0xAA {
+			t.Fatal("AppendClosePayload changed dst")
+		}
+		body = body[1:]
+		if !sendable(code) {
+			if len(body) != 0 {
+				t.Fatalf("code %d written as % x", code, body)
+			}
+			return
+		}
+		valid := strings.ToValidUTF8(reason, "\uFFFD")
+		c, r, err := ParseClosePayload(body)
+		if err != nil || c != CloseCode(code) || len(body) > MaxControlPayload || !strings.HasPrefix(valid, string(r)) {
+			t.Fatalf("%d %q written as % x, read as %d %q %v", code, reason, body, c, r, err)
+		}
+		if len(r) < len(valid) {
+			// Cut short: only because the next character would not fit.
+			_, size := utf8.DecodeRuneInString(valid[len(r):])
+			if len(r)+size <= MaxCloseReason {
+				t.Fatalf("reason %q cut to %q", valid, r)
+			}
 		}
 	})
 }
