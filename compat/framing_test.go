@@ -3,10 +3,13 @@ package compat
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -115,18 +118,115 @@ func TestStreamFraming(t *testing.T) {
 	}
 }
 
+// modelDeframe reads b as PROTOCOL.md §8.1 and §8.3 describe a stream
+// carrier, from the text alone: packets after a length uvarint of at most
+// five bytes, in its shortest form, of at most 2^32-1 (else 1002) and at
+// most max (else 1009); a close notice ends the stream with its code
+// (1005 when it has none), or 1002 when its payload is not a close
+// frame's. It returns the packets delivered before the end and the close
+// code, 0 when the input ran out.
+//
+// With notices false, a close notice is a packet like any other, as on a
+// binary stream (§8.5).
+func modelDeframe(b []byte, max uint64, notices bool) ([][]byte, wsframe.CloseCode) {
+	var pkts [][]byte
+	for len(b) > 0 {
+		var length uint64
+		i, complete := 0, false
+		for i < len(b) && i < maxPrefixLen {
+			c := b[i]
+			length |= uint64(c&0x7f) << (7 * i)
+			i++
+			if c < 0x80 {
+				complete = true
+				break
+			}
+		}
+		switch {
+		case !complete && i == maxPrefixLen:
+			return pkts, wsframe.CloseProtocolError
+		case !complete:
+			return pkts, 0
+		case i > 1 && b[i-1] == 0, length > 1<<32-1:
+			return pkts, wsframe.CloseProtocolError
+		case length > max:
+			return pkts, wsframe.CloseMessageTooBig
+		case uint64(len(b)-i) < length:
+			return pkts, 0
+		}
+		pkt := b[i : i+int(length)]
+		b = b[i+int(length):]
+		head := "\x04\x06$close" // an Event named "$close"
+		if !notices || !strings.HasPrefix(string(pkt), head) {
+			pkts = append(pkts, pkt)
+			continue
+		}
+		body := pkt[len(head):]
+		switch {
+		case len(body) == 0:
+			return pkts, wsframe.CloseNoStatus
+		case len(body) == 1 || len(body) > 125 || !utf8.Valid(body[2:]):
+			return pkts, wsframe.CloseProtocolError
+		}
+		code := wsframe.CloseCode(binary.BigEndian.Uint16(body))
+		if !wsframe.ValidCloseCode(code) {
+			return pkts, wsframe.CloseProtocolError
+		}
+		return pkts, code
+	}
+	return pkts, 0
+}
+
 // FuzzStreamFraming checks that any bytes, read in any pieces, deliver
 // the same packets and end with the same error as when read at once, and
-// never panic.
+// the packets and close code modelDeframe reads from the protocol's text.
+// readStreamPacket, which reads a binary stream's first packet, reads the
+// model's first packet and no byte past it, in a buffer that grows with
+// the bytes read, not with the length the prefix claims.
 func FuzzStreamFraming(f *testing.F) {
 	f.Add(append(framed([]byte{8}), framed([]byte{9, 1, 2})...), uint16(1), uint16(3))
 	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, uint16(2), uint16(4))
 	f.Add(append(appendPrefix(nil, 5000), 1, 2, 3), uint16(1), uint16(2))
+	f.Add(append(framed([]byte{8}), framed(appendCloseNotice(nil, 4000, "bye"))...), uint16(0), uint16(5))
+	f.Add(framed(append(closeNoticeHead, 0x03)), uint16(0), uint16(0))
+	f.Add(framed(closeNoticeHead), uint16(0), uint16(0))
+	// A notice's payload is a close frame's, at most 125 bytes.
+	f.Add(framed(append(appendCloseNotice(nil, 1000, strings.Repeat("a", 123)), 'a')), uint16(0), uint16(0))
+	f.Add(append(appendPrefix(nil, 4000), 1, 2), uint16(2), uint16(0))
 	f.Fuzz(func(t *testing.T, b []byte, cut1, cut2 uint16) {
-		whole, wholeCode := deframe(b, nil, 4096)
-		pieces, piecesCode := deframe(b, []int{int(cut1), int(cut2)}, 4096)
+		const max = 4096
+		whole, wholeCode := deframe(b, nil, max)
+		pieces, piecesCode := deframe(b, []int{int(cut1), int(cut2)}, max)
 		if wholeCode != piecesCode {
 			t.Fatalf("close %d at once, %d in pieces", wholeCode, piecesCode)
+		}
+		model, modelCode := modelDeframe(b, max, true)
+		if wholeCode != modelCode || len(whole) != len(model) {
+			t.Fatalf("% x: %d packets and close %d, the model %d and %d", b, len(whole), wholeCode, len(model), modelCode)
+		}
+		for i := range model {
+			if !bytes.Equal(whole[i], model[i]) {
+				t.Fatalf("% x: packet %d is % x, the model's % x", b, i, whole[i], model[i])
+			}
+		}
+
+		r := bytes.NewReader(b)
+		first, err := readStreamPacket(r, max)
+		read := len(b) - r.Len()
+		raw, rawCode := modelDeframe(b, max, false)
+		switch {
+		case len(raw) > 0:
+			if err != nil || !bytes.Equal(first, raw[0]) {
+				t.Fatalf("% x: first packet % x, %v; the model's % x", b, first, err, raw[0])
+			}
+			if want := prefixLen(len(raw[0])) + len(raw[0]); read != want {
+				t.Fatalf("% x: read %d bytes for a packet and prefix of %d", b, read, want)
+			}
+		case err == nil || CloseStatus(err) != rawCode:
+			t.Fatalf("% x: first packet % x, %v (close %d); the model: none, close %d", b, first, err, CloseStatus(err), rawCode)
+		}
+		if cap(first) > 2*read+512 {
+			t.Fatalf("% x: a buffer of %d bytes after reading %d", b, cap(first), read)
 		}
 		if len(whole) != len(pieces) {
 			t.Fatalf("%d packets at once, %d in pieces", len(whole), len(pieces))
