@@ -70,7 +70,8 @@ func wantDatagram(pkt []byte, codec dictionary.Codec) wsframe.CloseCode {
 // (QUIC, WebTransport, SCTP's unreliable stream, WebRTC's unreliable
 // channel), on a connection with no dictionary, the deflate one or the
 // zstd one: it must take exactly the datagrams wantDatagram takes and
-// refuse the others with the close code wantDatagram gives.
+// refuse the others with the close code wantDatagram gives. The same
+// bytes to a client connection must be taken and refused alike.
 func FuzzDatagram(f *testing.F) {
 	s := datagramServer(f)
 	event := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("note"), Payload: []byte(`{"text":"hi"}`)})
@@ -106,7 +107,25 @@ func FuzzDatagram(f *testing.F) {
 		want := wantDatagram(pkt, codec)
 		err := p.handleDatagram(bytes.Clone(pkt))
 		if got := CloseStatus(err); (err == nil) != (want == 0) || (err != nil && got != want) {
-			t.Fatalf("datagram % x (dictionary %d): %v (close %d), want close %d", pkt, sel%3, err, got, want)
+			t.Fatalf("server: datagram % x (dictionary %d): %v (close %d), want close %d", pkt, sel%3, err, got, want)
+		}
+
+		// The client takes the same datagrams from a server, "as on the
+		// server" (clientConn.handleDatagram). It reads the kind before it
+		// inflates, so a compressed packet of another kind is 1008 there
+		// whatever its body.
+		cc := &clientConn{c: &Client{}}
+		if codec != nil {
+			cc.dict.Store(p.dict.Load())
+		}
+		if len(pkt) > 0 {
+			if k := dispatch.Kind(pkt[0] &^ wire.CompressedBit); k != dispatch.KindEmit && k != dispatch.KindEvent {
+				want = wsframe.ClosePolicyViolation
+			}
+		}
+		err = cc.handleDatagram(bytes.Clone(pkt))
+		if got := CloseStatus(err); (err == nil) != (want == 0) || (err != nil && got != want) {
+			t.Fatalf("client: datagram % x (dictionary %d): %v (close %d), want close %d", pkt, sel%3, err, got, want)
 		}
 	})
 }
