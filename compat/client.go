@@ -463,7 +463,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 
 // dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
 func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
-	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout}
+	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout, OnHeader: checkAnswerHeader}
 	if c.opts.TLSConfig != nil {
 		d.TLSConfig = c.opts.TLSConfig.Clone()
 		d.TLSConfig.NextProtos = []string{"http/1.1"} // the upgrade is HTTP/1.1, never h2

@@ -304,6 +304,22 @@ func (r *handshakeReader) checkHeaders() error {
 // the ABNF grammar").
 var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("malformed header line"))
 
+// checkAnswerHeader is a WebSocket client's check of the header lines of
+// a server's answer to its upgrade that gobwas/ws's Dialer does not read
+// itself (ws.Dialer.OnHeader): the line's grammar (RFC 9110 §5.1, §5.5), as
+// checkHeaders checks a request's. The Dialer takes any line with a colon,
+// so a 101 with a line such as "\xaf:" passed, which net/http and browsers
+// refuse; RFC 6455 §4.1 has the client fail a connection whose answer is
+// not the handshake of §4.2.2, an HTTP response.
+func checkAnswerHeader(name, value []byte) error {
+	if !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
+		return errMalformedAnswer
+	}
+	return nil
+}
+
+var errMalformedAnswer = errors.New("malformed header line in the upgrade's answer")
+
 // errManyHosts refuses a raw upgrade request with more than one Host line,
 // as net/http does.
 var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("more than one Host header"))
