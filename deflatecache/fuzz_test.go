@@ -76,7 +76,7 @@ func FuzzNegotiate(f *testing.F) {
 			}
 		}
 		// The same bytes as a server's response.
-		offer := ClientOffer{ServerNoContextTakeover: flags&4 != 0, ServerMaxWindowBits: int(maxBits % 17), ClientMaxWindowBits: int(clientBits % 17)}
+		offer := ClientOffer{ServerNoContextTakeover: flags&4 != 0, ClientNoContextTakeover: flags&8 != 0, ServerMaxWindowBits: int(maxBits % 17), ClientMaxWindowBits: int(clientBits % 17)}
 		cp, cok, cerr := ParseResponse(header, offer)
 		switch {
 		case cerr != nil:
@@ -89,6 +89,22 @@ func FuzzNegotiate(f *testing.F) {
 			}
 			if offer.ServerMaxWindowBits != 0 && cp.ServerMaxWindowBits > clampBits(offer.ServerMaxWindowBits) {
 				t.Fatalf("accepted a larger server window: %+v for %+v", cp, offer)
+			}
+			// RFC 7692 §7.1.1.1: a server that accepts an offer of
+			// server_no_context_takeover includes it; §7.1.1.2: a client
+			// that offered client_no_context_takeover keeps to it, named
+			// in the response or not; §7.1.2.2: the client's window is at
+			// most the one it offered.
+			if offer.ServerNoContextTakeover && !cp.ServerNoContextTakeover || offer.ClientNoContextTakeover && !cp.ClientNoContextTakeover {
+				t.Fatalf("accepted response %q gave %+v for offer %+v", header, cp, offer)
+			}
+			if offer.ClientMaxWindowBits != 0 && cp.ClientMaxWindowBits > clampBits(offer.ClientMaxWindowBits) {
+				t.Fatalf("accepted a larger client window: %+v for %+v", cp, offer)
+			}
+			// The parameters the client uses are what the response says,
+			// where it says them.
+			if lower := strings.ToLower(header); !strings.Contains(lower, serverNoContextTakeover) && cp.ServerNoContextTakeover {
+				t.Fatalf("response %q read as server_no_context_takeover", header)
 			}
 		}
 	})
