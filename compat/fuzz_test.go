@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dictionary"
@@ -167,6 +169,136 @@ func FuzzOfferLines(f *testing.F) {
 		if candidates < pionCandidates || media < len(parsed.MediaDescriptions) {
 			t.Fatalf("offerLines counts %d candidates and %d media sections, pion parses %d and %d: %q",
 				candidates, media, pionCandidates, len(parsed.MediaDescriptions), sdp)
+		}
+	})
+}
+
+// streamPeer is the client end of a stream carrier for FuzzStreamServer:
+// it reads the input, then io.EOF (the client's side ended), and keeps
+// what the server writes.
+type streamPeer struct {
+	in   *bytes.Reader
+	mu   sync.Mutex
+	out  []byte
+	done chan error
+}
+
+func (s *streamPeer) Read(p []byte) (int, error) { return s.in.Read(p) }
+func (s *streamPeer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out = append(s.out, p...)
+	return len(p), nil
+}
+
+// serverKinds are the packet kinds a server sends (PROTOCOL.md §3).
+var serverKinds = map[dispatch.Kind]bool{
+	dispatch.KindResult: true, dispatch.KindError: true, dispatch.KindEvent: true, dispatch.KindAsk: true,
+	dispatch.KindBatch: true, dispatch.KindPing: true, dispatch.KindPong: true, dispatch.KindJoin: true,
+	dispatch.KindLeave: true, dispatch.KindEmit: true, dispatch.KindCapabilities: true,
+}
+
+// FuzzStreamServer serves a whole connection of a stream carrier (QUIC,
+// WebTransport, SCTP: PROTOCOL.md §8.1) whose client sends the fuzzer's
+// bytes and then ends its side. The connection must end (within 10 s),
+// and what the server wrote must be a well framed stream (§8.1) of
+// packets that decode (§3) and are of kinds a server sends, after which
+// at most one close notice (§8.3), last, whose code is one the input can
+// cause (1002, 1003, 1007, 1008, 1009; 1000 answering the client's own
+// notice, or echoing its code): never 1011.
+func FuzzStreamServer(f *testing.F) {
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "maxMessage", "4096")})
+	call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/say", 0, []byte(`{"text":"hi"}`))
+	sleep := wire.AppendCall(nil, dispatch.KindCall, 2, "test/sleep", 0, []byte(`5`))
+	join := wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 3, Room: []byte("r")})
+	emit := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEmit, Room: []byte("r"), Name: []byte("note"), Payload: []byte(`{}`)})
+	ping := wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte("p")})
+	var all []byte
+	for _, p := range [][]byte{caps, call, sleep, join, emit, ping} {
+		all = append(all, framed(p)...)
+	}
+	f.Add(all)
+	f.Add(append(bytes.Clone(all), framed(appendCloseNotice(nil, 4000, "bye"))...))
+	f.Add(append(framed(call), framed(appendCloseNotice(nil, 1000, ""))...))
+	f.Add(append(framed(call), 0x80, 0x80, 0x80, 0x80, 0x80, 0x01))
+	f.Add(append(framed(call), framed([]byte{0x7f})...))
+
+	conns := make(map[*pktConn]*streamPeer)
+	var connsMu sync.Mutex
+	r := testRouter()
+	HandleEvent(r, "note", func(ctx context.Context, v echoReq) {})
+	s, err := NewServer(Options{
+		Router: r,
+		Logger: slog.New(slog.DiscardHandler),
+		Limits: Limits{MaxMessageSize: 4096},
+		OnDisconnect: func(p *Peer, err error) {
+			connsMu.Lock()
+			sp := conns[p.link.(*pktConn)]
+			connsMu.Unlock()
+			sp.done <- err
+		},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		sp := &streamPeer{in: bytes.NewReader(in), done: make(chan error, 1)}
+		l := newStreamConn(nullTransport{}, sp, s.opts.Limits)
+		connsMu.Lock()
+		conns[l] = sp
+		connsMu.Unlock()
+		defer func() {
+			connsMu.Lock()
+			delete(conns, l)
+			connsMu.Unlock()
+		}()
+		s.conns.add()
+		s.serveLink(l, &upgrade{})
+		select {
+		case <-sp.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the connection did not end: % x", in)
+		}
+		<-l.done // its writes are over
+		sp.mu.Lock()
+		out := bytes.Clone(sp.out)
+		sp.mu.Unlock()
+
+		pkts, code := modelDeframe(out, 1<<32-1, false)
+		if code != 0 {
+			t.Fatalf("the server wrote a stream that fails with %d: % x", code, out)
+		}
+		var framedLen int
+		for _, p := range pkts {
+			framedLen += prefixLen(len(p)) + len(p)
+		}
+		if framedLen != len(out) {
+			t.Fatalf("the server's stream ends with %d bytes of a partial packet", len(out)-framedLen)
+		}
+		for i, p := range pkts {
+			if isCloseNotice(p) {
+				ce, err := parseCloseNotice(p)
+				if err != nil {
+					t.Fatalf("bad close notice % x", p)
+				}
+				if i != len(pkts)-1 {
+					t.Fatalf("%d packets after the close notice (%d)", len(pkts)-1-i, ce.Code)
+				}
+				switch ce.Code {
+				case wsframe.CloseProtocolError, wsframe.CloseUnsupportedData, wsframe.CloseInvalidPayload,
+					wsframe.ClosePolicyViolation, wsframe.CloseMessageTooBig:
+				default:
+					_, notices := modelDeframe(in, 4096, true)
+					if notices == 0 || (ce.Code != notices && ce.Code != wsframe.CloseNormal) {
+						t.Fatalf("close notice %d %q for input % x", ce.Code, ce.Reason, in)
+					}
+				}
+				continue
+			}
+			d, err := wire.Decode(p)
+			if err != nil || !serverKinds[d.Kind] {
+				t.Fatalf("the server sent % x: kind %d, %v", p, d.Kind, err)
+			}
 		}
 	})
 }
