@@ -177,10 +177,9 @@ func FuzzOfferLines(f *testing.F) {
 // it reads the input, then io.EOF (the client's side ended), and keeps
 // what the server writes.
 type streamPeer struct {
-	in   *bytes.Reader
-	mu   sync.Mutex
-	out  []byte
-	done chan error
+	in  *bytes.Reader
+	mu  sync.Mutex
+	out []byte
 }
 
 func (s *streamPeer) Read(p []byte) (int, error) { return s.in.Read(p) }
@@ -198,14 +197,46 @@ var serverKinds = map[dispatch.Kind]bool{
 	dispatch.KindLeave: true, dispatch.KindEmit: true, dispatch.KindCapabilities: true,
 }
 
+// channelPeer is the client end of a message carrier (a WebRTC data
+// channel, PROTOCOL.md §8.1) for FuzzStreamServer: it hands the server
+// its messages, then io.EOF, and keeps the messages the server writes.
+type channelPeer struct {
+	in  [][]byte
+	mu  sync.Mutex
+	out [][]byte
+}
+
+func (c *channelPeer) readMessage(p []byte) (int, bool, error) {
+	if len(c.in) == 0 {
+		return 0, false, io.EOF
+	}
+	m := c.in[0]
+	if len(m) > len(p) {
+		return 0, false, io.ErrShortBuffer
+	}
+	c.in = c.in[1:]
+	return copy(p, m), false, nil
+}
+
+func (c *channelPeer) writeMessage(p []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, bytes.Clone(p))
+	return nil
+}
+
+func (c *channelPeer) buffered() int { return 0 }
+
 // FuzzStreamServer serves a whole connection of a stream carrier (QUIC,
 // WebTransport, SCTP: PROTOCOL.md §8.1) whose client sends the fuzzer's
-// bytes and then ends its side. The connection must end (within 10 s),
-// and what the server wrote must be a well framed stream (§8.1) of
-// packets that decode (§3) and are of kinds a server sends, after which
-// at most one close notice (§8.3), last, whose code is one the input can
-// cause (1002, 1003, 1007, 1008, 1009; 1000 answering the client's own
-// notice, or echoing its code): never 1011.
+// bytes and then ends its side, or, with channel set, of a message
+// carrier (WebRTC) whose client sends the packets of the same bytes read
+// as a stream, one per message, however long. The connection must end
+// (within 10 s), and what the server wrote must be a well framed stream
+// (§8.1) of packets, or messages, that decode (§3) and are of kinds a
+// server sends, after which at most one close notice (§8.3), last, whose
+// code is one the input can cause (1002, 1003, 1007, 1008, 1009; the
+// client's own notice's code or 1000 in answer to it): never 1011.
 func FuzzStreamServer(f *testing.F) {
 	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "maxMessage", "4096")})
 	call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/say", 0, []byte(`{"text":"hi"}`))
@@ -217,13 +248,21 @@ func FuzzStreamServer(f *testing.F) {
 	for _, p := range [][]byte{caps, call, sleep, join, emit, ping} {
 		all = append(all, framed(p)...)
 	}
-	f.Add(all)
-	f.Add(append(bytes.Clone(all), framed(appendCloseNotice(nil, 4000, "bye"))...))
-	f.Add(append(framed(call), framed(appendCloseNotice(nil, 1000, ""))...))
-	f.Add(append(framed(call), 0x80, 0x80, 0x80, 0x80, 0x80, 0x01))
-	f.Add(append(framed(call), framed([]byte{0x7f})...))
+	for _, channel := range []bool{false, true} {
+		f.Add(all, channel)
+		f.Add(append(bytes.Clone(all), framed(appendCloseNotice(nil, 4000, "bye"))...), channel)
+		f.Add(append(framed(call), framed(appendCloseNotice(nil, 1000, ""))...), channel)
+		f.Add(append(framed(call), 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), channel)
+		f.Add(append(framed(call), framed([]byte{0x7f})...), channel)
+		f.Add(append(framed(call), framed(make([]byte, 5000))...), channel)
+	}
 
-	conns := make(map[*pktConn]*streamPeer)
+	type ends struct {
+		stream  *streamPeer
+		channel *channelPeer
+		done    chan error
+	}
+	conns := make(map[*pktConn]*ends)
 	var connsMu sync.Mutex
 	r := testRouter()
 	HandleEvent(r, "note", func(ctx context.Context, v echoReq) {})
@@ -233,19 +272,27 @@ func FuzzStreamServer(f *testing.F) {
 		Limits: Limits{MaxMessageSize: 4096},
 		OnDisconnect: func(p *Peer, err error) {
 			connsMu.Lock()
-			sp := conns[p.link.(*pktConn)]
+			e := conns[p.link.(*pktConn)]
 			connsMu.Unlock()
-			sp.done <- err
+			e.done <- err
 		},
 	})
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		sp := &streamPeer{in: bytes.NewReader(in), done: make(chan error, 1)}
-		l := newStreamConn(nullTransport{}, sp, s.opts.Limits)
+	f.Fuzz(func(t *testing.T, in []byte, channel bool) {
+		e := &ends{done: make(chan error, 1)}
+		var l *pktConn
+		if channel {
+			msgs, _ := modelDeframe(in, 1<<32-1, false)
+			e.channel = &channelPeer{in: msgs}
+			l = newMessageConn(nullTransport{}, e.channel, s.opts.Limits)
+		} else {
+			e.stream = &streamPeer{in: bytes.NewReader(in)}
+			l = newStreamConn(nullTransport{}, e.stream, s.opts.Limits)
+		}
 		connsMu.Lock()
-		conns[l] = sp
+		conns[l] = e
 		connsMu.Unlock()
 		defer func() {
 			connsMu.Lock()
@@ -255,25 +302,33 @@ func FuzzStreamServer(f *testing.F) {
 		s.conns.add()
 		s.serveLink(l, &upgrade{})
 		select {
-		case <-sp.done:
+		case <-e.done:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the connection did not end: % x", in)
 		}
 		<-l.done // its writes are over
-		sp.mu.Lock()
-		out := bytes.Clone(sp.out)
-		sp.mu.Unlock()
 
-		pkts, code := modelDeframe(out, 1<<32-1, false)
-		if code != 0 {
-			t.Fatalf("the server wrote a stream that fails with %d: % x", code, out)
-		}
-		var framedLen int
-		for _, p := range pkts {
-			framedLen += prefixLen(len(p)) + len(p)
-		}
-		if framedLen != len(out) {
-			t.Fatalf("the server's stream ends with %d bytes of a partial packet", len(out)-framedLen)
+		var pkts [][]byte
+		if channel {
+			e.channel.mu.Lock()
+			pkts = e.channel.out
+			e.channel.mu.Unlock()
+		} else {
+			e.stream.mu.Lock()
+			out := bytes.Clone(e.stream.out)
+			e.stream.mu.Unlock()
+			var code wsframe.CloseCode
+			pkts, code = modelDeframe(out, 1<<32-1, false)
+			if code != 0 {
+				t.Fatalf("the server wrote a stream that fails with %d: % x", code, out)
+			}
+			framedLen := 0
+			for _, p := range pkts {
+				framedLen += prefixLen(len(p)) + len(p)
+			}
+			if framedLen != len(out) {
+				t.Fatalf("the server's stream ends with %d bytes of a partial packet", len(out)-framedLen)
+			}
 		}
 		for i, p := range pkts {
 			if isCloseNotice(p) {
@@ -288,8 +343,8 @@ func FuzzStreamServer(f *testing.F) {
 				case wsframe.CloseProtocolError, wsframe.CloseUnsupportedData, wsframe.CloseInvalidPayload,
 					wsframe.ClosePolicyViolation, wsframe.CloseMessageTooBig:
 				default:
-					_, notices := modelDeframe(in, 4096, true)
-					if notices == 0 || (ce.Code != notices && ce.Code != wsframe.CloseNormal) {
+					_, notice := modelDeframe(in, 1<<32-1, true)
+					if notice == 0 || (ce.Code != notice && ce.Code != wsframe.CloseNormal) {
 						t.Fatalf("close notice %d %q for input % x", ce.Code, ce.Reason, in)
 					}
 				}
