@@ -306,7 +306,11 @@ func FuzzStreamServer(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the connection did not end: % x", in)
 		}
-		<-l.done // its writes are over
+		select {
+		case <-l.done: // its writes are over
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the connection ended but its writes did not: % x", in)
+		}
 
 		var pkts [][]byte
 		if channel {
