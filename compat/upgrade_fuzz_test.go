@@ -1,0 +1,154 @@
+package compat
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requestLine is a request line both paths read alike; gobwas/ws's own
+// reading of others (HTTP/1.10, absolute URIs) differs from net/http's.
+var requestLine = regexp.MustCompile(`^GET /[!-~]* HTTP/1\.1\r?\n`)
+
+// FuzzUpgradePaths is a differential of the two ways a server takes a
+// WebSocket upgrade: Serve (gobwas/ws's Upgrader on the raw connection,
+// with checkHeaders) and ServeHTTP under net/http (gobwas/ws's
+// HTTPUpgrader). For a request with a plain request line, neither of
+// them may switch protocols where the other refuses, and when both do
+// they answer with the same accept value, subprotocol and extensions.
+// Requests with a body (hasBody) and with repeated or folded fields
+// (repeatedOrFolded) are not compared.
+func FuzzUpgradePaths(f *testing.F) {
+	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	f.Add([]byte(valid))
+	for _, r := range [][2]string{
+		{"Upgrade: websocket\r\n", "Upgrade: websocket\r\nUpgrade: h2c\r\n"},
+		{"Connection: Upgrade\r\n", "Connection: keep-alive, Upgrade\r\n"},
+		{"Connection: Upgrade\r\n", "Connection: keep-alive\r\nConnection: Upgrade\r\n"},
+		{"Connection: Upgrade\r\n", "Connection: Upgrade\r\n Upgrade\r\n"},
+		{"Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Version: 8\r\n"},
+		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n"},
+		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; x=\r\n\r\n"},
+		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate\r\nSec-WebSocket-Extensions: permessage-deflate; server_max_window_bits=7\r\n\r\n"},
+		{"Sec-WebSocket-Protocol: " + Subprotocol, "Sec-WebSocket-Protocol: x, " + Subprotocol},
+		{"Sec-WebSocket-Protocol: " + Subprotocol, "Sec-WebSocket-Protocol: x\r\nSec-WebSocket-Protocol: " + Subprotocol},
+		{"Host: a\r\n", ""},
+		{"\r\n\r\n", "\r\nContent-Length: 3\r\n\r\nabc"},
+		{"\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	} {
+		f.Add([]byte(strings.Replace(valid, r[0], r[1], 1)))
+	}
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler), CheckOrigin: func(*http.Request) bool { return true }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	hs := &http.Server{Handler: s, ErrorLog: log.New(io.Discard, "", 0)}
+	go hs.Serve(ln)
+	f.Cleanup(func() { hs.Close() })
+	f.Fuzz(func(t *testing.T, req []byte) {
+		if !requestLine.Match(req) || hasBody(req) || repeatedOrFolded(req) {
+			return
+		}
+		c := &scriptedConn{r: bytes.NewReader(req)}
+		_, rawErr := s.upgradeConn(c)
+		raw := rawErr == nil && bytes.HasPrefix(c.w.Bytes(), []byte("HTTP/1.1 101 "))
+
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		go func() {
+			nc.Write(req)
+			nc.(*net.TCPConn).CloseWrite()
+		}()
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		viaHTTP := err == nil && resp.StatusCode == http.StatusSwitchingProtocols
+		switch {
+		case raw && !viaHTTP:
+			st := 0
+			if resp != nil {
+				st = resp.StatusCode
+			}
+			t.Fatalf("Serve switched protocols, ServeHTTP answered %d (%v): %q", st, err, req)
+		case viaHTTP && !raw:
+			t.Fatalf("ServeHTTP switched protocols, Serve refused (%v): %q", rawErr, req)
+		case raw && viaHTTP:
+			rawResp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(c.w.Bytes())), nil)
+			if err != nil {
+				t.Fatalf("Serve's answer %q: %v", c.w.Bytes(), err)
+			}
+			for _, h := range []string{"Sec-Websocket-Protocol", "Sec-Websocket-Extensions", "Sec-Websocket-Accept"} {
+				if a, b := rawResp.Header.Values(h), resp.Header.Values(h); strings.Join(a, "\n") != strings.Join(b, "\n") {
+					t.Fatalf("%s: Serve %q, ServeHTTP %q: %q", h, a, b, req)
+				}
+			}
+		}
+	})
+}
+
+// repeatedOrFolded reports whether a request has a header line folded
+// onto the one before, or one of the fields the upgrade reads more than
+// once. gobwas/ws's Upgrader (under Serve) checks such a field on every
+// line, its HTTPUpgrader (under ServeHTTP) the first value only, and
+// compat's checks read all the values under both: the two paths take and
+// refuse such requests differently, each within what RFC 9112 §5.2
+// (folded lines) and RFC 6455 §4.2.1 and §11.3 allow, so they are not
+// compared on them.
+func repeatedOrFolded(req []byte) bool {
+	seen := map[string]int{}
+	first := true
+	for line := range bytes.Lines(req) {
+		if first {
+			first = false
+			continue
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return true
+		}
+		name, _, _ := bytes.Cut(line, []byte(":"))
+		switch k := http.CanonicalHeaderKey(string(bytes.TrimSpace(name))); k {
+		case "Upgrade", "Connection", "Sec-Websocket-Version", "Sec-Websocket-Key", "Host", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions":
+			if seen[k]++; seen[k] > 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasBody reports whether a request has a header that frames a body
+// (RFC 9112 §6): net/http reads (or refuses, 501 for a coding it does not
+// know) what it frames, and gobwas/ws's Upgrader, reading no body, takes
+// it for the connection's first frames. Neither path refuses a GET for
+// having a body, so the two are not compared on such requests.
+func hasBody(req []byte) bool {
+	head, _, _ := bytes.Cut(req, []byte("\n\n"))
+	head, _, _ = bytes.Cut(head, []byte("\r\n\r\n"))
+	for line := range bytes.Lines(head) {
+		name, _, _ := bytes.Cut(line, []byte(":"))
+		switch http.CanonicalHeaderKey(string(bytes.TrimSpace(name))) {
+		case "Transfer-Encoding", "Content-Length":
+			return true
+		}
+	}
+	return false
+}
