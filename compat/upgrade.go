@@ -341,7 +341,10 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 			return nil
 		},
 		OnHost: func(host []byte) error {
-			if !httpguts.ValidHostHeader(string(host)) {
+			// RFC 6455 §4.2.1 item 2: "A |Host| header field containing
+			// the server's authority"; an empty one names none, and
+			// ServeHTTP (gobwas/ws's HTTPUpgrader) refuses it too.
+			if len(host) == 0 || !httpguts.ValidHostHeader(string(host)) {
 				return errMalformedHeader
 			}
 			r.Host = string(host)
