@@ -63,9 +63,12 @@ type ClientOptions struct {
 	// packets travel plain.
 	Dictionary *dictionary.Dictionary
 	// Limits bound what the client accepts: MaxMessageSize, MaxFrameSize,
-	// MaxFragments and MaxOutboxBytes apply, and MaxInFlight bounds the
-	// server's asks whose handlers run at once (more are answered
-	// ErrOverloaded).
+	// MaxFragments and MaxOutboxBytes apply, and MaxInFlight (128 by
+	// default) bounds the server's asks whose handlers run at once (more
+	// are answered ErrOverloaded, code 7). That bound is the client's, not
+	// a connection's: a handler that ignores its ctx and still runs after
+	// its connection dropped keeps its place, so reconnects cannot
+	// multiply such handlers.
 	Limits Limits
 	// CallTimeout bounds a call, Join or Leave whose context has no
 	// deadline; 0: none.
@@ -191,6 +194,13 @@ type Client struct {
 	// inCallbacks counts the listeners and OnState calls running: Close
 	// called from one must not wait for the goroutine that runs it.
 	inCallbacks atomic.Int32
+	// asksRunning counts the ask handlers running, at most
+	// Limits.MaxInFlight: each has a goroutine of its own, and a server
+	// that asks faster than they answer must not grow them without bound.
+	// It is the client's, not a connection's: a handler that ignores its
+	// ctx runs on after its connection ended, and counted per connection
+	// such handlers piled up by MaxInFlight at every reconnect.
+	asksRunning atomic.Int32
 
 	watch ctxWatch // the context of the caller reading its own answer
 
@@ -244,11 +254,6 @@ type clientConn struct {
 	// shared is the read token of a WebSocket connection, whose callers
 	// read their answers themselves (sharedread.go); nil on other carriers.
 	shared *sharedReads
-
-	// asksRunning counts the ask handlers running, at most
-	// Limits.MaxInFlight: each has a goroutine of its own, and a server
-	// that asks faster than they answer must not grow them without bound.
-	asksRunning atomic.Int32
 }
 
 // Message is a server event or room emit as a client receives it.
@@ -2231,10 +2236,11 @@ func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte
 // answerAsk runs the handler of a server ask on a goroutine of its own
 // and sends the Answer; an ask beyond Limits.MaxInFlight running at once
 // is answered ErrOverloaded at once, as the server answers such calls.
+// Handlers still running from an earlier connection count.
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
-	if cc.asksRunning.Add(1) > int32(c.opts.Limits.MaxInFlight) {
-		cc.asksRunning.Add(-1)
+	if c.asksRunning.Add(1) > int32(c.opts.Limits.MaxInFlight) {
+		c.asksRunning.Add(-1)
 		e := ErrOverloaded
 		// Sent by the read loop itself, which enqueue's wait for the
 		// capabilities (awaitReady) would block.
@@ -2242,7 +2248,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 		return
 	}
 	go func() {
-		defer cc.asksRunning.Add(-1)
+		defer c.asksRunning.Add(-1)
 		ctx := cc.asksCtx
 		if timeoutMS > 0 {
 			var cancel context.CancelFunc

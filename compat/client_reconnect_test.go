@@ -715,3 +715,68 @@ func rejoinAfterDrop(t *testing.T, rooms int, opts ClientOptions, slowJoin func(
 	dropAndAwaitReconnect(t, s, connected)
 	return s, failed
 }
+
+// Limits.MaxInFlight bounds the ask handlers running across reconnects:
+// a handler that ignores its ctx runs on after its connection dropped,
+// and counted per connection such handlers grew by MaxInFlight at every
+// reconnect (a client audit). Here the bound's handlers block past a
+// drop; the reconnected connection's ask is answered Overloaded, and
+// once they return, asks run again.
+func TestAskBoundHoldsAcrossReconnects(t *testing.T) {
+	const limit = 2
+	peers := make(chan *Peer, 4)
+	_, addr := newTestServer(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	release := make(chan struct{})
+	started := make(chan struct{}, limit+1)
+	var running atomic.Int32
+	handlers := NewRouter()
+	Handle(handlers, "ui/stuck", func(ctx context.Context, _ int) (int, error) {
+		running.Add(1)
+		defer running.Add(-1)
+		started <- struct{}{}
+		<-release // ignores its ctx
+		return 1, nil
+	})
+	states := make(chan State, 8)
+	dialClient(t, addr, ClientOptions{
+		Handlers:  handlers,
+		Limits:    Limits{MaxInFlight: limit},
+		Logger:    slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState:   func(s State) { states <- s },
+	})
+	defer close(release)
+	p := <-peers
+	for range limit {
+		go p.Ask(context.Background(), "ui/stuck", 0, nil)
+	}
+	for range limit {
+		select {
+		case <-started:
+		case <-time.After(hangBound):
+			t.Fatal("the handlers did not start")
+		}
+	}
+	p.link.abort()
+	var p2 *Peer
+	select {
+	case p2 = <-peers:
+	case <-time.After(hangBound):
+		t.Fatal("no reconnect")
+	}
+	for s := State(0); s != Connected; {
+		select {
+		case s = <-states:
+		case <-time.After(hangBound):
+			t.Fatal("not connected again")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	if err := p2.Ask(ctx, "ui/stuck", 0, nil); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("ask while the dropped connection's handlers run (%d running): %v, want ErrOverloaded", running.Load(), err)
+	}
+	if n := running.Load(); n > limit {
+		t.Errorf("%d ask handlers run at once, limit %d", n, limit)
+	}
+}
