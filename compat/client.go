@@ -71,7 +71,8 @@ type ClientOptions struct {
 	// multiply such handlers.
 	Limits Limits
 	// CallTimeout bounds a call, Join or Leave whose context has no
-	// deadline; 0: none.
+	// deadline, and the opening of such a stream (OpenStream: until the
+	// server accepts it, not the transfer); 0: none.
 	CallTimeout time.Duration
 	// ConnectTimeout bounds each connection attempt, Dial's (within its
 	// ctx) and every reconnect's: the carrier's handshakes, the upgrade or

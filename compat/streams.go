@@ -235,7 +235,7 @@ func (s *Stream) streamError(err error) error {
 // or the end of the connection.
 func (cc *clientConn) openStreamError(ctx context.Context, pc *pktConn, raw rawStream, err error) error {
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return ctxError(ctx)
 	}
 	if code, ok := raw.resetCode(err); ok {
 		return &Error{Code: code, Message: "stream reset by the server"}
@@ -486,12 +486,16 @@ func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, s
 // it. It fails with the server's *Error (NotFound, Overloaded, ...), or
 // ErrStreamsUnsupported on a carrier without streams.
 //
-// ctx bounds the opening; canceling it later does not touch the stream.
-// Its deadline, though, travels with the request as a call's does, and
-// the server's stream handler gets it on its ctx: a handler that stops on
-// its ctx ends a stream opened with a 5 s deadline after 5 s, whatever it
-// still carries. Open a long transfer with a ctx without a deadline (or
-// with one for the whole transfer).
+// ctx bounds the opening, and so does ClientOptions.CallTimeout when ctx
+// has no deadline, as they bound a call: past either, OpenStream fails
+// with ErrTimeout (which matches context.DeadlineExceeded too). Canceling
+// ctx later does not touch the stream. ctx's deadline,
+// though, travels with the request as a call's does, and the server's
+// stream handler gets it on its ctx: a handler that stops on its ctx ends
+// a stream opened with a 5 s deadline after 5 s, whatever it still
+// carries. Open a long transfer with a ctx without a deadline (or with one
+// for the whole transfer); CallTimeout does not travel, it bounds only
+// the wait for the server's answer.
 func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Stream, error) {
 	if err := checkName("method", method); err != nil {
 		return nil, err
@@ -508,6 +512,18 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	if !ok {
 		return nil, ErrStreamsUnsupported
 	}
+	// The request carries ctx's own deadline only (see above); CallTimeout
+	// bounds the opening alone. Without it, a server that read the call
+	// and never answered held OpenStream with a ctx without deadline for
+	// as long as the connection lived (a client audit).
+	var timeoutMS uint32
+	if d, ok := ctx.Deadline(); ok {
+		timeoutMS = uint32(min(max(time.Until(d).Milliseconds(), 1), 1<<31))
+	} else if c.opts.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
+		defer cancel()
+	}
 	// Streams open once the server has answered on the control stream,
 	// so that it cannot take a binary stream for the control stream
 	// (PROTOCOL.md §8.2).
@@ -516,18 +532,17 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	case <-cc.ended:
 		return nil, c.endError(cc) // why, as a call's error says
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, ctxError(ctx)
 	}
 	raw, err := opener.openStream(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx)
+		}
 		if streamConnectionEnded(err) {
 			return nil, cc.clientStreamEnded(pc)(err)
 		}
 		return nil, fmt.Errorf("hotpath: open stream: %w", err)
-	}
-	var timeoutMS uint32
-	if d, ok := ctx.Deadline(); ok {
-		timeoutMS = uint32(min(max(time.Until(d).Milliseconds(), 1), 1<<31))
 	}
 	pkt := wire.AppendCall(nil, dispatch.KindCall, 1, method, timeoutMS, nil)
 	if pkt, err = marshal(c.opts.Codec, pkt, req); err != nil {
@@ -560,7 +575,7 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	if !stop() {
 		// ctx ended after the answer came: its reset has hit the stream.
 		raw.Close()
-		return nil, ctx.Err()
+		return nil, ctxError(ctx)
 	}
 	return &Stream{raw: raw, connectionEnded: cc.clientStreamEnded(pc)}, nil
 }
