@@ -6,12 +6,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
 )
 
 // rawQUICServer is a native QUIC server written by hand, for what the
@@ -111,5 +116,63 @@ func TestCallTimeoutBoundsOpenStream(t *testing.T) {
 		}
 	case <-time.After(hangBound):
 		t.Fatal("the server read no call")
+	}
+}
+
+// A close reason that a carrier brings from the server reaches the user
+// as a WebSocket close frame's would: valid UTF-8 of at most 123 bytes
+// (RFC 6455 §5.5), cut at a character. QUIC and WebTransport closes carry
+// about 1 KiB of any bytes, and an SCTP ABORT's reason about as much; the
+// client passed them on unchecked in the *CloseError that calls fail with
+// (a client audit).
+func TestCarrierCloseReasonsAreBounded(t *testing.T) {
+	long := strings.Repeat("é", 400) + "\xff\xfe" // 802 bytes, invalid at the end
+	e := newCarrierEnv(t, Options{})
+	for _, tc := range []struct {
+		carrier Carrier
+		code    wsframe.CloseCode // 0: any
+		close   func(pktTransport)
+	}{
+		{CarrierQUIC, wsframe.ClosePolicyViolation, func(tr pktTransport) {
+			tr.(*quicTransport).conn.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), long)
+		}},
+		{CarrierQUIC, wsframe.ClosePolicyViolation, func(tr pktTransport) {
+			tr.(*quicTransport).conn.CloseWithError(quic.ApplicationErrorCode(wsframe.ClosePolicyViolation), "\xff"+long[:200])
+		}},
+		{CarrierWebTransport, wsframe.ClosePolicyViolation, func(tr pktTransport) {
+			tr.(*wtTransport).sess.CloseWithError(webtransport.SessionErrorCode(wsframe.ClosePolicyViolation), long)
+		}},
+		{CarrierSCTP, wsframe.CloseAbnormal, func(tr pktTransport) { tr.(*sctpTransport).assoc.Abort(long) }},
+		{carrierSCTPDTLS, wsframe.CloseAbnormal, func(tr pktTransport) { tr.(*sctpTransport).assoc.Abort(long) }},
+	} {
+		t.Run(carrierName(tc.carrier), func(t *testing.T) {
+			waitFor(t, func() bool { return e.srv.Peers() == 0 })
+			c := e.dial(t, tc.carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+			peers := e.srv.snapshotPeers()
+			if len(peers) != 1 {
+				t.Fatalf("%d peers", len(peers))
+			}
+			tc.close(peers[0].link.(*pktConn).t)
+			var err error
+			select {
+			case <-c.done:
+				err = c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, nil)
+			case <-time.After(hangBound):
+				t.Fatal("the client did not see the close")
+			}
+			var ce *CloseError
+			if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) {
+				t.Fatalf("call after the close: %v, want ErrDisconnected with a *CloseError", err)
+			}
+			if ce.Code != tc.code {
+				t.Errorf("close code %d, want %d", ce.Code, tc.code)
+			}
+			if len(ce.Reason) > wsframe.MaxCloseReason || !utf8.ValidString(ce.Reason) {
+				t.Errorf("reason of %d bytes (valid UTF-8: %v), want valid UTF-8 of at most %d: %q", len(ce.Reason), utf8.ValidString(ce.Reason), wsframe.MaxCloseReason, ce.Reason)
+			}
+			if !utf8.ValidString(err.Error()) || len(err.Error()) > 512 {
+				t.Errorf("error text of %d bytes (valid UTF-8: %v): %q", len(err.Error()), utf8.ValidString(err.Error()), err.Error())
+			}
+		})
 	}
 }

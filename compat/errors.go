@@ -129,19 +129,31 @@ func withCode(e *Error) *Error {
 // (PROTOCOL.md §2: UTF-8, at most 4096 bytes). A handler's message may be
 // anything; sent as is, a longer or invalid one made a malformed packet,
 // and the caller's connection closed on it.
-func wireMessage(msg string) string {
-	if len(msg) <= wire.MaxValueLen && utf8.ValidString(msg) {
-		return msg
+func wireMessage(msg string) string { return validPrefix(msg, wire.MaxValueLen) }
+
+// peerCloseReason is the reason of a close that a carrier brought from the
+// other end (QUIC's CONNECTION_CLOSE, WebTransport's session close, an
+// SCTP ABORT) as a *CloseError carries it: what a WebSocket close frame
+// could carry (RFC 6455 §5.5: at most 123 bytes, valid UTF-8). Those
+// carriers allow about 1 KiB of any bytes, which a *CloseError handed on
+// to logs, metrics labels or a browser's close frame would carry along.
+func peerCloseReason(reason string) string { return validPrefix(reason, wsframe.MaxCloseReason) }
+
+// validPrefix is s made valid UTF-8 (invalid bytes become U+FFFD) and cut
+// to at most n bytes at a character boundary.
+func validPrefix(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
+		return s
 	}
-	msg = strings.ToValidUTF8(msg, "\uFFFD")
-	if len(msg) > wire.MaxValueLen {
-		cut := wire.MaxValueLen
-		for !utf8.RuneStart(msg[cut]) {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
-		msg = msg[:cut]
+		s = s[:cut]
 	}
-	return msg
+	return s
 }
 
 // CloseError reports that a connection closed with a WebSocket close code:

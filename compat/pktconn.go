@@ -834,6 +834,9 @@ func (c *pktConn) readError(err error) error {
 	if sent := c.sentBeforeEnd(err); sent != nil {
 		return sent
 	}
+	if ce := sctpAbortError(err); ce != nil {
+		return ce
+	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close notice", Remote: true}
 	}

@@ -307,7 +307,8 @@ func (t *quicTransport) closeErrorOf(err error) *CloseError { return quicCloseEr
 // not one of ours: HTTP/3's, say, when the server under a WebTransport
 // session closed the QUIC connection before the session's close arrived.
 // The connection then ended without a close: 1006, the code named in the
-// reason.
+// reason. The reason is held to what a close frame carries
+// (peerCloseReason).
 func quicCloseError(err error) *CloseError {
 	var ae *quic.ApplicationError
 	if !errors.As(err, &ae) || !ae.Remote {
@@ -316,7 +317,7 @@ func quicCloseError(err error) *CloseError {
 	if !isCloseCode(uint64(ae.ErrorCode)) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: fmt.Sprintf("QUIC connection closed with code %#x", uint64(ae.ErrorCode)), Remote: true}
 	}
-	return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: ae.ErrorMessage, Remote: true}
+	return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: peerCloseReason(ae.ErrorMessage), Remote: true}
 }
 
 // isCloseCode reports whether a carrier's error code is in the range of

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,6 +358,23 @@ func (t *sctpTransport) closeErrorOf(err error) *CloseError {
 		return errMessageTooBig
 	}
 	return nil
+}
+
+// sctpAbortError is the end of an association (SCTP's, or a WebRTC peer
+// connection's) that the other end aborted without a close notice: 1006,
+// as any end without one (PROTOCOL.md §8.3), with the ABORT's causes as
+// the reason, held to what a close frame carries (peerCloseReason). The
+// peer chooses an ABORT's reason, up to about 1 KiB of any bytes, and
+// pion's error carries it as it came.
+func sctpAbortError(err error) *CloseError {
+	if !errors.Is(err, sctp.ErrChunk) {
+		return nil
+	}
+	_, causes, ok := strings.Cut(err.Error(), sctp.ErrChunk.Error()+": ")
+	if !ok {
+		causes = err.Error()
+	}
+	return &CloseError{Code: wsframe.CloseAbnormal, Reason: peerCloseReason("SCTP ABORT: " + causes), Remote: true}
 }
 
 // unreliableStream opens stream 1, unordered and never retransmitted.
