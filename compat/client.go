@@ -916,41 +916,70 @@ func (c *Client) sendRejoins(cc *clientConn) []rejoinCall {
 // (one that checks them all in one turn answers them together, at its
 // end). Given rejoinTimeout each, one after the other, whatever came,
 // the rejoins of n rooms to a server that answered none were reported
-// over n×10 s (a client audit).
+// over n×10 s (a client audit). They are waited for all at once, each on
+// a goroutine of its own, so that the bound runs from when an answer
+// came: waited for one after the other, an answer picked up after an
+// earlier rejoin's wait ran out pushed the bound on from then, and
+// against a server that answered every other room the last report came
+// about n/2 × rejoinTimeout after the reconnect (note19's "Left").
 func (c *Client) awaitRejoins(cc *clientConn) {
-	deadline := time.Now().Add(rejoinTimeout)
+	type answer struct {
+		room string
+		err  error
+	}
+	// Each pc is recycled once its wait returns: the refs, taken before,
+	// tell at the bound whether it is still the rejoin's.
+	refs := make([]callRef, len(cc.rejoins))
+	for i, j := range cc.rejoins {
+		refs[i] = callRef{j.pc, j.pc.id}
+	}
+	answers := make(chan answer, len(cc.rejoins))
 	for _, j := range cc.rejoins {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := c.wait(ctx, cc, j.pc)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			deadline = time.Now().Add(rejoinTimeout) // answered
-		}
-		if err == nil {
-			continue
-		}
-		c.mu.Lock()
-		gone := c.stillCurrentLocked(cc) != nil
-		c.mu.Unlock()
-		if gone {
-			continue
-		}
-		// Refused by the server (Options.AllowJoin), the room is left:
-		// asking again at every reconnect would not change that.
-		left := errors.Is(err, ErrUnauthorized)
-		if left {
-			c.mu.Lock()
-			delete(c.rooms, j.room)
-			c.mu.Unlock()
-			c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", j.room, "err", err)
-		} else {
-			c.opts.Logger.Warn("hotpath: rejoin failed", "room", j.room, "err", err)
-		}
-		if h := c.opts.OnRejoinError; h != nil {
-			c.rejoinError(h, j.room, err, left)
-		}
+		go func() { answers <- answer{j.room, c.wait(context.Background(), cc, j.pc)} }()
 	}
 	cc.rejoins = nil
+	bound := time.NewTimer(rejoinTimeout)
+	defer bound.Stop()
+	for range refs {
+		var a answer
+		select {
+		case a = <-answers:
+			bound.Reset(rejoinTimeout)
+		case <-bound.C:
+			for _, ref := range refs {
+				c.cancelRef(ref, errCallTimeout) // no-op for those answered
+			}
+			a = <-answers
+		}
+		if a.err != nil {
+			c.rejoinFailed(cc, a.room, a.err)
+		}
+	}
+}
+
+// rejoinFailed reports a rejoin of room on cc that failed with err,
+// unless cc is no longer the client's.
+func (c *Client) rejoinFailed(cc *clientConn, room string, err error) {
+	c.mu.Lock()
+	gone := c.stillCurrentLocked(cc) != nil
+	c.mu.Unlock()
+	if gone {
+		return
+	}
+	// Refused by the server (Options.AllowJoin), the room is left:
+	// asking again at every reconnect would not change that.
+	left := errors.Is(err, ErrUnauthorized)
+	if left {
+		c.mu.Lock()
+		delete(c.rooms, room)
+		c.mu.Unlock()
+		c.opts.Logger.Warn("hotpath: rejoin refused; the room is left", "room", room, "err", err)
+	} else {
+		c.opts.Logger.Warn("hotpath: rejoin failed", "room", room, "err", err)
+	}
+	if h := c.opts.OnRejoinError; h != nil {
+		c.rejoinError(h, room, err, left)
+	}
 }
 
 // rejoinTimeout is how long a reconnect's rejoins wait for an answer

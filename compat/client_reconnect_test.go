@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
 
@@ -778,5 +781,93 @@ func TestAskBoundHoldsAcrossReconnects(t *testing.T) {
 	}
 	if n := running.Load(); n > limit {
 		t.Errorf("%d ask handlers run at once, limit %d", n, limit)
+	}
+}
+
+// The rejoins' bound runs from when an answer came, not from when the
+// client looked at it. Against a server that answers every other rejoin
+// at once and never the others, the rejoins were waited for one after
+// the other: each answer, picked up only after the wait for the rejoin
+// before it had run out, pushed the bound on from then, and the last of
+// n rooms was reported about n/2 × rejoinTimeout after the reconnect
+// (note19's "Left"). Every unanswered rejoin is now reported once one
+// rejoinTimeout has passed since the answers; the check allows twice it.
+func TestRejoinBoundRunsFromTheAnswers(t *testing.T) {
+	defer func(d time.Duration) { rejoinTimeout = d }(rejoinTimeout)
+	rejoinTimeout = time.Second
+	const rooms = 8
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// serve answers the Joins of one connection: all of them (answerAll),
+	// or only every other one in the order they came; it ends the
+	// connection after the rooms' Joins when drop is set.
+	serve := func(answerAll, drop bool) {
+		nc, err := acceptRaw(ln, "json")
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		nc.SetReadDeadline(time.Now().Add(2 * hangBound))
+		joins := 0
+		answer := func(p wire.Packet) {
+			if p.Kind != dispatch.KindJoin {
+				return
+			}
+			joins++
+			if answerAll || joins%2 == 0 {
+				wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, fmt.Appendf(nil, `{"room":%q,"members":1}`, p.Room)))
+			}
+		}
+		for joins < rooms || !drop {
+			f, err := ws.ReadFrame(nc)
+			if err != nil || f.Header.OpCode == ws.OpClose {
+				return
+			}
+			f = ws.UnmaskFrameInPlace(f)
+			p, err := wire.Decode(f.Payload)
+			if err != nil {
+				continue
+			}
+			if p.Kind != dispatch.KindBatch {
+				answer(p)
+				continue
+			}
+			for item := range p.Items() {
+				if ip, err := wire.Decode(item); err == nil {
+					answer(ip)
+				}
+			}
+		}
+	}
+	go func() {
+		serve(true, true)
+		serve(false, false)
+	}()
+	failed := make(chan string, rooms)
+	c := dialClient(t, ln.Addr().String(), ClientOptions{
+		Logger:        slog.New(slog.DiscardHandler),
+		Reconnect:     Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnRejoinError: func(room string, err error, left bool) { failed <- room },
+	})
+	for i := range rooms {
+		if _, err := c.Join(context.Background(), fmt.Sprintf("room%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := time.After(2 * rejoinTimeout) // started before the reconnect: a bound on its rejoins too
+	for i := range rooms / 2 {
+		select {
+		case <-failed:
+		case <-bound:
+			t.Fatalf("%d of %d unanswered rejoins reported within %v (rejoinTimeout %v)", i, rooms/2, 2*rejoinTimeout, rejoinTimeout)
+		}
+	}
+	select {
+	case room := <-failed:
+		t.Errorf("an answered rejoin (%s) was reported failed", room)
+	default:
 	}
 }
