@@ -117,6 +117,9 @@ type ClientOptions struct {
 // reconnect in lockstep. The step doubles after each failed attempt, and
 // after a connection that the server ended within MaxDelay of sending its
 // capabilities; it starts over from MinDelay after one that served longer.
+// After an attempt the server refused with Retry-After (HTTPError's
+// RetryAfter: a 503 past its MaxConnections), the next one waits at least
+// that long, up to MaxDelay.
 type Reconnect struct {
 	Disabled bool
 	MinDelay time.Duration // 100 ms by default
@@ -484,6 +487,7 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	d.OnStatusError = func(status int, _ []byte, resp io.Reader) {
 		refused = &HTTPError{Status: status, Message: http.StatusText(status)}
 		if r, err := http.ReadResponse(bufio.NewReader(resp), nil); err == nil {
+			refused.RetryAfter = retryAfter(r.Header)
 			msg, _ := io.ReadAll(io.LimitReader(r.Body, 512))
 			if m := strings.TrimSpace(string(msg)); m != "" {
 				refused.Message = m
@@ -781,8 +785,9 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 	c.mu.Lock()
 	dropped := c.dropped
 	c.mu.Unlock()
+	var notBefore time.Duration // the last refusal's Retry-After
 	for attempt := 1; ; attempt++ {
-		delay := step/2 + rand.N(step/2+1)
+		delay := max(step/2+rand.N(step/2+1), notBefore)
 		select {
 		case <-time.After(delay):
 		case <-c.closedCh():
@@ -800,6 +805,10 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 			c.dropped = &reconnectError{dropped: dropped, attempt: attempt, err: err}
 			c.mu.Unlock()
 			step = min(2*step, c.opts.Reconnect.MaxDelay)
+			notBefore = 0
+			if refused, ok := errors.AsType[*HTTPError](err); ok {
+				notBefore = min(refused.RetryAfter, c.opts.Reconnect.MaxDelay)
+			}
 			continue
 		}
 		c.mu.Lock()

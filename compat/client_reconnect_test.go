@@ -871,3 +871,76 @@ func TestRejoinBoundRunsFromTheAnswers(t *testing.T) {
 	default:
 	}
 }
+
+// A reconnect attempt refused with Retry-After (a server at its
+// MaxConnections answers 503 with one) holds the next attempt back that
+// long, up to Reconnect.MaxDelay: the client asked again from MinDelay on,
+// doubling, so a fleet refused by a full server came back within
+// milliseconds, as often as it would have without the server's word (a
+// client audit). The refusal reaches calls as an *HTTPError with
+// RetryAfter. The check watches half the Retry-After for an attempt that
+// must not come; a slow machine only delays attempts.
+func TestReconnectHonoursRetryAfter(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many connections", http.StatusServiceUnavailable)
+			return
+		}
+		s.ServeHTTP(w, r)
+	})}
+	go hs.Serve(ln)
+	defer hs.Close()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Logger: slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Second}})
+	refuse.Store(true)
+	for _, p := range s.snapshotPeers() {
+		p.link.abort()
+	}
+	waitFor(t, func() bool { return refused.Load() == 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := refused.Load(); n != 1 {
+		t.Errorf("%d attempts within half the first refusal's Retry-After of 1 s, want 1", n)
+	}
+	err = c.Call(context.Background(), "echo/say", echoReq{Text: "x"}, nil)
+	if he, ok := errors.AsType[*HTTPError](err); !ok || he.Status != http.StatusServiceUnavailable || he.RetryAfter != time.Second {
+		t.Errorf("call while refused: %v, want an *HTTPError 503 with RetryAfter 1 s", err)
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		min   time.Duration
+		max   time.Duration
+	}{
+		{"", 0, 0},
+		{"5", 5 * time.Second, 5 * time.Second},
+		{" 120 ", 2 * time.Minute, 2 * time.Minute},
+		{"-1", 0, 0},
+		{"1.5", 0, 0},
+		{"99999999999", 0, 0}, // over 32 bits: malformed
+		{"soon", 0, 0},
+		{time.Now().Add(time.Hour).UTC().Format(http.TimeFormat), 50 * time.Minute, time.Hour},
+		{"Mon, 01 Jan 2001 00:00:00 GMT", 0, 0}, // past
+	} {
+		h := http.Header{}
+		if tc.value != "" {
+			h.Set("Retry-After", tc.value)
+		}
+		if got := retryAfter(h); got < tc.min || got > tc.max {
+			t.Errorf("Retry-After %q: %v, want %v to %v", tc.value, got, tc.min, tc.max)
+		}
+	}
+}

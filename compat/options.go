@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -322,6 +324,29 @@ func checkKeepalive(interval, idle time.Duration) error {
 type HTTPError struct {
 	Status  int
 	Message string
+	// RetryAfter is, on the client's side, the refusal's Retry-After
+	// (RFC 9110 §10.2.3: seconds, or a date), 0 without one. The client
+	// waits at least that long, up to Reconnect.MaxDelay, before its next
+	// reconnect attempt: a server at its connection cap answers 503 with
+	// Retry-After, and its clients asked again from MinDelay (100 ms) on.
+	// The server does not send it from an Authenticate's error.
+	RetryAfter time.Duration
+}
+
+// retryAfter reads a response's Retry-After: delay-seconds or an
+// HTTP-date (RFC 9110 §10.2.3); 0 when absent, malformed or past.
+func retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
 }
 
 // Error says the status with the message: on the client's side the

@@ -397,7 +397,7 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 	if err != nil {
 		d.Close()
 		if rsp != nil && rsp.StatusCode != 0 {
-			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode)}
+			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode), RetryAfter: retryAfter(rsp.Header)}
 		}
 		return nil, quicDialError(err)
 	}
