@@ -1878,7 +1878,10 @@ func (cc *clientConn) awaitReady() error {
 	case <-cc.ready:
 		return nil
 	case <-cc.ended:
-		return cc.sendError(corkwriter.Closed)
+		// Why it ended, as a call's error says (Client.awaitReady): a bare
+		// ErrDisconnected lost the close of a server that refused the
+		// reconnect after its handshake (QUIC, SCTP: 1008).
+		return cc.c.endError(cc)
 	}
 }
 

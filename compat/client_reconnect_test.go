@@ -944,3 +944,73 @@ func TestRetryAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+// Emit, Event and EmitUnreliable on a reconnected connection wait for
+// its server's capabilities; when the connection ends first (a QUIC or
+// SCTP server refuses a client after its handshake with a close), they
+// fail with ErrDisconnected joined with that close, as a call does. They
+// failed with a bare ErrDisconnected, whose CloseStatus is 0 (a client
+// audit). An Event that comes late, after the end, reads the same error
+// from the client: the test cannot fail for that.
+func TestEmitWaitingForAReconnectGetsItsClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	drop, up, refuse := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		nc, err := acceptRaw(ln, "json")
+		if err != nil {
+			return
+		}
+		<-drop
+		nc.Close()
+		// The reconnect: upgraded, its capabilities read, none sent back.
+		nc, err = ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		if _, err := ws.ReadFrame(nc); err != nil {
+			return
+		}
+		close(up)
+		<-refuse
+		wsutil.WriteServerMessage(nc, ws.OpClose, ws.NewCloseFrameBody(ws.StatusPolicyViolation, "refused"))
+		nc.SetReadDeadline(time.Now().Add(hangBound))
+		for { // up to the client's answer: a close with unread bytes resets
+			if f, err := ws.ReadFrame(nc); err != nil || f.Header.OpCode == ws.OpClose {
+				return
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Logger: slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	close(drop)
+	select {
+	case <-up:
+	case <-time.After(hangBound):
+		t.Fatal("no reconnect")
+	}
+	waitFor(t, func() bool { // the reconnect is the client's connection
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.conn != nil
+	})
+	emitted := make(chan error, 1)
+	go func() { emitted <- c.Event("note", "x") }()
+	time.Sleep(100 * time.Millisecond) // Event waits for the capabilities
+	close(refuse)
+	select {
+	case err := <-emitted:
+		if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.ClosePolicyViolation {
+			t.Errorf("Event on a reconnect refused with 1008: %v (close status %d), want ErrDisconnected with 1008", err, CloseStatus(err))
+		}
+	case <-time.After(hangBound):
+		t.Fatal("Event still waits")
+	}
+}
