@@ -55,7 +55,10 @@ type ClientOptions struct {
 	WebRTC WebRTCOptions
 	// Handlers answers the server's asks; nil answers every ask NotFound.
 	// A handler's ctx ends at the ask's timeout, or when the connection
-	// it came on ends (a drop, Close).
+	// it came on ends (a drop, Close). Each runs on a goroutine of its
+	// own, which Close does not wait for: a handler that returns on its
+	// ctx ends soon after, one that ignores it runs on, keeping its place
+	// under Limits.MaxInFlight.
 	Handlers *Router
 	// Dictionary, when set, is offered to the server for per-message
 	// compression (PROTOCOL.md §6). Build it with RouterDictionary from the
@@ -1045,8 +1048,9 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 
 // Close closes the connection with 1000 and stops reconnecting. Calls in
 // flight fail with ErrDisconnected. Close returns once the client's
-// goroutines are done, except while a listener (On, OnRoom) or OnState
-// runs: those run on the client's goroutines, so a Close made from one
+// goroutines are done (but for ask handlers, whose ctx it ends without
+// waiting for them: see ClientOptions.Handlers), except while a listener
+// (On, OnRoom) or OnState runs: those run on the client's goroutines, so a Close made from one
 // (a server's "go away" event, giving up in OnState) returns at once and
 // the client finishes closing when the callback returns.
 //
