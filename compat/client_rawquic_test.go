@@ -176,3 +176,39 @@ func TestCarrierCloseReasonsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// A stream reset's code is the protocol's 32-bit error code (PROTOCOL.md
+// §8.5); QUIC's have 62 bits. One over 32 bits was cut to them: 2^32+7,
+// which no hotpath end sends, read as 7, Overloaded, and a program
+// retried a stream that had failed for another reason. It is now left as
+// the carrier's error.
+func TestStreamResetCodeOver32Bits(t *testing.T) {
+	url, opts := rawQUICServer(t, func(qc *quic.Conn) {
+		for {
+			st, err := qc.AcceptStream(context.Background())
+			if err != nil {
+				return
+			}
+			if _, err := readStreamPacket(st, 1<<20); err != nil {
+				return
+			}
+			st.CancelWrite(1<<32 + quic.StreamErrorCode(ErrOverloaded.Code))
+			st.CancelRead(0)
+		}
+	})
+	c, err := Dial(context.Background(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	s, err := c.OpenStream(ctx, "file/get", nil)
+	if s != nil {
+		s.Close()
+	}
+	var e *Error
+	if err == nil || errors.As(err, &e) {
+		t.Errorf("a stream reset with code 2^32+7: %v, want the carrier's error, not a protocol *Error", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -420,7 +421,10 @@ func (s quicStream) Reset(code uint32) {
 
 func (s quicStream) resetCode(err error) (uint32, bool) {
 	var se *quic.StreamError
-	if errors.As(err, &se) && se.Remote {
+	// A QUIC code has 62 bits, the protocol's 32 (PROTOCOL.md §2, §8.5):
+	// cut to 32, 2^32+7 read as 7, Overloaded. One over 32 bits is no
+	// code of the protocol's, and the carrier's error is left as it is.
+	if errors.As(err, &se) && se.Remote && se.ErrorCode <= math.MaxUint32 {
 		return uint32(se.ErrorCode), true
 	}
 	return 0, false
