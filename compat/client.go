@@ -2285,7 +2285,7 @@ func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte
 // Handlers still running from an earlier connection count.
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
-	if c.asksRunning.Add(1) > int32(c.opts.Limits.MaxInFlight) {
+	if int(c.asksRunning.Add(1)) > c.opts.Limits.MaxInFlight {
 		c.asksRunning.Add(-1)
 		e := ErrOverloaded
 		// Sent by the read loop itself, which enqueue's wait for the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -250,6 +251,23 @@ func TestServerAsk(t *testing.T) {
 	if err := <-asked; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Limits.MaxInFlight is an int: one past 2^31 (math.MaxInt, "no limit")
+// was compared as an int32, which wrapped it negative, and every ask was
+// answered Overloaded (a client audit).
+func TestClientAskBoundPast32Bits(t *testing.T) {
+	r := testRouter()
+	asked := handleAskRelay(r)
+	_, addr := newTestServer(t, Options{Router: r})
+	handlers := NewRouter()
+	Handle(handlers, "ui/confirm", func(ctx context.Context, q string) (string, error) { return "yes", nil })
+	c := dialClient(t, addr, ClientOptions{Handlers: handlers, Limits: Limits{MaxInFlight: math.MaxInt}})
+	var out string
+	if err := c.Call(context.Background(), "test/ask", "deploy?", &out); err != nil || out != "yes" {
+		t.Errorf("ask with MaxInFlight math.MaxInt = %q, %v", out, err)
+	}
+	<-asked
 }
 
 // Each server ask runs its handler on a goroutine of its own; a server
