@@ -1050,9 +1050,10 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // flight fail with ErrDisconnected. Close returns once the client's
 // goroutines are done (but for ask handlers, whose ctx it ends without
 // waiting for them: see ClientOptions.Handlers), except while a listener
-// (On, OnRoom) or OnState runs: those run on the client's goroutines, so a Close made from one
-// (a server's "go away" event, giving up in OnState) returns at once and
-// the client finishes closing when the callback returns.
+// (On, OnRoom) or OnState runs: those run on the client's goroutines, so
+// a Close made from one (a server's "go away" event, giving up in
+// OnState) returns at once and the client finishes closing when the
+// callback returns.
 //
 // Close runs the closing handshake (RFC 6455 §7.1.1 and §5.5.1; the close
 // notice of PROTOCOL.md §8.3 on the other carriers): it waits for the

@@ -136,7 +136,7 @@ func wireMessage(msg string) string { return validPrefix(msg, wire.MaxValueLen) 
 // SCTP ABORT) as a *CloseError carries it: what a WebSocket close frame
 // could carry (RFC 6455 §5.5: at most 123 bytes, valid UTF-8). Those
 // carriers allow about 1 KiB of any bytes, which a *CloseError handed on
-// to logs, metrics labels or a browser's close frame would carry along.
+// unchecked to the program and its logs.
 func peerCloseReason(reason string) string { return validPrefix(reason, wsframe.MaxCloseReason) }
 
 // validPrefix is s made valid UTF-8 (invalid bytes become U+FFFD) and cut
