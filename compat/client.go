@@ -198,8 +198,9 @@ type Client struct {
 
 	handlersMu sync.RWMutex
 	handlers   map[listenerKey]*emitter.Emitter[Message]
-	// inCallbacks counts the listeners and OnState calls running: Close
-	// called from one must not wait for the goroutine that runs it.
+	// inCallbacks counts the listeners, OnState and OnRejoinError calls
+	// running: Close called from one must not wait for the goroutine that
+	// runs it.
 	inCallbacks atomic.Int32
 	// asksRunning counts the ask handlers running, at most
 	// Limits.MaxInFlight: each has a goroutine of its own, and a server
@@ -999,9 +1000,12 @@ func (c *Client) rejoinFailed(cc *clientConn, room string, err error) {
 var rejoinTimeout = 10 * time.Second
 
 // rejoinError tells OnRejoinError; a panic in it is logged, as one in
-// OnState is.
+// OnState is. It counts in inCallbacks, as OnState does: a Close made
+// from it waited for the goroutine running it, for ever (a client audit).
 func (c *Client) rejoinError(h func(string, error, bool), room string, err error, left bool) {
+	c.inCallbacks.Add(1)
 	defer func() {
+		c.inCallbacks.Add(-1)
 		if r := recover(); r != nil {
 			c.logCallbackPanic("OnRejoinError", r, "room", room)
 		}
@@ -1050,10 +1054,10 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // flight fail with ErrDisconnected. Close returns once the client's
 // goroutines are done (but for ask handlers, whose ctx it ends without
 // waiting for them: see ClientOptions.Handlers), except while a listener
-// (On, OnRoom) or OnState runs: those run on the client's goroutines, so
-// a Close made from one (a server's "go away" event, giving up in
-// OnState) returns at once and the client finishes closing when the
-// callback returns.
+// (On, OnRoom), OnState or OnRejoinError runs: those run on the client's
+// goroutines, so a Close made from one (a server's "go away" event,
+// giving up in OnState) returns at once and the client finishes closing
+// when the callback returns.
 //
 // Close runs the closing handshake (RFC 6455 §7.1.1 and §5.5.1; the close
 // notice of PROTOCOL.md §8.3 on the other carriers): it waits for the

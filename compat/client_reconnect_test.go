@@ -1014,3 +1014,52 @@ func TestEmitWaitingForAReconnectGetsItsClose(t *testing.T) {
 		t.Fatal("Event still waits")
 	}
 }
+
+// OnRejoinError may close the client (a program that gives up when it
+// cannot get back into its room). Close waited for the client's
+// goroutines, one of which was running OnRejoinError, waiting for Close:
+// it never returned (a client audit). Close from OnRejoinError returns
+// at once, as it does from OnState and the listeners, and the client
+// finishes closing when the callback returns.
+func TestCloseFromOnRejoinError(t *testing.T) {
+	var refuse atomic.Bool
+	s, addr := newTestServer(t, Options{AllowJoin: func(p *Peer, room string) error {
+		if refuse.Load() {
+			return ErrUnauthorized
+		}
+		return nil
+	}})
+	var c *Client
+	closed := make(chan struct{})
+	connected := make(chan struct{}, 4)
+	c = dialClient(t, addr, ClientOptions{
+		Logger:    slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
+		OnRejoinError: func(room string, err error, left bool) {
+			c.Close()
+			close(closed)
+		},
+	})
+	if _, err := c.Join(context.Background(), "lobby"); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	dropAndAwaitReconnect(t, s, connected)
+	select {
+	case <-closed:
+	case <-time.After(hangBound):
+		t.Fatal("Close called from OnRejoinError has not returned")
+	}
+	done := make(chan struct{})
+	go func() { c.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(hangBound):
+		t.Fatal("the client did not finish closing after OnRejoinError returned")
+	}
+}
