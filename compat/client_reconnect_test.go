@@ -847,9 +847,15 @@ func TestRejoinBoundRunsFromTheAnswers(t *testing.T) {
 		serve(false, false)
 	}()
 	failed := make(chan string, rooms)
+	connected := make(chan struct{}, 1)
 	c := dialClient(t, ln.Addr().String(), ClientOptions{
-		Logger:        slog.New(slog.DiscardHandler),
-		Reconnect:     Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		Logger:    slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
+		OnState: func(st State) {
+			if st == Connected {
+				connected <- struct{}{}
+			}
+		},
 		OnRejoinError: func(room string, err error, left bool) { failed <- room },
 	})
 	for i := range rooms {
@@ -857,7 +863,14 @@ func TestRejoinBoundRunsFromTheAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bound := time.After(2 * rejoinTimeout) // started before the reconnect: a bound on its rejoins too
+	// The server drops the connection after the rooms' Joins; Connected
+	// comes once the reconnect's rejoins are sent, before their answers.
+	select {
+	case <-connected:
+	case <-time.After(hangBound):
+		t.Fatal("no reconnect")
+	}
+	bound := time.After(2 * rejoinTimeout)
 	for i := range rooms / 2 {
 		select {
 		case <-failed:
