@@ -493,7 +493,7 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 		if r, err := http.ReadResponse(bufio.NewReader(resp), nil); err == nil {
 			refused.RetryAfter = retryAfter(r.Header)
 			msg, _ := io.ReadAll(io.LimitReader(r.Body, 512))
-			if m := strings.TrimSpace(string(msg)); m != "" {
+			if m := refusalMessage(msg); m != "" {
 				refused.Message = m
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -1074,5 +1075,31 @@ func TestCloseFromOnRejoinError(t *testing.T) {
 	case <-done:
 	case <-time.After(hangBound):
 		t.Fatal("the client did not finish closing after OnRejoinError returned")
+	}
+}
+
+// A refused upgrade's *HTTPError holds the body's first 512 bytes as its
+// Message; the cut split a character of a longer body (or the body was
+// not UTF-8), and the error's text was not valid UTF-8 (a client audit).
+func TestRefusalMessageIsValidUTF8(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// 601 bytes: the 512th is the first byte of a two-byte character.
+		http.Error(w, "x"+strings.Repeat("é", 300), http.StatusUnauthorized)
+	})}
+	go hs.Serve(ln)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	_, err = Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{Logger: slog.New(slog.DiscardHandler)})
+	he, ok := errors.AsType[*HTTPError](err)
+	if !ok || he.Status != http.StatusUnauthorized {
+		t.Fatalf("Dial to a refusing server: %v, want an *HTTPError 401", err)
+	}
+	if !utf8.ValidString(he.Message) || len(he.Message) > 512 || !strings.HasPrefix(he.Message, "xéé") {
+		t.Errorf("refusal message of %d bytes (valid UTF-8: %v): %q", len(he.Message), utf8.ValidString(he.Message), he.Message)
 	}
 }

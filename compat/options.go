@@ -333,6 +333,13 @@ type HTTPError struct {
 	RetryAfter time.Duration
 }
 
+// refusalMessage is an HTTPError's Message from the first bytes of a
+// refusal's body (512 are read): trimmed, and valid UTF-8, since the cut
+// may split a character and the body is the server's to choose.
+func refusalMessage(body []byte) string {
+	return strings.TrimSpace(validPrefix(string(body), len(body)))
+}
+
 // retryAfter reads a response's Retry-After: delay-seconds or an
 // HTTP-date (RFC 9110 §10.2.3); 0 when absent, malformed or past.
 func retryAfter(h http.Header) time.Duration {

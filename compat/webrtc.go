@@ -650,7 +650,7 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 	defer rsp.Body.Close()
 	if rsp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
-		return nil, &HTTPError{Status: rsp.StatusCode, Message: strings.TrimSpace(string(msg)), RetryAfter: retryAfter(rsp.Header)}
+		return nil, &HTTPError{Status: rsp.StatusCode, Message: refusalMessage(msg), RetryAfter: retryAfter(rsp.Header)}
 	}
 	var answer webrtc.SessionDescription
 	if err := json.NewDecoder(io.LimitReader(rsp.Body, maxSignalBody)).Decode(&answer); err != nil {
