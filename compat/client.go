@@ -122,7 +122,9 @@ type ClientOptions struct {
 // capabilities; it starts over from MinDelay after one that served longer.
 // After an attempt the server refused with Retry-After (HTTPError's
 // RetryAfter: a 503 past its MaxConnections), the next one waits at least
-// that long, up to MaxDelay.
+// that long (counted up to MaxDelay), plus up to half again drawn at
+// random: the clients a full server turned away together must not all
+// come back together when it said.
 type Reconnect struct {
 	Disabled bool
 	MinDelay time.Duration // 100 ms by default
@@ -791,7 +793,7 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 	c.mu.Unlock()
 	var notBefore time.Duration // the last refusal's Retry-After
 	for attempt := 1; ; attempt++ {
-		delay := max(step/2+rand.N(step/2+1), notBefore)
+		delay := reconnectDelay(step, notBefore)
 		select {
 		case <-time.After(delay):
 		case <-c.closedCh():
@@ -825,6 +827,19 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 		c.mu.Unlock()
 		return cc, step
 	}
+}
+
+// reconnectDelay is the wait before a reconnect attempt: drawn from the
+// upper half of step, and after a refusal with Retry-After (notBefore)
+// from notBefore to half again as long, so that a fleet refused together
+// by a full server spreads its return instead of coming back in lockstep
+// at the moment it was given.
+func reconnectDelay(step, notBefore time.Duration) time.Duration {
+	delay := step/2 + rand.N(step/2+1)
+	if notBefore > 0 {
+		delay = max(delay, notBefore+rand.N(notBefore/2+1))
+	}
+	return delay
 }
 
 // reconnectError is the error of calls made while reconnect attempts

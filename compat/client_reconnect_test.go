@@ -1103,3 +1103,27 @@ func TestRefusalMessageIsValidUTF8(t *testing.T) {
 		t.Errorf("refusal message of %d bytes (valid UTF-8: %v): %q", len(he.Message), utf8.ValidString(he.Message), he.Message)
 	}
 }
+
+// After a refusal with Retry-After, the next attempt waits from the
+// Retry-After to half again as long, drawn at random: waiting exactly
+// Retry-After, every client a full server refused at once came back at
+// once, at the moment it named.
+func TestReconnectDelayAfterRetryAfterIsSpread(t *testing.T) {
+	const retryAfter = 5 * time.Second
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := reconnectDelay(100*time.Millisecond, retryAfter)
+		if d < retryAfter || d > retryAfter*3/2 {
+			t.Fatalf("delay %v after a Retry-After of %v, want %v to %v", d, retryAfter, retryAfter, retryAfter*3/2)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 100 {
+		t.Errorf("%d distinct delays in 200 draws after the same Retry-After: the fleet it refused comes back together", len(seen))
+	}
+	for range 200 {
+		if d := reconnectDelay(time.Second, 0); d < time.Second/2 || d > time.Second {
+			t.Fatalf("delay %v for a step of 1 s without Retry-After, want 500 ms to 1 s", d)
+		}
+	}
+}

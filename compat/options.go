@@ -326,9 +326,10 @@ type HTTPError struct {
 	Message string
 	// RetryAfter is, on the client's side, the refusal's Retry-After
 	// (RFC 9110 §10.2.3: seconds, or a date), 0 without one. The client
-	// waits at least that long, up to Reconnect.MaxDelay, before its next
-	// reconnect attempt: a server at its connection cap answers 503 with
-	// Retry-After, and its clients asked again from MinDelay (100 ms) on.
+	// waits at least that long (counted up to Reconnect.MaxDelay), plus up
+	// to half again at random, before its next reconnect attempt: a server
+	// at its connection cap answers 503 with Retry-After, and its clients
+	// asked again from MinDelay (100 ms) on.
 	// The server does not send it from an Authenticate's error.
 	RetryAfter time.Duration
 }
