@@ -40,7 +40,8 @@ func demoRouter() *compat.Router {
 	return r
 }
 
-// maxChatEmit is the demo's Limits.MaxEmitSize: the largest room emit a
+// maxChatEmit is the demo's Limits.MaxEmitSize by default (-max-emit):
+// the largest room emit a
 // client may send, a chat line being the one the page sends. The page's
 // input takes 1000 characters (its maxlength), which JSON encodes in at
 // most 6 bytes each (a \u escape), with a name of 32 and a timestamp:
@@ -49,9 +50,10 @@ func demoRouter() *compat.Router {
 // every member; a larger emit is now dropped, counted and logged.
 const maxChatEmit = 8 << 10
 
-// demoLimits are the demo's per-connection limits.
-func demoLimits(maxMessage int64) compat.Limits {
-	return compat.Limits{MaxMessageSize: maxMessage, MaxEmitSize: maxChatEmit}
+// demoLimits are the demo's per-connection limits: -max-message and
+// -max-emit (0: up to -max-message).
+func demoLimits(maxMessage, maxEmit int64) compat.Limits {
+	return compat.Limits{MaxMessageSize: maxMessage, MaxEmitSize: int(maxEmit)}
 }
 
 // demoAllowEmit lets clients emit to any room they are in but the

@@ -3,7 +3,7 @@
 // demo page at /, the WebSocket endpoint at /ws.
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
-//	    [-no-compression] [-context-takeover] [-max-message 1048576]
+//	    [-no-compression] [-context-takeover] [-max-message 1048576] [-max-emit 8192]
 //	    [-max-connections 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
@@ -45,6 +45,7 @@ func main() {
 	noCompression := flag.Bool("no-compression", false, "decline permessage-deflate")
 	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
 	maxMessage := flag.Int64("max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
+	maxEmit := flag.Int64("max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
 	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
 	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
@@ -55,7 +56,7 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
-	if err := checkFlags(flag.Args(), *maxMessage, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr, *noCompression, *contextTakeover); err != nil {
+	if err := checkFlags(flag.Args(), *maxMessage, *maxEmit, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr, *noCompression, *contextTakeover); err != nil {
 		fmt.Fprintln(os.Stderr, "hotpath:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -66,7 +67,7 @@ func main() {
 		Router:      demoRouter(),
 		Logger:      log,
 		Echo:        *echo,
-		Limits:      demoLimits(*maxMessage),
+		Limits:      demoLimits(*maxMessage, *maxEmit),
 		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
 		AllowEmit:   demoAllowEmit,
 
@@ -219,7 +220,7 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
-func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string, noCompression, contextTakeover bool) error {
+func checkFlags(args []string, maxMessage, maxEmit int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string, noCompression, contextTakeover bool) error {
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected argument %q", args[0])
@@ -227,6 +228,10 @@ func checkFlags(args []string, maxMessage int64, maxConnections int, ticker, pre
 		// Below about a kilobyte the clients' own capabilities and first
 		// calls are refused (1009) at every reconnect.
 		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
+	case maxEmit < 0 || maxEmit > maxMessage:
+		// Limits.MaxEmitSize reads a negative one as none, and no emit
+		// over -max-message arrives at all.
+		return fmt.Errorf("-max-emit %d: must be from 0 (up to -max-message) to -max-message, %d bytes", maxEmit, maxMessage)
 	case maxConnections < 0:
 		// Options.MaxConnections reads it as no cap, as 0: not what a
 		// negative number seems to ask.

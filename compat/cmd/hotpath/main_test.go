@@ -163,6 +163,7 @@ func TestCheckFlags(t *testing.T) {
 		name            string
 		args            []string
 		maxMessage      int64
+		maxEmit         int64
 		maxConnections  int
 		ticker          time.Duration
 		presence        time.Duration
@@ -191,10 +192,15 @@ func TestCheckFlags(t *testing.T) {
 		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every},
 		{name: "context takeover", maxMessage: 1 << 20, ticker: every, presence: every, contextTakeover: true, ok: true},
 		{name: "no compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, ok: true},
+		{name: "emits up to max message", maxMessage: 1 << 20, maxEmit: 0, ticker: every, presence: every, ok: true},
+		{name: "emit bound", maxMessage: 1 << 20, maxEmit: maxChatEmit, ticker: every, presence: every, ok: true},
+		{name: "emit bound of max message", maxMessage: 1 << 20, maxEmit: 1 << 20, ticker: every, presence: every, ok: true},
+		{name: "negative emit bound", maxMessage: 1 << 20, maxEmit: -1, ticker: every, presence: every},
+		{name: "emit bound over max message", maxMessage: 1 << 20, maxEmit: 1<<20 + 1, ticker: every, presence: every},
 		// Compression off, the takeover asked for would be silently ignored.
 		{name: "context takeover without compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, contextTakeover: true},
 	} {
-		err := checkFlags(tc.args, tc.maxMessage, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic, tc.noCompression, tc.contextTakeover)
+		err := checkFlags(tc.args, tc.maxMessage, tc.maxEmit, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic, tc.noCompression, tc.contextTakeover)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
@@ -450,7 +456,7 @@ func demoListeners(t *testing.T, srv *compat.Server, quicAddr, sctpAddr string) 
 // one: a client that is not the page could otherwise send every member
 // lines up to -max-message.
 func TestDemoChatLinesAreBounded(t *testing.T) {
-	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler), Limits: demoLimits(1 << 20), AllowEmit: demoAllowEmit})
+	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler), Limits: demoLimits(1<<20, maxChatEmit), AllowEmit: demoAllowEmit})
 	if err != nil {
 		t.Fatal(err)
 	}
