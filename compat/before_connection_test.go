@@ -253,7 +253,7 @@ func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	a, err := sctp.Client(sctp.Config{NetConn: nc, LoggerFactory: quietLogs})
+	a, err := sctp.ClientWithOptions(sctp.WithNetConn(nc), sctp.WithLoggerFactory(quietLogs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,7 +249,7 @@ func dialSCTPEcho(b *testing.B) rawEcho {
 				return
 			}
 			go func() {
-				a, err := sctp.Server(sctpConfig(nc, limits))
+				a, err := sctpServer(nc, limits)
 				if err != nil {
 					return
 				}
@@ -276,7 +276,7 @@ func dialSCTPEcho(b *testing.B) rawEcho {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := sctp.Client(sctpConfig(nc, limits))
+	a, err := sctpClient(nc, limits)
 	if err != nil {
 		b.Fatal(err)
 	}

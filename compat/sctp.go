@@ -134,7 +134,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 		nc.Close()
 		s.conns.done()
 	}
-	// The handshakes (DTLS's, then SCTP's; sctp.Server blocks until the
+	// The handshakes (DTLS's, then SCTP's; sctpServer blocks until the
 	// association is up) are bounded together.
 	timer := time.AfterFunc(handshakeTimeout, func() { nc.Close() })
 	req := carrierRequest(nc.RemoteAddr(), "sctp", nil)
@@ -155,7 +155,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 	// close notice once its association is up: dropped before, it would
 	// wait for its handshake until its connect timeout.
 	up, refusal := s.prepareUpgrade(req)
-	a, err := sctp.Server(sctpConfig(nc, s.opts.Limits))
+	a, err := sctpServer(nc, s.opts.Limits)
 	if err != nil {
 		timer.Stop()
 		fail()
@@ -199,15 +199,39 @@ func dtlsConnectionState(dc *dtls.Conn) *tls.ConnectionState {
 	return cs
 }
 
-func sctpConfig(nc net.Conn, limits Limits) sctp.Config {
-	return sctp.Config{
-		NetConn:       nc,
-		LoggerFactory: quietLogs,
+// sctpOptions are the options of every hotpath association over nc, a
+// server's (sctpServer) or a client's (sctpClient).
+func sctpOptions(nc net.Conn, limits Limits) []sctp.AssociationOption {
+	return []sctp.AssociationOption{
+		sctp.WithNetConn(nc),
+		sctp.WithLoggerFactory(quietLogs),
 		// A write waits while the association's send queue is full: the
 		// outbox, not pion's queue, holds what a slow peer has not read.
-		BlockWrite:     true,
-		MaxMessageSize: uint32(max(sctpChunk, int(min(limits.MaxMessageSize, maxChannelMessage)))),
+		sctp.WithBlockWrite(true),
+		sctp.WithMaxMessageSize(uint32(max(sctpChunk, int(min(limits.MaxMessageSize, maxChannelMessage))))),
 	}
+}
+
+// sctpServer accepts an association over nc; it blocks until the
+// association is up.
+func sctpServer(nc net.Conn, limits Limits) (*sctp.Association, error) {
+	opts := sctpOptions(nc, limits)
+	server := make([]sctp.ServerOption, len(opts))
+	for i, o := range opts {
+		server[i] = o
+	}
+	return sctp.ServerWithOptions(server...)
+}
+
+// sctpClient opens an association over nc; it blocks until the
+// association is up.
+func sctpClient(nc net.Conn, limits Limits) (*sctp.Association, error) {
+	opts := sctpOptions(nc, limits)
+	client := make([]sctp.ClientOption, len(opts))
+	for i, o := range opts {
+		client[i] = o
+	}
+	return sctp.ClientWithOptions(client...)
 }
 
 // sctpTransport is an SCTP association under a pktConn.
@@ -549,7 +573,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		return nil, fmt.Errorf("compat: sctp: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	a, err := sctp.Client(sctpConfig(nc, c.opts.Limits))
+	a, err := sctpClient(nc, c.opts.Limits)
 	stop()
 	if err != nil {
 		nc.Close()
