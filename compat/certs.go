@@ -105,13 +105,18 @@ func (c *DevCertificate) ClientTLSConfig() *tls.Config {
 
 // ServerDTLSConfig returns a DTLS configuration that serves the
 // certificate, for ListenSCTPDTLS.
+//
+//lint:ignore SA1019 public API, kept: see ListenSCTPDTLS.
 func (c *DevCertificate) ServerDTLSConfig() *dtls.Config {
+	//lint:ignore SA1019 public API, kept: see ListenSCTPDTLS.
 	return &dtls.Config{Certificates: []tls.Certificate{c.Certificate}}
 }
 
 // ClientDTLSConfig returns a DTLS configuration that trusts exactly this
 // certificate, by its hash: ClientTLSConfig's counterpart for
 // sctp+dtls:// URLs (ClientOptions.DTLSConfig).
+//
+//lint:ignore SA1019 public API, kept: see ListenSCTPDTLS.
 func (c *DevCertificate) ClientDTLSConfig() *dtls.Config {
 	return PinnedDTLSConfig(c.SHA256)
 }
@@ -119,7 +124,10 @@ func (c *DevCertificate) ClientDTLSConfig() *dtls.Config {
 // PinnedDTLSConfig is PinnedTLSConfig for DTLS: a client configuration
 // that accepts a server certificate whose DER encoding hashes to one of
 // hashes, and no other.
+//
+//lint:ignore SA1019 public API, kept: see ListenSCTPDTLS.
 func PinnedDTLSConfig(hashes ...[32]byte) *dtls.Config {
+	//lint:ignore SA1019 public API, kept: see ListenSCTPDTLS.
 	return &dtls.Config{
 		InsecureSkipVerify: true, // replaced by the hash check below
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {

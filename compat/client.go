@@ -50,6 +50,7 @@ type ClientOptions struct {
 	// client certificates. Its NextProtos are set by the client.
 	TLSConfig *tls.Config
 	// DTLSConfig configures DTLS for sctp+dtls:// URLs.
+	//lint:ignore SA1019 dtls.Config is compat's public API, kept: no options-based pion call takes one, and a caller's Config does not convert to options exactly.
 	DTLSConfig *dtls.Config
 	// WebRTC configures webrtc+http:// and webrtc+https:// URLs.
 	WebRTC WebRTCOptions

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,7 +171,11 @@ func TestSCTPStaleHandshakesGiveWay(t *testing.T) {
 					pc.WriteTo([]byte{0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 4}, ua)
 					continue
 				}
-				dc, err := dtls.Client(pc, ua, e.cert.ClientDTLSConfig())
+				dc, err := dtls.ClientWithOptions(pc, ua,
+					dtls.WithInsecureSkipVerify(true), // replaced by the pin
+					dtls.WithVerifyPeerCertificate(func(raw [][]byte, _ [][]*x509.Certificate) error {
+						return checkPin(raw, [][32]byte{e.cert.SHA256})
+					}))
 				if err != nil {
 					t.Fatal(err)
 				}

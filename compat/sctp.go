@@ -71,6 +71,8 @@ func isSCTPInit(b []byte) bool {
 // ListenSCTPDTLS listens on the UDP address addr for SCTP associations
 // over DTLS (pion/dtls), as WebRTC runs them: config needs a certificate,
 // and may require client certificates. Serve it with ServeSCTP.
+//
+//lint:ignore SA1019 dtls.Config is compat's public API, kept: no options-based pion call takes one, and a caller's Config does not convert to options exactly.
 func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
@@ -79,6 +81,7 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 	if config.LoggerFactory == nil {
 		config.LoggerFactory = quietLogs
 	}
+	//lint:ignore SA1019 ListenWithOptions would only rebuild a Config from options; the caller gave one (see above).
 	return dtls.Listen("udp", ua, config)
 }
 
@@ -562,6 +565,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 			cfg.LoggerFactory = quietLogs
 		}
 		var dc *dtls.Conn
+		//lint:ignore SA1019 DialWithOptions would only rebuild a Config from options; ClientOptions.DTLSConfig is one.
 		if dc, err = dtls.Dial("udp", ua, &cfg); err == nil {
 			if err = dc.HandshakeContext(ctx); err != nil {
 				dc.Close()
