@@ -202,12 +202,36 @@ func dtlsConnectionState(dc *dtls.Conn) *tls.ConnectionState {
 	return cs
 }
 
+// sctpRTOMax bounds the retransmission timeout (RTO) of every SCTP
+// association, native (sctpOptions) and WebRTC's (WebRTCOptions), where
+// pion's default is RFC 9260's RTO.Max of 60 s. The timer doubles at each
+// expiry (§6.3.3 E2) and comes down only with a fresh round-trip sample
+// (§6.3.1): a flooded association was seen backed off to 8.9 s, so that
+// each later loss waited that long, and a packet lost a few times in a row
+// could wait up to a minute, past the keepalive (25 s) and IdleTimeout
+// (60 s), which would give up as silent a connection SCTP was about to
+// recover. With pion's RTO.Min of 1 s the timer now runs 1, 2, 3, 3 s…:
+// a lost packet, or a probe of a closed receive window, is sent again
+// within 3 s, eight times or more within a default keepalive interval.
+// 3 s is what Chromium's SCTP gives its data channels
+// (kMaxTimerBackoffDuration), so a browser's end backs off alike. The
+// cost, on a path that is down, is one retransmitted packet per
+// association every 3 s instead of ever more rarely; and an INIT, whose
+// resends it also times, is sent again sooner (its 8 resends span about
+// 24 s instead of 4 minutes, still past ConnectTimeout's 10 s), which
+// suits a client dropped past MaxPendingSCTP. A keepalive interval under
+// 3 s (as an IdleTimeout under 6 s sets by default) is shorter than this
+// bound, and a connection may then be given up while a retransmission
+// waits.
+const sctpRTOMax = 3 * time.Second
+
 // sctpOptions are the options of every hotpath association over nc, a
 // server's (sctpServer) or a client's (sctpClient).
 func sctpOptions(nc net.Conn, limits Limits) []sctp.AssociationOption {
 	return []sctp.AssociationOption{
 		sctp.WithNetConn(nc),
 		sctp.WithLoggerFactory(quietLogs),
+		sctp.WithRTOMax(float64(sctpRTOMax / time.Millisecond)), // in ms
 		// A write waits while the association's send queue is full: the
 		// outbox, not pion's queue, holds what a slow peer has not read.
 		sctp.WithBlockWrite(true),

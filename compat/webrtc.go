@@ -59,6 +59,7 @@ func (o WebRTCOptions) api() *webrtc.API {
 	var se webrtc.SettingEngine
 	se.DetachDataChannels()
 	se.SetSCTPMaxMessageSize(maxChannelMessage)
+	se.SetSCTPRTOMax(sctpRTOMax) // as on native SCTP; pion's default is 60 s
 	se.LoggerFactory = quietLogs
 	if o.LoopbackOnly {
 		se.SetIncludeLoopbackCandidate(true)
