@@ -3537,3 +3537,18 @@ func TestHeldDatagramListenerHoldsNoCall(t *testing.T) {
 		})
 	}
 }
+
+// ListenSCTPDTLS leaves the caller's Config as it was: it set its quiet
+// logger factory into it, so a Config shared with another listener, or
+// inspected afterwards, had changed under its owner.
+func TestListenSCTPDTLSLeavesTheConfig(t *testing.T) {
+	config := testCert().ServerDTLSConfig()
+	ln, err := ListenSCTPDTLS("127.0.0.1:0", config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if config.LoggerFactory != nil {
+		t.Error("ListenSCTPDTLS set the caller's Config.LoggerFactory")
+	}
+}

@@ -78,11 +78,14 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if config.LoggerFactory == nil {
-		config.LoggerFactory = quietLogs
+	// A copy: the caller's Config is the caller's, and may serve another
+	// listener (the client side copies ClientOptions.DTLSConfig the same way).
+	cfg := *config
+	if cfg.LoggerFactory == nil {
+		cfg.LoggerFactory = quietLogs
 	}
 	//lint:ignore SA1019 ListenWithOptions would only rebuild a Config from options; the caller gave one (see above).
-	return dtls.Listen("udp", ua, config)
+	return dtls.Listen("udp", ua, &cfg)
 }
 
 // ServeSCTP serves SCTP associations on the connections ln accepts
