@@ -143,15 +143,21 @@ async function wtClient(options = {}, fake = {}) {
   return { client, wt };
 }
 
-test('emitUnreliable over WebTransport leaves as a datagram, a large one on the stream', async () => {
-  const { client, wt } = await wtClient();
-  assert.throws(() => client.emitUnreliable('r', 'pos', { x: 1 }), /not a member/);
-  const joined = client.join('r');
+// joinOverWebTransport joins room through wtClient's session, answering
+// the Join as the server would.
+async function joinOverWebTransport(client, wt, room) {
+  const joined = client.join(room);
   await tick();
   const d = new StreamDeframer();
   const join = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'join');
   wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: join.id, payload: new TextEncoder().encode('{"members":1}') })));
   await joined;
+}
+
+test('emitUnreliable over WebTransport leaves as a datagram, a large one on the stream', async () => {
+  const { client, wt } = await wtClient();
+  assert.throws(() => client.emitUnreliable('r', 'pos', { x: 1 }), /not a member/);
+  await joinOverWebTransport(client, wt, 'r');
   const streamed = wt.written.length;
   client.emitUnreliable('r', 'pos', { x: 1 }, { exceptSelf: true });
   await tick();
@@ -611,12 +617,7 @@ test('WebTransportSocket.bufferedAmount counts the bytes of writes not yet compl
 // not yet taken, emitUnreliable now drops them, as the network would.
 test('emitUnreliable drops a datagram when those not yet taken are over maxBuffered', async () => {
   const { client, wt } = await wtClient({ maxBuffered: 2000 }, { holdDatagrams: true });
-  const joined = client.join('r');
-  await tick();
-  const d = new StreamDeframer();
-  const join = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).find((p) => p.kind === 'join');
-  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'result', id: join.id, payload: new TextEncoder().encode('{"members":1}') })));
-  await joined;
+  await joinOverWebTransport(client, wt, 'r');
   const streamed = wt.written.length;
   const pos = { x: 'x'.repeat(980) }; // an emit of 1000 bytes
   for (let i = 0; i < 4; i++) client.emitUnreliable('r', 'pos', pos);
