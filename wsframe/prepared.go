@@ -7,9 +7,10 @@ import (
 	"sync/atomic"
 )
 
-// Variants is the number of variant slots of a Prepared message: enough
-// for one permessage-deflate frame per server window (8 to 15 bits) in each
-// of two context-takeover modes.
+// Variants is the number of variant slots of a Prepared message.
+// deflatecache uses eight of them, one permessage-deflate frame per server
+// window (8 to 15 bits) shared by both context-takeover modes, and leaves
+// slots 8 to 15 to other encodings.
 const Variants = 16
 
 // ErrVariantSlot is returned by Prepared.Variant for a slot outside
