@@ -127,6 +127,9 @@ type ClientOptions struct {
 // random: the clients a full server turned away together must not all
 // come back together when it said.
 type Reconnect struct {
+	// Disabled leaves the client closed when its connection drops: every
+	// later call fails with ErrDisconnected, for a caller that redials
+	// itself or must not send to a server that may have restarted.
 	Disabled bool
 	MinDelay time.Duration // 100 ms by default
 	MaxDelay time.Duration // 10 s (or MinDelay if longer) by default; not below MinDelay

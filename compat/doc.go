@@ -6,8 +6,9 @@
 // segmentqueue, packets routed by dispatch, answers and room events written
 // through a corkwriter so that what one read produces leaves in one writev,
 // room broadcasts framed once and compressed once per window by
-// deflatecache, timeouts and keepalives on one scheduler per server. The wire
-// protocol is specified in PROTOCOL.md.
+// deflatecache, and keepalives and call and ask timeouts on two schedulers
+// per server (one runtime timer each, whatever the number of connections).
+// The wire protocol is specified in PROTOCOL.md.
 //
 // # Carriers
 //

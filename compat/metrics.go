@@ -78,7 +78,7 @@ type Metrics struct {
 	DictCompressed      uint64 // packets sent compressed with the dictionary
 	CompressionFailures uint64 // dictionary-compressed packets that failed to decompress (permessage-deflate failures: Closes[1007])
 	Malformed           uint64 // malformed packets and unknown kinds
-	UnknownMethods      uint64
+	UnknownMethods      uint64 // calls and streams of unregistered methods, answered NotFound
 	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, or datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC)
 	Overloaded          uint64 // calls refused past MaxInFlight
 	Panics              uint64 // recovered in handlers, hooks and room listeners
@@ -86,7 +86,7 @@ type Metrics struct {
 	Emits               uint64 // room emits
 	EmitDrops           uint64 // members skipped by an emit: outbox full, or over their message limit
 	SlowConsumers       uint64 // connections dropped for not reading
-	IdleTimeouts        uint64
+	IdleTimeouts        uint64 // connections closed for silence (1001 HP_IDLE_TIMEOUT)
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	RefusedConnections  uint64 // connections refused past Options.MaxConnections (counted in HandshakeFailures too)
 	// Closes counts ended connections by close code; 1006 when no close
