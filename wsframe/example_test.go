@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/hotpath-go/hotpath/wsframe"
 )
@@ -74,4 +75,54 @@ func ExamplePrepared() {
 	// Output:
 	// 81 10
 	// c1 10
+}
+
+// readLoop is the README's read loop, word for word, so that the compiler
+// and this example keep it true: pending holds what was read, conn takes
+// the replies.
+func readLoop(conn io.Writer, pending []byte, handle func(payload []byte, compressed bool)) error {
+	var out []byte
+	dec := wsframe.NewDecoder(wsframe.Config{Role: wsframe.Server})
+	var assembly []byte // reused for fragmented messages
+	for {
+		m, n, err := dec.DecodeMessage(pending, &assembly)
+		pending = pending[n:] // n counts consumed bytes, whatever err is
+		if errors.Is(err, wsframe.ErrNeedMore) {
+			break // read more; dec.Need() says how much at least
+		}
+		if err != nil {
+			conn.Write(wsframe.CloseFrameFor(wsframe.CloseCodeOf(err)))
+			return err
+		}
+		switch m.Opcode {
+		case wsframe.OpPing:
+			out = wsframe.AppendFrame(out, wsframe.OpPong, m.Payload, wsframe.Fin)
+		case wsframe.OpClose:
+			out = wsframe.AppendCloseFrame(out, m.CloseCode, "")
+			conn.Write(out) // the close reply last
+			return nil      // the decoder returns io.EOF from now on
+		case wsframe.OpText, wsframe.OpBinary:
+			handle(m.Payload, m.Compressed) // valid until the next call
+		}
+	}
+	return nil
+}
+
+// The README's read loop on a ping, a text message and a close: the pong
+// and the close reply leave together, the close last.
+func ExampleDecoder_DecodeMessage() {
+	key := [4]byte{9, 8, 7, 6}
+	var read []byte // what a client sent
+	read = wsframe.AppendMaskedFrame(read, wsframe.OpPing, []byte("hi"), wsframe.Fin, key)
+	read = wsframe.AppendMaskedFrame(read, wsframe.OpText, []byte("hello"), wsframe.Fin, key)
+	read = wsframe.AppendMaskedFrame(read, wsframe.OpClose, wsframe.AppendClosePayload(nil, wsframe.CloseNormal, "bye"), wsframe.Fin, key)
+
+	var conn bytes.Buffer
+	err := readLoop(&conn, read, func(payload []byte, compressed bool) {
+		fmt.Printf("message %q, compressed %v\n", payload, compressed)
+	})
+	fmt.Printf("err %v, replies % x\n", err, conn.Bytes())
+	// Output:
+	// message "hello", compressed false
+	// err <nil>, replies 8a 02 68 69 88 02 03 e8
 }
