@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"testing/iotest"
 
 	"github.com/hotpath-go/hotpath/segmentqueue"
 )
@@ -78,4 +81,41 @@ func ExampleLimitError() {
 		fmt.Println(limit.Limit, limit.Max, errors.Is(err, segmentqueue.ErrLimit))
 	}
 	// Output: MaxSegments 3 true
+}
+
+// readMessages is the README's loop, word for word, so that the compiler
+// and ExampleQueue_Fill keep it true: it reads 2-byte-length-prefixed
+// messages from conn until conn fails.
+func readMessages(conn io.Reader, handle func(msg []byte)) error {
+	var q segmentqueue.Queue // zero value: default limits
+	var scratch [14]byte     // the largest header we peek
+	for {
+		_, err := q.Fill(conn) // or q.Push(read), or q.Write(buf[:n])
+		for q.Len() >= 2 {
+			hdr, _ := q.Peek(2, scratch[:]) // copied into scratch only if it straddles
+			n := int(binary.BigEndian.Uint16(hdr))
+			if q.Len() < 2+n {
+				break
+			}
+			q.Discard(2)
+			msg, _ := q.Next(n) // zero copies inside one segment, one otherwise
+			handle(msg)         // valid until the next Discard/Next/Read/Release/Reset
+		}
+		q.Release() // going idle: pooled memory goes back, nothing stays lent
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// The README's loop over a connection that delivers one byte per read:
+// every prefix and every message straddles reads.
+func ExampleQueue_Fill() {
+	conn := iotest.OneByteReader(strings.NewReader("\x00\x05hello\x00\x0ccontinuation"))
+	err := readMessages(conn, func(msg []byte) { fmt.Printf("%s\n", msg) })
+	fmt.Println("then:", err)
+	// Output:
+	// hello
+	// continuation
+	// then: EOF
 }
