@@ -448,3 +448,31 @@ func BenchmarkOneShotBySize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPooledSizes reports the bytes one pooled compressor and one
+// pooled inflater allocate when built: the figures the README gives for
+// why they are pooled, not kept per connection.
+func BenchmarkPooledSizes(b *testing.B) {
+	compressor := func(name string, bits, level int) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if newCompressor(bits, level).fw == nil {
+					b.Fatal("no writer")
+				}
+			}
+		})
+	}
+	for level := 1; level <= 9; level++ {
+		compressor(fmt.Sprintf("compressor/window=15/level=%d", level), MaxWindowBits, level)
+	}
+	compressor("compressor/window=12", 12, 1)
+	b.Run("inflater", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if inflaters.New().(*inflater).fr == nil {
+				b.Fatal("no reader")
+			}
+		}
+	})
+}

@@ -60,6 +60,13 @@ func getCompressor(bits, level int) *compressor {
 	if c, ok := compressorPool(bits, level).Get().(*compressor); ok {
 		return c
 	}
+	return newCompressor(bits, level)
+}
+
+// newCompressor builds what the pools hold: a klauspost/compress writer,
+// whose tables take 0.5-1 MB by level (BenchmarkPooledSizes), which is
+// why it is pooled and not kept per connection.
+func newCompressor(bits, level int) *compressor {
 	c := &compressor{}
 	if bits < MaxWindowBits {
 		// RFC 7692 §7.2.1: "If the "agreed parameters" contain the
