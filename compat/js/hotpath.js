@@ -1402,7 +1402,7 @@ export class Client {
       next = conn.pingedAt + grace;
     } else if (now - conn.lastRead >= this.#keepaliveInterval) {
       conn.pingedAt = now;
-      this.#add({ packet: encodePacket({ kind: 'ping', data: EMPTY }), conn });
+      this.#control(conn, encodePacket({ kind: 'ping', data: EMPTY }));
       next = now + grace;
     } else {
       next = conn.lastRead + this.#keepaliveInterval;
@@ -1485,7 +1485,7 @@ export class Client {
         this.#runAsk(conn, p);
         return;
       case 'ping':
-        this.#add({ packet: encodePacket({ kind: 'pong', data: p.data }), conn });
+        this.#control(conn, encodePacket({ kind: 'pong', data: p.data }));
         return;
       case 'pong':
         return;
@@ -1512,6 +1512,25 @@ export class Client {
       default: // a kind only clients send
         this.#violate(conn, 1008, 'HP_ERR_UNKNOWN_KIND');
     }
+  }
+
+  // control sends a Ping or a Pong on conn, once the server's
+  // capabilities are in, ahead of the queue: there a keepalive Ping waited
+  // out a backlog, or was dropped with the queue full, and a live server
+  // reading slowly was given up at idleTimeout. It waits only behind what
+  // the carrier holds (about maxBuffered), as the Go client's behind its
+  // outbox. A Pong is dropped while the carrier is over maxBuffered: a
+  // server pinging without reading would grow it, and one that reads sees
+  // life in what it reads (§4.8).
+  #control(conn, packet) {
+    if (!conn.ready) {
+      this.#add({ packet, conn });
+      return;
+    }
+    if (packet[0] === KIND_NUMBER.pong && this.#backlogged(conn)) return;
+    try {
+      conn.ws.send(packet);
+    } catch { /* the carrier is closing: its close event says why */ }
   }
 
   // violate closes a connection whose server broke the protocol (§7).

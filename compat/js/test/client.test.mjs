@@ -907,6 +907,36 @@ test('keepalive: a page whose timers run a minute late still pings before it giv
   client.close();
 });
 
+// A keepalive Ping went through the send queue: behind a backlog (the
+// carrier over maxBuffered, packets waiting for it to drain) it waited,
+// or was dropped when maxQueue packets waited, and a live server that
+// read at the link's pace but had nothing to say was given up at
+// idleTimeout. Pings and Pongs now go ahead of the queue.
+test('keepalive: a Ping goes ahead of a backlog, and a server that answers it is kept', async () => {
+  const { client, net, clock } = connected({ keepaliveInterval: 1000, idleTimeout: 3000, maxBuffered: 1000, maxQueue: 2 });
+  const ws = net.last;
+  ws.bufferedAmount = 1001; // the link is slower than the page
+  client.event('e', 1);
+  client.event('e', 2); // the queue is full
+  for (let i = 0; i < 5; i++) {
+    clock.advance(2000); // a Ping within, answered at the end
+    await settle();
+    assert.deepEqual(ws.packets.map((p) => p.kind), Array(i + 1).fill('ping'), `round ${i + 1}`);
+    ws.receive({ kind: 'pong', data: new Uint8Array(0) });
+  }
+  assert.equal(ws.closedWith, null, 'a server that answers every Ping was given up');
+  assert.equal(client.state, 'open');
+  // A Pong goes ahead of the queue too, but not past maxBuffered.
+  ws.receive({ kind: 'ping', data: 'a' });
+  ws.bufferedAmount = 0;
+  ws.receive({ kind: 'ping', data: 'b' });
+  assert.deepEqual(ws.packets.filter((p) => p.kind === 'pong').map((p) => text(p.data)), ['b']);
+  clock.advance(10);
+  await settle();
+  assert.deepEqual(decodePacket(ws.packets.at(-1).items[1]).kind, 'event', 'the queue left once the carrier drained');
+  client.close();
+});
+
 test('keepalive: idleTimeout 0 sends no Ping and never times out; bad values are refused', async () => {
   const { client, net, clock } = connected({ idleTimeout: 0 });
   clock.advance(3_600_000);
