@@ -936,8 +936,9 @@ const defaultTimers = {
  * @property {number} [maxReceive=16777216] largest message received, bytes,
  *   announced to the server (§4.9); a larger one closes the connection
  *   (CloseError 1009 HP_ERR_MESSAGE_TOO_BIG)
- * @property {number} [maxAsks=128] most server asks whose handlers run at
- *   once; more are answered Overloaded (7) at once
+ * @property {number} [maxAsks=128] most server asks whose handlers run, or
+ *   whose answers wait in the queue (past maxQueue), at once; more are
+ *   answered Overloaded (7) at once
  * @property {() => number} [random=Math.random] jitter source, for tests
  * @property {{setTimeout: Function, clearTimeout: Function, now: () => number}} [timers] clock, for tests
  */
@@ -966,9 +967,9 @@ export class Client {
   #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
-  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer, shareTimer, startedAt}; null while disconnected
+  #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer, shareTimer, startedAt, answering: answers queued}; null while disconnected
   #unreliableSent = 0; #unreliableDropped = 0;
-  #queue = []; // pending entries and {packet, conn?, answers?} items (answers: the id of the ask answered), in order
+  #queue = []; // pending entries and {packet, conn?, answers?, held?} items (answers: the id of the ask answered; held: counted in conn.answering), in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
   #nextId = 0;
@@ -1259,7 +1260,7 @@ export class Client {
 
   #connect() {
     this.#retryTimer = null;
-    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null, drainTimer: null, shareTimer: null, startedAt: this.#timers.now() };
+    const conn = { ws: null, carrier: null, openedAt: -1, ready: false, servedAt: -1, timer: null, asks: new Set(), lastRead: 0, pingedAt: -1, liveTimer: null, drainTimer: null, shareTimer: null, startedAt: this.#timers.now(), answering: 0 };
     this.#conn = conn;
     this.#open(conn, 0);
     // A carrier that threw at once dropped conn already: no timer for it.
@@ -1542,10 +1543,11 @@ export class Client {
   }
 
   async #runAsk(conn, p) {
-    if (conn.asks.size >= this.#maxAsks) {
-      // A server asking faster than the handlers answer must not grow
-      // them (and their timers) without bound.
-      this.#add({ packet: this.#errorAnswer(p.id, new RPCError(Code.Overloaded, 'too many asks in flight')), conn });
+    if (conn.asks.size + conn.answering >= this.#maxAsks) {
+      // A server asking faster than the handlers answer, or than the
+      // carrier takes the answers, must not grow them (and their timers)
+      // without bound.
+      this.#add({ packet: this.#errorAnswer(p.id, new RPCError(Code.Overloaded, 'too many asks in flight')), conn, answers: p.id });
       return;
     }
     const ac = new AbortController();
@@ -1576,7 +1578,13 @@ export class Client {
       conn.asks.delete(ac);
     }
     // After the timeout or on another connection nobody waits for it.
-    if (!ac.signal.aborted && conn === this.#conn) this.#add({ packet: answer, conn, answers: p.id });
+    // Queued, it keeps the ask's place under maxAsks until it leaves
+    // (held), so maxQueue need not bound it: refused by it, it was lost
+    // and the server's Ask waited for its timeout.
+    if (!ac.signal.aborted && conn === this.#conn) {
+      conn.answering++;
+      this.#add({ packet: answer, conn, answers: p.id, held: true });
+    }
   }
 
   #errorAnswer(id, err) {
@@ -1704,7 +1712,7 @@ export class Client {
     // Until the server's capabilities, and while the carrier holds more
     // than maxBuffered unsent, the queue waits (see #flush), so it is
     // bounded as while disconnected.
-    const open = this.#conn !== null && this.#conn.ready && !this.#backlogged(this.#conn);
+    const open = item.held === true || (this.#conn !== null && this.#conn.ready && !this.#backlogged(this.#conn));
     if (!open && this.#queue.length >= this.#maxQueue) {
       // Calls, joins and leaves settled while queued (their timeout
       // passed), and packets for a connection that dropped (a Pong, an
@@ -1720,12 +1728,17 @@ export class Client {
       err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets already wait for the connection`);
     }
     if (err !== null) {
-      // A packet of the client's own for one connection (a Ping, a Pong,
-      // an ask's answer) has no caller to throw to: it was thrown out of
-      // the liveness timer or the message handler, an uncaught exception
-      // that also stopped the liveness watch. It is dropped: the server
-      // that sent no capabilities is given up at idleTimeout as it is.
-      if (item.packet !== undefined && item.conn !== undefined) return;
+      // A packet of the client's own for one connection (a Ping or a Pong
+      // before the server's capabilities, an Overloaded answer) has no
+      // caller to throw to: it was thrown out of the liveness timer or the
+      // message handler, an uncaught exception that also stopped the
+      // liveness watch. It is dropped: the server that sent no
+      // capabilities is given up at idleTimeout as it is. A dropped answer
+      // is reported: the server's Ask waits for its timeout.
+      if (item.packet !== undefined && item.conn !== undefined) {
+        if (item.answers !== undefined && !this.#closed) this.#report(new RPCError(Code.Overloaded, `hotpath: the answer to the server's ask ${item.answers} was dropped: ${this.#queue.length} packets already wait for the connection`));
+        return;
+      }
       if (item.packet === undefined) this.#settle(item, err);
       throw err;
     }
@@ -1791,6 +1804,7 @@ export class Client {
           return;
         }
       }
+      if (q.held) conn.answering--;
       items.push(packet);
       sources.push(q);
       size += packet.length + 5;

@@ -722,6 +722,37 @@ test('asks beyond maxAsks running at once are answered Overloaded', async () => 
   client.close();
 });
 
+// An ask's answer went into the send queue like any packet: when maxQueue
+// packets waited (the carrier over maxBuffered), it was dropped without a
+// word, and the server's Ask waited for its timeout. An answer now keeps
+// its ask's place under maxAsks until it leaves, and is queued past
+// maxQueue; an Overloaded answer the queue has no room for is reported.
+test('an ask\'s answer is queued past maxQueue, holding its place under maxAsks; one dropped is reported', async () => {
+  const { client, net, clock } = connected({ maxBuffered: 1000, maxQueue: 2, maxAsks: 2 });
+  const ws = net.last;
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  client.handle('q', (n) => n * 10);
+  ws.bufferedAmount = 1001; // the link is slower than the page
+  client.event('e', 1);
+  client.event('e', 2); // the queue is full
+  for (let id = 1; id <= 3; id++) ws.receive({ kind: 'ask', id, method: 'q', timeout: 0, payload: json(id) });
+  await settle();
+  assert.deepEqual(ws.packets, [], 'sent past maxBuffered');
+  assert.equal(reported.length, 1, 'the Overloaded answer to ask 3 was dropped without a word');
+  assert.ok(reported[0] instanceof RPCError && reported[0].code === Code.Overloaded && /ask 3 was dropped/.test(reported[0].message), reported[0].message);
+  ws.bufferedAmount = 0;
+  clock.advance(10);
+  await settle();
+  const sent = () => ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(sent().map((p) => [p.kind, p.id, p.status, p.payload && text(p.payload)]),
+    [['event', undefined, undefined, '1'], ['event', undefined, undefined, '2'], ['answer', 1, 0, '10'], ['answer', 2, 0, '20']]);
+  ws.receive({ kind: 'ask', id: 4, method: 'q', timeout: 0, payload: json(4) }); // their places are free again
+  await settle();
+  assert.deepEqual([sent().at(-1).id, sent().at(-1).status, text(sent().at(-1).payload)], [4, 0, '40']);
+  client.close();
+});
+
 test('an ask past its timeout is aborted and not answered', async () => {
   const { client, net, clock } = connected();
   const ws = net.last;
