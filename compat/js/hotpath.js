@@ -42,6 +42,9 @@ const MAX_BATCH_BYTES = 64 << 10; // a batch's items together (§4.7); a larger 
 // answers may be larger than the calls (a download, a list).
 const MAX_RECEIVE = 16 << 20;
 const MAX_BUFFERED = 1 << 20; // bytes a carrier may hold unsent before the queue waits, by default
+// The most bytes the queue holds, by default: maxQueue counts packets, and
+// 1024 of 1 MiB each would be a gigabyte.
+const MAX_QUEUE_BYTES = 16 << 20;
 // How often a backlogged connection's bufferedAmount is looked at: a
 // WebSocket has no event for it going down.
 const DRAIN_POLL = 10;
@@ -369,6 +372,13 @@ function encodeJSON(v) {
   const s = JSON.stringify(v);
   if (s === undefined) throw new TypeError('hotpath: payload cannot be encoded as JSON');
   return utf8.encode(s);
+}
+
+/** The bytes a queued item holds, as maxQueueBytes counts them: its
+ * packet, or a call's payload (a join's or leave's room name is not
+ * counted; maxQueue bounds those). */
+function queuedBytes(q) {
+  return q.packet?.length ?? q.payload?.length ?? 0;
 }
 
 /** Decodes a JSON payload; an empty payload is undefined. */
@@ -931,14 +941,17 @@ const defaultTimers = {
  *   them, so no packet goes out over a limit not yet known)
  * @property {number} [maxQueue=1024] most packets queued while not connected,
  *   or while the carrier holds more than maxBuffered bytes unsent
+ * @property {number} [maxQueueBytes=16777216] most bytes those packets hold
+ *   (calls' payloads, other packets whole); past either bound a packet
+ *   fails with Overloaded (7)
  * @property {number} [maxBuffered=1048576] bytes the carrier may hold unsent
  *   (its bufferedAmount) before packets wait in the queue instead
  * @property {number} [maxReceive=16777216] largest message received, bytes,
  *   announced to the server (§4.9); a larger one closes the connection
  *   (CloseError 1009 HP_ERR_MESSAGE_TOO_BIG)
  * @property {number} [maxAsks=128] most server asks whose handlers run, or
- *   whose answers wait in the queue (past maxQueue), at once; more are
- *   answered Overloaded (7) at once
+ *   whose answers wait in the queue (past maxQueue and maxQueueBytes), at
+ *   once; more are answered Overloaded (7) at once
  * @property {() => number} [random=Math.random] jitter source, for tests
  * @property {{setTimeout: Function, clearTimeout: Function, now: () => number}} [timers] clock, for tests
  */
@@ -950,11 +963,11 @@ const defaultTimers = {
  *
  * Calls and other packets issued in one task are queued and leave together
  * in a microtask: one packet alone as itself, several as one Batch (§4.7).
- * While disconnected they wait in the queue (bounded by maxQueue) and leave
- * on the next connection, unless their timeout passes first. Calls already
- * sent when the connection drops fail with a CloseError: the server may or
- * may not have run them. Joins and leaves are idempotent, so they are sent
- * again instead.
+ * While disconnected they wait in the queue (bounded by maxQueue and
+ * maxQueueBytes) and leave on the next connection, unless their timeout
+ * passes first. Calls already sent when the connection drops fail with a
+ * CloseError: the server may or may not have run them. Joins and leaves
+ * are idempotent, so they are sent again instead.
  *
  * Call timeouts use one setTimeout per call: browsers keep timers in a
  * priority queue, so a timer armed and cleared per call is cheap, exact, and
@@ -963,12 +976,13 @@ const defaultTimers = {
  */
 export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
-  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxAsks; #maxReceive; #maxBuffered;
+  #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxQueueBytes; #maxAsks; #maxReceive; #maxBuffered;
   #options; // maxBatch and maxMessage as given, before a server's capabilities
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, drainTimer, shareTimer, startedAt, answering: answers queued}; null while disconnected
   #unreliableSent = 0; #unreliableDropped = 0;
+  #queueBytes = 0; // what the queue's items hold (queuedBytes), kept by #add and #requeue
   #queue = []; // pending entries and {packet, conn?, answers?, held?} items (answers: the id of the ask answered; held: counted in conn.answering), in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
@@ -1028,6 +1042,7 @@ export class Client {
     this.#maxMessage = numberOption('maxMessage', options.maxMessage ?? 1 << 20, 1, MAX_U32, true);
     this.#options = { maxBatch: this.#maxBatch, maxMessage: this.#maxMessage };
     this.#maxQueue = numberOption('maxQueue', options.maxQueue ?? 1024, 0, Infinity, true);
+    this.#maxQueueBytes = numberOption('maxQueueBytes', options.maxQueueBytes ?? MAX_QUEUE_BYTES, 0, Infinity);
     this.#maxAsks = numberOption('maxAsks', options.maxAsks ?? 128, 0, Infinity, true);
     this.#maxReceive = numberOption('maxReceive', options.maxReceive ?? MAX_RECEIVE, 1, MAX_U32, true);
     this.#maxBuffered = numberOption('maxBuffered', options.maxBuffered ?? MAX_BUFFERED, 0, Infinity);
@@ -1648,7 +1663,7 @@ export class Client {
   #shutdown(err) {
     this.#closed = true;
     for (const e of this.#pending.values()) this.#settle(e, err);
-    this.#queue = [];
+    this.#requeue([]);
     this.#setState('closed', { error: err });
   }
 
@@ -1713,19 +1728,21 @@ export class Client {
     // than maxBuffered unsent, the queue waits (see #flush), so it is
     // bounded as while disconnected.
     const open = item.held === true || (this.#conn !== null && this.#conn.ready && !this.#backlogged(this.#conn));
-    if (!open && this.#queue.length >= this.#maxQueue) {
+    const bytes = queuedBytes(item);
+    const full = () => this.#queue.length >= this.#maxQueue || this.#queueBytes + bytes > this.#maxQueueBytes;
+    if (!open && full()) {
       // Calls, joins and leaves settled while queued (their timeout
       // passed), and packets for a connection that dropped (a Pong, an
       // answer), wait no more: they leave room before anything is refused.
-      this.#queue = this.#queue.filter((q) => (q.packet !== undefined
+      this.#requeue(this.#queue.filter((q) => (q.packet !== undefined
         ? q.conn === undefined || q.conn === this.#conn
-        : this.#pending.get(q.id) === q));
+        : this.#pending.get(q.id) === q)));
     }
     let err = null;
     if (this.#closed) {
       err = new CloseError(1000, 'closed by client');
-    } else if (!open && this.#queue.length >= this.#maxQueue) {
-      err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets already wait for the connection`);
+    } else if (!open && full()) {
+      err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets of ${this.#queueBytes} bytes already wait for the connection`);
     }
     if (err !== null) {
       // A packet of the client's own for one connection (a Ping or a Pong
@@ -1736,13 +1753,14 @@ export class Client {
       // capabilities is given up at idleTimeout as it is. A dropped answer
       // is reported: the server's Ask waits for its timeout.
       if (item.packet !== undefined && item.conn !== undefined) {
-        if (item.answers !== undefined && !this.#closed) this.#report(new RPCError(Code.Overloaded, `hotpath: the answer to the server's ask ${item.answers} was dropped: ${this.#queue.length} packets already wait for the connection`));
+        if (item.answers !== undefined && !this.#closed) this.#report(new RPCError(Code.Overloaded, `hotpath: the answer to the server's ask ${item.answers} was dropped: ${this.#queue.length} packets of ${this.#queueBytes} bytes already wait for the connection`));
         return;
       }
       if (item.packet === undefined) this.#settle(item, err);
       throw err;
     }
     this.#queue.push(item);
+    this.#queueBytes += bytes;
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       queueMicrotask(() => this.#flush());
@@ -1768,7 +1786,7 @@ export class Client {
       return;
     }
     const queue = this.#queue;
-    this.#queue = [];
+    this.#requeue([]);
     const now = this.#timers.now();
     const limit = this.#packetLimit(conn);
     const batchLimit = Math.min(limit, MAX_BATCH_BYTES);
@@ -1799,7 +1817,7 @@ export class Client {
         if (!force && this.#backlogged(conn)) {
           // q and what follows wait; a call is not on conn until sent.
           if (q.packet === undefined) q.conn = null;
-          this.#queue = queue.slice(i).concat(this.#queue);
+          this.#requeue(queue.slice(i).concat(this.#queue));
           this.#awaitDrain(conn);
           return;
         }
@@ -1810,6 +1828,15 @@ export class Client {
       size += packet.length + 5;
     }
     if (items.length > 0) this.#send(conn, items, sources);
+  }
+
+  // requeue replaces the queue with items and counts their bytes. The
+  // entries put back at its head (joins and leaves, #onReady, #drop) hold
+  // none.
+  #requeue(items) {
+    this.#queue = items;
+    this.#queueBytes = 0;
+    for (const q of items) this.#queueBytes += queuedBytes(q);
   }
 
   // backlogged reports whether conn's carrier holds more than maxBuffered

@@ -99,6 +99,15 @@ function fakeClock() {
 /** Lets every queued microtask (the client's flush) and promise job run. */
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
+/** What promise settled with by the time settle() returns: its error, its
+ * value, or 'pending'. */
+async function outcome(promise) {
+  let got = 'pending';
+  promise.then((v) => { got = v; }, (err) => { got = err; });
+  await settle();
+  return got;
+}
+
 const json = (v) => new TextEncoder().encode(JSON.stringify(v));
 const text = (b) => new TextDecoder().decode(b);
 
@@ -850,6 +859,39 @@ test('the queue is bounded while disconnected, and while the server\'s capabilit
     await assert.rejects(a, CloseError);
     await assert.rejects(b, CloseError);
   }
+});
+
+// maxQueue counts packets: 1024 queued packets of 1 MiB each held a
+// gigabyte. maxQueueBytes (16 MiB by default) bounds their bytes too.
+test('the queue is bounded in bytes too: maxQueueBytes, 16 MiB by default', async () => {
+  {
+    const { client, net } = newClient();
+    const mib = new Uint8Array(1 << 20);
+    const calls = [];
+    for (let i = 0; i < 16; i++) calls.push(client.call('a/b', mib, { raw: true }));
+    const refused = await outcome(client.call('a/b', mib, { raw: true }));
+    assert.ok(refused instanceof RPCError && refused.code === Code.Overloaded && /16777216 bytes/.test(refused.message), `the 17th MiB: ${refused}`);
+    assert.throws(() => client.event('e', 1), (err) => err instanceof RPCError && err.code === Code.Overloaded);
+    net.last.open({ capabilities: false });
+    net.last.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', String(2 << 20)]] });
+    assert.equal(net.last.packets.length, 16, 'what fitted left once connected');
+    client.close();
+    for (const c of calls) await assert.rejects(c, CloseError);
+  }
+  const { client, net, clock } = newClient({ maxQueueBytes: 3000 });
+  const first = client.call('a/b', new Uint8Array(2000), { raw: true, timeout: 100 });
+  const refused = await outcome(client.call('a/b', new Uint8Array(1001), { raw: true }));
+  assert.ok(refused instanceof RPCError && refused.code === Code.Overloaded, `over 3000 bytes: ${refused}`);
+  client.event('e', 'x'.repeat(900)); // 905 bytes: it fits
+  clock.advance(100);
+  await assert.rejects(first, (err) => err instanceof RPCError && err.code === Code.Timeout);
+  const later = client.call('a/b', new Uint8Array(2000), { raw: true }); // the timed-out call left room
+  net.last.open();
+  await settle();
+  assert.deepEqual(net.last.packets[0].items.map((b) => decodePacket(b).kind), ['event', 'call']);
+  client.close();
+  await assert.rejects(later, CloseError);
+  assert.throws(() => new Client('ws://test.invalid/ws', { WebSocket: fakeSockets().FakeWebSocket, maxQueueBytes: -1 }), /maxQueueBytes/);
 });
 
 test('a client without a URL it can resolve says so', () => {
