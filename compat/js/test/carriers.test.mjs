@@ -611,6 +611,60 @@ test('WebTransportSocket.bufferedAmount counts the bytes of writes not yet compl
   sessions[0].closeSession({ closeCode: 1000, reason: '' });
 });
 
+// A backlogged connection looked at its carrier's bufferedAmount every
+// 10 ms, and a hidden tab's timers run a second or a minute late: it
+// drained as slowly. A WebTransport write completing and a data channel's
+// bufferedamountlow now flush the queue, with no timer (the clock here
+// never fires one).
+const frozenClock = { setTimeout: () => 0, clearTimeout: () => {}, now: () => 0 };
+
+test('a backlogged WebTransport flushes its queue when its writes complete, not on a timer', async () => {
+  const { client, wt } = await wtClient({ maxBuffered: 1000, timers: frozenClock }, { hold: true });
+  client.event('big', 'x'.repeat(2000));
+  await tick();
+  client.event('small', 1); // waits: the stream holds over 2000 bytes
+  await tick();
+  const events = () => {
+    const d = new StreamDeframer();
+    return wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).filter((p) => p.kind === 'event').map((p) => p.event);
+  };
+  for (let i = 0; i < 20 && events().length < 2; i++) {
+    wt.release();
+    await tick();
+  }
+  assert.deepEqual(events(), ['big', 'small']);
+  wt.release();
+  client.close();
+});
+
+test('a backlogged data channel flushes its queue on bufferedamountlow, not on a timer', async () => {
+  const { FakeRTCPeerConnection, pcs } = fakeRTC();
+  const fetch = async () => ({ ok: true, json: async () => ({ type: 'answer', sdp: 'v=0' }) });
+  const client = new Client('ws://example.test/ws', {
+    webRTC: { url: 'http://example.test/rtc', RTCPeerConnection: FakeRTCPeerConnection, fetch },
+    WebSocket: class { constructor() { throw new Error('no WebSocket expected'); } },
+    reconnect: false, maxBuffered: 1000, timers: frozenClock,
+  });
+  await tick();
+  const dc = pcs[0].channels[0];
+  dc.readyState = 'open';
+  dc.bufferedAmount = 0;
+  dc.onopen();
+  dc.onmessage({ data: encodePacket({ kind: 'capabilities', pairs: [['codec', 'json']] }).slice().buffer });
+  dc.bufferedAmount = 1001;
+  client.event('e', 1);
+  await tick();
+  const events = () => dc.sent.map(decodePacket).filter((p) => p.kind === 'event');
+  assert.equal(events().length, 0, 'sent past maxBuffered');
+  assert.equal(dc.bufferedAmountLowThreshold, 1000);
+  dc.bufferedAmount = 1000;
+  dc.onbufferedamountlow?.({});
+  await tick();
+  assert.equal(events().length, 1, 'still waiting once the channel drained');
+  client.close();
+  pcs[0].close();
+});
+
 // Datagram writes were not waited for: when the session took them slower
 // than the page wrote (a congested path), they piled up in the datagram
 // stream's queue without bound, however stale. Past maxBuffered bytes
