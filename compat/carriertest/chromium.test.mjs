@@ -133,6 +133,27 @@ test('a batch larger than a data channel message leaves in pieces, on each carri
   }
 });
 
+// Past maxBuffered the queue waits for the carrier to drain: on a data
+// channel until its bufferedamountlow event, on WebTransport until its
+// writes complete, on WebSocket by a 10 ms poll. 100 calls of 20 KB
+// issued together (2 MB) against a 16 KiB maxBuffered wait for it about
+// 30 times; a drain signal that never came would leave them to time out.
+test('calls past maxBuffered wait for the carrier to drain and all arrive, on each carrier', async () => {
+  for (const carrier of ['webtransport', 'webrtc', 'websocket']) {
+    const got = await page.evaluate(async (carrier) => {
+      const c = new window.hp.Client('/ws', { ...window.opts[carrier], reconnect: false, maxBuffered: 16 << 10 });
+      await new Promise((resolve) => { const off = c.onState((s) => { if (s.state === 'open') { off(); resolve(); } }); });
+      const text = 'z'.repeat(20_000);
+      const many = await Promise.allSettled(Array.from({ length: 100 }, () => c.call('echo/upper', { text }, { timeout: 20_000 })));
+      const on = c.carrier;
+      c.close();
+      return { carrier: on, lengths: many.map((r) => (r.status === 'fulfilled' ? r.value.text.length : String(r.reason))) };
+    }, carrier);
+    assert.equal(got.carrier, carrier);
+    assert.deepEqual(got.lengths, Array(100).fill(20_000), carrier);
+  }
+});
+
 test('a room with a member on each carrier receives every emit once', async () => {
   const members = ['webtransport', 'webrtc', 'websocket'];
   const counts = await page.evaluate(async (members) => {
