@@ -429,3 +429,108 @@ func TestUpgradeAnswerBounded(t *testing.T) {
 		})
 	}
 }
+
+// RFC 6455 §4.2.1: the server reads the client's opening handshake, and
+// "If the server, while reading the handshake, finds that the client did
+// not send a handshake that matches the description below [...], the
+// server MUST stop processing the client's handshake and return an HTTP
+// response with an appropriate error code (such as 400 Bad Request)": an
+// HTTP/1.1 (or higher) GET (item 1), a Host (item 2), an Upgrade header
+// with "websocket", compared case-insensitively (item 3), a Connection
+// header with an "Upgrade" token, also case-insensitive (item 4), and
+// Sec-WebSocket-Version 13 (item 6; TestRFC6455_4_2_1_SecWebSocketKey has
+// item 5). §4.2.2 item 4 and §4.4: a version the server does not speak
+// gets "an appropriate HTTP error code (such as 426 Upgrade Required) and
+// a |Sec-WebSocket-Version| header field indicating the version(s) the
+// server is capable of understanding". The same under Serve and under
+// ServeHTTP.
+func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
+	const key = "dGhlIHNhbXBsZSBub25jZQ=="
+	request := func(reqLine string, headers ...string) string {
+		return reqLine + "\r\n" + strings.Join(headers, "\r\n") + "\r\nSec-WebSocket-Key: " + key +
+			"\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\n\r\n"
+	}
+	const (
+		get     = "GET /ws HTTP/1.1"
+		host    = "Host: localhost"
+		upgrade = "Upgrade: websocket"
+		conn    = "Connection: Upgrade"
+		version = "Sec-WebSocket-Version: 13"
+	)
+	refused := func(status int) bool { return status >= 400 && status < 500 }
+	cases := []struct {
+		name string
+		req  string
+		ok   func(status int) bool // nil: 101
+	}{
+		{"a valid request", request(get, host, upgrade, conn, version), nil},
+		{"Upgrade in capitals (item 3: case-insensitive)", request(get, host, "Upgrade: WEBSOCKET", conn, version), nil},
+		{"Upgrade in mixed case", request(get, host, "Upgrade: WebSocket", conn, version), nil},
+		{"Connection token list (item 4)", request(get, host, upgrade, "Connection: keep-alive, Upgrade", version), nil},
+		{"Connection token in lower case", request(get, host, upgrade, "Connection: keep-alive, upgrade", version), nil},
+		{"POST (item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, version, "Content-Length: 0"), refused},
+		{"HTTP/1.0 (item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, version), func(s int) bool { return refused(s) || s == 505 }},
+		{"no Host (item 2)", request(get, upgrade, conn, version), refused},
+		{"no Upgrade (item 3)", request(get, host, conn, version), refused},
+		{"Upgrade: h2c (item 3)", request(get, host, "Upgrade: h2c", conn, version), refused},
+		{"no Connection (item 4)", request(get, host, upgrade, version), refused},
+		{"Connection without Upgrade (item 4)", request(get, host, upgrade, "Connection: keep-alive", version), refused},
+		{"no Sec-WebSocket-Version (item 6)", request(get, host, upgrade, conn), refused},
+	}
+	versions := []string{"8", "12", "14", "130"}
+	for _, viaHTTP := range []bool{false, true} {
+		_, addr := newTestServer(t, Options{})
+		if viaHTTP {
+			s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = startServer(t, s, true)
+		}
+		for _, tc := range cases {
+			resp := rawRequest(t, addr, tc.req)
+			switch {
+			case tc.ok == nil && resp.StatusCode != http.StatusSwitchingProtocols:
+				t.Errorf("viaHTTP=%v, %s: status %d, want 101", viaHTTP, tc.name, resp.StatusCode)
+			case tc.ok != nil && !tc.ok(resp.StatusCode):
+				t.Errorf("viaHTTP=%v, %s: status %d, want a refusal", viaHTTP, tc.name, resp.StatusCode)
+			case tc.ok == nil:
+				// §4.2.2 item 5: the answer.
+				sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+				if got, want := resp.Header.Get("Sec-Websocket-Accept"), base64.StdEncoding.EncodeToString(sum[:]); got != want {
+					t.Errorf("viaHTTP=%v, %s: Sec-WebSocket-Accept %q, want %q", viaHTTP, tc.name, got, want)
+				}
+				if !strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") || !headerHasToken(resp.Header.Values("Connection"), "Upgrade") {
+					t.Errorf("viaHTTP=%v, %s: answered Upgrade %q, Connection %q", viaHTTP, tc.name, resp.Header.Get("Upgrade"), resp.Header.Get("Connection"))
+				}
+			}
+		}
+		for _, v := range versions {
+			resp := rawRequest(t, addr, request(get, host, upgrade, conn, "Sec-WebSocket-Version: "+v))
+			if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Sec-Websocket-Version") != "13" {
+				t.Errorf("viaHTTP=%v, version %s: status %d, Sec-WebSocket-Version %q; want 426 with 13 (§4.2.2, §4.4)",
+					viaHTTP, v, resp.StatusCode, resp.Header.Values("Sec-Websocket-Version"))
+			}
+		}
+	}
+}
+
+// rawRequest writes req to addr and reads the answer's status and headers.
+func rawRequest(t *testing.T, addr, req string) *http.Response {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(hangBound))
+	if _, err := nc.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatalf("answer to %q: %v", req, err)
+	}
+	resp.Body.Close()
+	return resp
+}
