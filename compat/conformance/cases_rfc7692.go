@@ -130,6 +130,11 @@ func deflateCases() []Case {
 		{"server_max_window_bits with a leading zero", "permessage-deflate; server_max_window_bits=09"},
 		{"server_max_window_bits without a value", "permessage-deflate; server_max_window_bits"},
 		{"client_max_window_bits=16", "permessage-deflate; client_max_window_bits=16"},
+		{"client_max_window_bits=7", "permessage-deflate; client_max_window_bits=7"},
+		{"client_max_window_bits with a leading zero", "permessage-deflate; client_max_window_bits=08"},
+		{"repeated server_max_window_bits", "permessage-deflate; server_max_window_bits=10; server_max_window_bits=10"},
+		{"repeated client_max_window_bits without a value", "permessage-deflate; client_max_window_bits; client_max_window_bits"},
+		{"client_no_context_takeover with a value", "permessage-deflate; client_no_context_takeover=1"},
 		{"server_no_context_takeover with a value", "permessage-deflate; server_no_context_takeover=1"},
 		{"another extension only", "x-webkit-deflate-frame"},
 	} {
@@ -249,6 +254,29 @@ func deflateCases() []Case {
 		}
 		return s.verify(closes(closeInvalidData, closeProtocol))
 	}))
+
+	// RFC 7692 §7.2.2: the receiver decompresses the payload with 00 00
+	// ff ff appended "using DEFLATE"; data that is not DEFLATE where the
+	// message ends must fail the connection, not pass as a shorter
+	// message: after valid compressed data, a block of the reserved type
+	// 3 (RFC 1951 §3.2.3: "11 - reserved (error)"), or a stored block
+	// that announces 100 bytes and holds 10. Binary, so that no UTF-8
+	// check of the inflated bytes stands in for the inflater's.
+	for _, e := range []struct {
+		name string
+		tail []byte
+	}{
+		{"a block of reserved type 3", []byte{0x00, 0x00, 0xff, 0xff, 0x07}},
+		{"a stored block cut short", append([]byte{0x00, 0x00, 0xff, 0xff, 0x00, 100, 0, ^byte(100), 0xff}, pattern(10)...)},
+	} {
+		add(offered("RFC 7692 §7.2.2", "valid compressed data ending with "+e.name, "permessage-deflate", "close 1007", func(s *session) error {
+			c := s.deflate.deflateMessage([]byte("valid compressed data, then a bad block"))
+			if err := s.send(frame{fin: true, rsv: bitRsv1, op: opBinary, payload: append(c, e.tail...)}); err != nil {
+				return err
+			}
+			return s.verify(closes(closeInvalidData))
+		}))
+	}
 
 	// RFC 6455 §10.4 limits count inflated bytes: a few kilobytes of
 	// DEFLATE can stand for a megabyte.
