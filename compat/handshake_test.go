@@ -534,3 +534,52 @@ func rawRequest(t *testing.T, addr, req string) *http.Response {
 	resp.Body.Close()
 	return resp
 }
+
+// Frames that arrive in the same read as the upgrade request are the
+// connection's first frames, under Serve as under ServeHTTP (which hands
+// net/http's buffered bytes to the engine). RFC 6455 §4.1 has a client
+// wait for the 101 before it sends, but TCP may still deliver a hasty
+// client's first frame with its request, and bytes dropped there put the
+// reader in the middle of the stream: Serve's upgrade read them into
+// gobwas/ws's buffer and lost them, and the echo never came.
+func TestFramesWithTheUpgradeRequest(t *testing.T) {
+	for _, viaHTTP := range []bool{false, true} {
+		s, err := NewServer(Options{Router: NewRouter(), Echo: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, viaHTTP)
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(hangBound))
+		var b bytes.Buffer
+		b.WriteString("GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		for _, msg := range []string{"first", "second"} {
+			f := ws.MaskFrame(ws.NewTextFrame([]byte(msg)))
+			if err := ws.WriteFrame(&b, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := nc.Write(b.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(nc)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("viaHTTP=%v: upgrade answered %v, %v", viaHTTP, resp, err)
+		}
+		for _, want := range []string{"first", "second"} {
+			f, err := ws.ReadFrame(br)
+			if err != nil {
+				t.Fatalf("viaHTTP=%v: waiting for the echo of %q: %v", viaHTTP, want, err)
+			}
+			if f.Header.OpCode != ws.OpText || string(f.Payload) != want {
+				t.Fatalf("viaHTTP=%v: got %v %q, want the echo of %q", viaHTTP, f.Header.OpCode, f.Payload, want)
+			}
+		}
+	}
+}

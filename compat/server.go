@@ -266,7 +266,7 @@ func (s *Server) upgradeRaw(nc net.Conn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	s.serveConn(nc, up, nil)
+	s.serveConn(nc, up, up.early)
 }
 
 // serveConn starts serving one WebSocket connection. The caller did

@@ -25,6 +25,9 @@ type upgrade struct {
 	extensions string   // Sec-WebSocket-Extensions of the response, or ""
 	remoteAddr string
 	path       string
+	// early holds the bytes a raw listener's upgrade read past the
+	// request: the connection's first frames (handshakeReader.rest).
+	early []byte
 }
 
 var (
@@ -254,6 +257,27 @@ func (r *handshakeReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// rest returns what was read after the request's headers: frames a
+// client sent with its request, which gobwas/ws's Upgrader reads into a
+// buffer of its own and drops when it returns. The engine takes them as
+// the connection's first bytes, as ServeHTTP takes what net/http
+// buffered; dropped, they leave the reader inside a frame.
+func (r *handshakeReader) rest() []byte {
+	off := 0
+	requestLine := true
+	for line := range bytes.Lines(r.seen) {
+		off += len(line)
+		if requestLine {
+			requestLine = false
+			continue
+		}
+		if len(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))) == 0 {
+			return bytes.Clone(r.seen[off:])
+		}
+	}
+	return nil
+}
+
 // checkHeaders checks what gobwas/ws's Upgrader reads past, on every
 // header line up to the empty one that ends them:
 //   - the line's grammar (RFC 9110 §5.1, §5.5: a token, a colon, a value
@@ -394,5 +418,6 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 	if _, err := u.Upgrade(hr); err != nil {
 		return nil, err
 	}
+	up.early = hr.rest()
 	return up, nil
 }
