@@ -251,6 +251,11 @@ func (p *pmdParams) accepts(o offer) error {
 	if p.clientBits != 0 && !o.clientBitsNamed {
 		return errors.New("client_max_window_bits answered but not offered (§7.1.2.2)")
 	}
+	// §7.1.2.2: to an offer with a value the server answers "with a value
+	// equal to or smaller than the received value".
+	if o.clientBits != 0 && p.clientBits > o.clientBits {
+		return fmt.Errorf("client_max_window_bits=%d offered, %d answered (§7.1.2.2)", o.clientBits, p.clientBits)
+	}
 	return nil
 }
 
