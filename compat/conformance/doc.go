@@ -28,6 +28,9 @@
 //     and off, several offers in one header, offers a server must decline,
 //     compressed control frames and RSV1 on continuations (close 1002).
 //
+// MUSTS.md lists every server-side MUST of the two RFCs with the case, or
+// the test in compat, that checks it.
+//
 // # Outcomes
 //
 // Each case expects one of: the message echoed (then a clean closing
