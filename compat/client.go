@@ -482,7 +482,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 
 // dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
 func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
-	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout, OnHeader: checkAnswerHeader}
+	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout}
 	if c.opts.TLSConfig != nil {
 		d.TLSConfig = c.opts.TLSConfig.Clone()
 		d.TLSConfig.NextProtos = []string{"http/1.1"} // the upgrade is HTTP/1.1, never h2
@@ -518,7 +518,13 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 		uc.left.Store(maxUpgradeAnswer)
 		return uc, nil
 	}
+	// Above TLS on wss://, so the client keeps the answer as it reads it.
+	d.WrapConn = func(nc net.Conn) net.Conn { return &answerReader{Conn: nc} }
 	nc, br, hs, err := d.Dial(ctx, c.url)
+	var answer []byte
+	if ar, ok := nc.(*answerReader); ok {
+		nc, answer = ar.Conn, ar.seen
+	}
 	if uc, ok := nc.(*upgradeConn); ok {
 		nc = uc.Conn // ws://: the socket itself, for its raw reads
 	} else if tc, ok := nc.(*tls.Conn); ok {
@@ -528,6 +534,11 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	}
 	if refused != nil {
 		return nil, refused
+	}
+	if err == nil {
+		if err = checkAnswer(answer); err != nil {
+			nc.Close()
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hotpath: WebSocket upgrade at %s: %w", c.url, err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"log/slog"
@@ -190,6 +191,65 @@ func TestRFC6455_4_1_ClientChecksTheAnswer(t *testing.T) {
 				t.Fatalf("Dial waited for the capabilities instead of refusing the answer: %v", err)
 			}
 		})
+	}
+}
+
+// RFC 6455 §11.3.4: Sec-WebSocket-Protocol "MUST NOT appear more than
+// once in an HTTP response"; §4.1: the client MUST fail the connection if
+// the answer names a subprotocol it did not offer. gobwas/ws's Dialer
+// stopped checking the field once one line named hotpath.v1, so a second
+// line, with any value, connected (fuzz C1); it also trimmed names, so
+// lines net/http refuses (a space before the colon, a folded line)
+// passed. Dial fails on each, over ws:// and wss://, and takes the
+// answer with the field once.
+func TestRFC6455_11_3_4_ClientRefusesRepeatedSubprotocol(t *testing.T) {
+	const head = "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+	const once = "Sec-WebSocket-Protocol: " + Subprotocol + "\r\n"
+	cases := []struct {
+		name  string
+		lines string
+		want  error // nil: Dial takes the answer
+	}{
+		{"once", once, nil},
+		{"twice, the same", once + once, errRepeatedProtocol},
+		{"twice, then a protocol not offered", once + "Sec-WebSocket-Protocol: chat\r\n", errRepeatedProtocol},
+		{"twice, lower case", once + "sec-websocket-protocol: " + Subprotocol + "\r\n", errRepeatedProtocol},
+		{"twice, then empty", once + "Sec-WebSocket-Protocol:\r\n", errRepeatedProtocol},
+		{"twice, then a control character", once + "Sec-WebSocket-Protocol: \x02\r\n", errMalformedAnswer},
+		{"a space before the colon", "Sec-WebSocket-Protocol : " + Subprotocol + "\r\n", errMalformedAnswer},
+		{"a folded line", once + " Foo: bar\r\n", errMalformedAnswer},
+	}
+	for _, scheme := range []string{"ws", "wss"} {
+		for _, tc := range cases {
+			t.Run(scheme+"/"+tc.name, func(t *testing.T) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				opts := ClientOptions{Reconnect: Reconnect{Disabled: true}}
+				if scheme == "wss" {
+					ln = tls.NewListener(ln, testCert().ServerTLSConfig())
+					opts.TLSConfig = testCert().ClientTLSConfig()
+				}
+				go answerUpgrade(ln, func(a string) string { return head + "Sec-WebSocket-Accept: " + a + "\r\n" + tc.lines })
+				ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+				defer cancel()
+				c, err := Dial(ctx, scheme+"://"+ln.Addr().String()+"/ws", opts)
+				if err == nil {
+					c.Close()
+				}
+				if tc.want == nil {
+					if err != nil {
+						t.Fatalf("Dial refused the answer: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("Dial: %v, want %v", err, tc.want)
+				}
+			})
+		}
 	}
 }
 

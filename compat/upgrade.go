@@ -328,21 +328,67 @@ func (r *handshakeReader) checkHeaders() error {
 // the ABNF grammar").
 var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("malformed header line"))
 
-// checkAnswerHeader is a WebSocket client's check of the header lines of
-// a server's answer to its upgrade that gobwas/ws's Dialer does not read
-// itself (ws.Dialer.OnHeader): the line's grammar (RFC 9110 §5.1, §5.5), as
-// checkHeaders checks a request's. The Dialer takes any line with a colon,
-// so a 101 with a line such as "\xaf:" passed, which net/http and browsers
-// refuse; RFC 6455 §4.1 has the client fail a connection whose answer is
-// not the handshake of §4.2.2, an HTTP response.
-func checkAnswerHeader(name, value []byte) error {
-	if !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
-		return errMalformedAnswer
+// answerReader keeps what a WebSocket client reads during its upgrade
+// (above TLS on wss://) for checkAnswer, as handshakeReader keeps a
+// request: gobwas/ws's Dialer hands its OnHeader hook only the lines it
+// does not read itself, with the name trimmed. upgradeConn, below it,
+// bounds what it reads to maxUpgradeAnswer.
+type answerReader struct {
+	net.Conn
+	seen []byte
+}
+
+func (r *answerReader) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	r.seen = append(r.seen, p[:n]...)
+	return n, err
+}
+
+// checkAnswer checks the header lines of a server's 101 answer, which
+// gobwas/ws's Dialer read and took, up to the empty one that ends them:
+//   - the line's grammar (RFC 9110 §5.1, §5.5), as checkHeaders checks a
+//     request's: the Dialer takes any line with a colon and trims the
+//     name, so a 101 with a line such as "\xaf:", "Foo : bar" or a folded
+//     line passed, which net/http and browsers refuse; RFC 6455 §4.1 has
+//     the client fail a connection whose answer is not the handshake of
+//     §4.2.2, an HTTP response;
+//   - Sec-WebSocket-Protocol more than once: the Dialer checks those lines
+//     only until one names an offered protocol, so a second one with any
+//     value passed. RFC 6455 §11.3.4: the field "MUST NOT appear more
+//     than once in an HTTP response"; §4.1: the client MUST fail the
+//     connection if it names a protocol the client did not offer.
+//
+// Lines end with CRLF or, as the Dialer also reads them, a bare LF.
+func checkAnswer(answer []byte) error {
+	protocols := 0
+	statusLine := true
+	for line := range bytes.Lines(answer) {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if statusLine {
+			statusLine = false // the Dialer checks it
+			continue
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		value = bytes.Trim(value, " \t")
+		if !ok || !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
+			return errMalformedAnswer
+		}
+		if strings.EqualFold(string(name), "Sec-WebSocket-Protocol") {
+			if protocols++; protocols > 1 {
+				return errRepeatedProtocol
+			}
+		}
 	}
 	return nil
 }
 
-var errMalformedAnswer = errors.New("malformed header line in the upgrade's answer")
+var (
+	errMalformedAnswer  = errors.New("malformed header line in the upgrade's answer")
+	errRepeatedProtocol = errors.New("Sec-WebSocket-Protocol more than once in the upgrade's answer (RFC 6455 §11.3.4)")
+)
 
 // errManyHosts refuses a raw upgrade request with more than one Host line,
 // as net/http does.
