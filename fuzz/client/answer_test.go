@@ -69,16 +69,17 @@ func acceptOf(key string) string {
 // 6455 §4.1 lets a client take for its request with key, which offered
 // the subprotocol hotpath.v1 and no extension: status 101, Upgrade
 // "websocket", a Connection with the token "upgrade", the Sec-WebSocket-
-// Accept of key, the subprotocol (compat requires it), and no extension
-// ("the client MUST _Fail the WebSocket Connection_" for an extension "not
-// present in the client's handshake").
+// Accept of key, the subprotocol once (compat requires it; §11.3.4 allows
+// it once), and no extension ("the client MUST _Fail the WebSocket
+// Connection_" for an extension "not present in the client's handshake").
 func validAnswer(answer []byte, key string) error {
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(dropRepeatedProtocol(answer))), nil)
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil)
 	if err != nil {
 		return err
 	}
 	// RFC 6455 §11.3 has a server send these fields once; a client that
-	// takes them twice, each right, is no worse for it.
+	// takes Upgrade or Sec-WebSocket-Accept twice, each right, is no worse
+	// for it.
 	one := func(name string) (string, bool) {
 		v := resp.Header.Values(name)
 		if len(v) == 0 {
@@ -109,10 +110,10 @@ func validAnswer(answer []byte, key string) error {
 	if v, ok := one("Sec-Websocket-Accept"); !ok || v != acceptOf(key) {
 		return errors.New("wrong Sec-WebSocket-Accept")
 	}
-	// C1 (dropRepeatedProtocol): only the first value is held to
-	// hotpath.v1.
-	if v := resp.Header.Values("Sec-Websocket-Protocol"); len(v) == 0 || strings.TrimSpace(v[0]) != compat.Subprotocol {
-		return errors.New("wrong subprotocol")
+	// RFC 6455 §11.3.4: the subprotocol "MUST NOT appear more than once
+	// in an HTTP response" (C1, fixed).
+	if v := resp.Header.Values("Sec-Websocket-Protocol"); len(v) != 1 || strings.TrimSpace(v[0]) != compat.Subprotocol {
+		return errors.New("wrong subprotocol, or more than one")
 	}
 	for _, v := range resp.Header.Values("Sec-Websocket-Extensions") {
 		if strings.Trim(v, " \t,") != "" {
@@ -138,6 +139,8 @@ func FuzzUpgradeAnswer(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Accept: ", "Sec-WebSocket-Accept: x\r\nSec-WebSocket-Accept: ", 1)))
 	f.Add([]byte(strings.ReplaceAll(valid, "\r\n", "\n")))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Protocol: "+compat.Subprotocol+"\r\n\r\n", 1)))
+	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Protocol: ", "Sec-WebSocket-Protocol : ", 1)))
+	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\n X-Folded: x\r\n\r\n", 1)))
 	f.Add([]byte("HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope"))
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"))
 	ln := answerServer()
@@ -189,31 +192,4 @@ func FuzzUpgradeAnswer(f *testing.F) {
 			}
 		}
 	})
-}
-
-// dropRepeatedProtocol removes from an answer's header every
-// Sec-WebSocket-Protocol line after the first. C1: gobwas/ws's Dialer
-// stops checking those lines, grammar included, once one named an offered
-// protocol, so an answer that sends the field again, with any value (RFC
-// 6455 §11.3.4: at most once; §4.1: a protocol not offered fails the
-// connection), connects. Not fixed: the client would need the answer's
-// raw lines.
-func dropRepeatedProtocol(answer []byte) []byte {
-	var out []byte
-	seen, inHeader := false, true
-	for line := range bytes.Lines(answer) {
-		if inHeader {
-			trimmed := bytes.TrimRight(line, "\r\n")
-			if len(trimmed) == 0 && len(out) > 0 {
-				inHeader = false
-			} else if name, _, ok := bytes.Cut(trimmed, []byte(":")); ok && strings.EqualFold(string(bytes.TrimSpace(name)), "Sec-WebSocket-Protocol") {
-				if seen {
-					continue
-				}
-				seen = true
-			}
-		}
-		out = append(out, line...)
-	}
-	return out
 }
