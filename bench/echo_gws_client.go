@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -99,12 +100,17 @@ func openGwsClientRow(size, window int, d time.Duration) func(context.Context) (
 			ln.Close()
 			return nil, err
 		}
-		g := new(gwsCaller)
-		conn, _, err := gws.NewClient(g, &gws.ClientOption{
+		opt := &gws.ClientOption{
 			Addr:               "ws://" + ln.Addr().String() + "/",
 			ReadMaxPayloadSize: maxEchoMessage,
 			HandshakeTimeout:   10 * time.Second,
-		})
+		}
+		if err := checkGwsEcho(ctx, opt, size); err != nil {
+			stop()
+			return nil, err
+		}
+		g := new(gwsCaller)
+		conn, _, err := gws.NewClient(g, opt)
 		if err != nil {
 			stop()
 			return nil, err
@@ -118,4 +124,56 @@ func openGwsClientRow(size, window int, d time.Duration) func(context.Context) (
 		}
 		return newCallRow(size, window, d, g.call, closeAll), nil
 	}
+}
+
+// gwsEchoCheck is the handler of checkGwsEcho's connection: it hands on
+// a copy of each echo's bytes, nil when the connection closes.
+type gwsEchoCheck struct {
+	gws.BuiltinEventHandler
+	echoes chan []byte
+}
+
+func (g *gwsEchoCheck) OnMessage(_ *gws.Conn, m *gws.Message) {
+	b := bytes.Clone(m.Data.Bytes())
+	_ = m.Close()
+	select {
+	case g.echoes <- b:
+	default: // an echo not asked for: the check has its answer already
+	}
+}
+
+func (g *gwsEchoCheck) OnClose(*gws.Conn, error) {
+	select {
+	case g.echoes <- nil:
+	default:
+	}
+}
+
+// checkGwsEcho checks one echo's bytes through gws's client and server
+// before a gws row's trials (checkCall). The row's own connection hands
+// its callers the echo's length only, so as to add nothing to the timed
+// loop; the check uses a connection of its own, from the same client to
+// the same server, with a handler that keeps the bytes.
+func checkGwsEcho(ctx context.Context, opt *gws.ClientOption, size int) error {
+	h := &gwsEchoCheck{echoes: make(chan []byte, 1)}
+	conn, _, err := gws.NewClient(h, opt)
+	if err != nil {
+		return err
+	}
+	defer conn.WriteClose(1000, nil) // closes the socket, ending ReadLoop
+	go conn.ReadLoop()
+	return checkCall(ctx, size, func(ctx context.Context, req []byte) ([]byte, error) {
+		if err := conn.WriteMessage(gws.OpcodeBinary, req); err != nil {
+			return nil, err
+		}
+		select {
+		case b := <-h.echoes:
+			if b == nil {
+				return nil, errGwsClosed
+			}
+			return b, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
 }

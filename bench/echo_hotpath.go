@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -102,11 +103,36 @@ type callRow struct {
 }
 
 func newCallRow(size, window int, d time.Duration, call func(context.Context, []byte) (int, error), close func() error) *callRow {
+	return &callRow{call: call, close: close, payload: callPayload(size), window: window, d: d, hists: make([]latencyHist, window)}
+}
+
+// callPayload is the request of a call row's calls: size bytes, a to z
+// over and over.
+func callPayload(size int) []byte {
 	payload := make([]byte, size)
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
 	}
-	return &callRow{call: call, close: close, payload: payload, window: window, d: d, hists: make([]latencyHist, window)}
+	return payload
+}
+
+// checkCall makes one call of a row's payload before its trials, through
+// answer (a call that returns the answer's bytes), and checks that it
+// answers the same bytes: a call row's timed loop checks lengths only, so
+// an answer of the right length with other bytes would pass it. It is as
+// checkEcho is for the rows driven by the bench's client.
+func checkCall(ctx context.Context, size int, answer func(context.Context, []byte) ([]byte, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	payload := callPayload(size)
+	got, err := answer(ctx, payload)
+	switch {
+	case err != nil:
+		return fmt.Errorf("the first call: %w", err)
+	case !bytes.Equal(got, payload):
+		return fmt.Errorf("the first call's answer differs from its request (%d bytes, want %d)", len(got), len(payload))
+	}
+	return nil
 }
 
 func (g *callRow) Trial(ctx context.Context) (Outcome, error) {
@@ -208,6 +234,16 @@ func openGoClientRow(noBatching bool) func(size, window int, d time.Duration) fu
 				Logger:     quietLogger,
 			})
 			if err != nil {
+				stop()
+				return nil, err
+			}
+			first := func(ctx context.Context, req []byte) ([]byte, error) {
+				var resp []byte
+				err := c.Call(ctx, rpcEchoMethod, req, &resp)
+				return resp, err
+			}
+			if err := checkCall(ctx, size, first); err != nil {
+				c.Close()
 				stop()
 				return nil, err
 			}

@@ -62,7 +62,7 @@ func rpcCases(cfg Config) ([]Case, error) {
 	}
 	var cases []Case
 	for _, window := range echoWindows {
-		c := Case{Label: fmt.Sprintf("32 B, %d in flight", window)}
+		c := Case{Label: fmt.Sprintf("%d B, %d in flight", rpcSize, window)}
 		for _, fw := range rpcFrameworks {
 			c.Rows = append(c.Rows, Row{Library: fw.Library, Role: fw.Role, Open: func(ctx context.Context) (Instance, error) {
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,7 +74,7 @@ func rpcCases(cfg Config) ([]Case, error) {
 					ln.Close()
 					return nil, err
 				}
-				return newCallRow(32, window, d, call, closeFn), nil
+				return newCallRow(rpcSize, window, d, call, closeFn), nil
 			}})
 		}
 		cases = append(cases, c)
@@ -82,10 +82,13 @@ func rpcCases(cfg Config) ([]Case, error) {
 	return cases, nil
 }
 
+// rpcSize is the size of the rpc scenario's requests.
+const rpcSize = 32
+
 func openHotpathRPC(noBatching bool) func(context.Context, net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
 	return func(ctx context.Context, ln net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
 		ln.Close() // openGoClientRow listens on a port of its own
-		inst, err := openGoClientRow(noBatching)(32, 1, 0)(ctx)
+		inst, err := openGoClientRow(noBatching)(rpcSize, 1, 0)(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -113,7 +116,7 @@ var grpcEchoDesc = grpc.ServiceDesc{
 	}},
 }
 
-func openGRPC(_ context.Context, ln net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
+func openGRPC(ctx context.Context, ln net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
 	srv := grpc.NewServer()
 	srv.RegisterService(&grpcEchoDesc, struct{}{})
 	go func() { _ = srv.Serve(ln) }()
@@ -122,15 +125,23 @@ func openGRPC(_ context.Context, ln net.Listener) (func(context.Context, []byte)
 		srv.Stop()
 		return nil, nil, err
 	}
-	call := func(ctx context.Context, req []byte) (int, error) {
+	answer := func(ctx context.Context, req []byte) ([]byte, error) {
 		out := new(wrapperspb.BytesValue)
 		err := conn.Invoke(ctx, "/bench.Echo/Echo", &wrapperspb.BytesValue{Value: req}, out)
-		return len(out.Value), err
+		return out.Value, err
+	}
+	call := func(ctx context.Context, req []byte) (int, error) {
+		out, err := answer(ctx, req)
+		return len(out), err
 	}
 	closeFn := func() error {
 		err := conn.Close()
 		srv.Stop()
 		return err
+	}
+	if err := checkCall(ctx, rpcSize, answer); err != nil {
+		closeFn()
+		return nil, nil, err
 	}
 	return call, closeFn, nil
 }
@@ -145,7 +156,7 @@ func (EchoService) Echo(req []byte, resp *[]byte) error {
 	return nil
 }
 
-func openNetRPC(_ context.Context, ln net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
+func openNetRPC(ctx context.Context, ln net.Listener) (func(context.Context, []byte) (int, error), func() error, error) {
 	srv := rpc.NewServer()
 	if err := srv.RegisterName("Echo", EchoService{}); err != nil {
 		return nil, nil, err
@@ -169,6 +180,20 @@ func openNetRPC(_ context.Context, ln net.Listener) (func(context.Context, []byt
 		err := client.Close()
 		ln.Close()
 		return err
+	}
+	// net/rpc's Call has no context: Go with a bound, for the check.
+	first := func(ctx context.Context, req []byte) ([]byte, error) {
+		var resp []byte
+		select {
+		case c := <-client.Go("Echo.Echo", req, &resp, make(chan *rpc.Call, 1)).Done:
+			return resp, c.Error
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := checkCall(ctx, rpcSize, first); err != nil {
+		closeFn()
+		return nil, nil, err
 	}
 	return call, closeFn, nil
 }
