@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,53 @@ func TestRFC6455_4_2_1_SecWebSocketKey(t *testing.T) {
 		}
 		// Counted once the answer is written.
 		waitFor(t, func() bool { return s.Metrics().HandshakeFailures == 4 })
+	}
+}
+
+// RFC 6455 §11.3.5: Sec-WebSocket-Version "MUST NOT appear more than
+// once in an HTTP request"; §4.2.1 item 6 wants one, of 13. Serve
+// (gobwas/ws's Upgrader, which checks each line) switched protocols for
+// two lines of 13, and ServeHTTP (its HTTPUpgrader, which reads the first
+// only) for 13 followed by anything. Both refuse a repeated field: 400,
+// or the Upgrader's own 426 for a later line that is not 13.
+func TestRFC6455_11_3_5_SecWebSocketVersionOnce(t *testing.T) {
+	cases := []struct {
+		name     string
+		versions []string
+		want     []int // any of
+	}{
+		{"13", []string{"13"}, []int{http.StatusSwitchingProtocols}},
+		{"13 twice", []string{"13", "13"}, []int{http.StatusBadRequest}},
+		{"13, then 8", []string{"13", "8"}, []int{http.StatusBadRequest, http.StatusUpgradeRequired}},
+		{"13, then empty", []string{"13", ""}, []int{http.StatusBadRequest, http.StatusUpgradeRequired}},
+	}
+	for _, viaHTTP := range []bool{false, true} {
+		s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, viaHTTP)
+		for _, tc := range cases {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+				"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+			for _, v := range tc.versions {
+				req += "Sec-WebSocket-Version: " + v + "\r\n"
+			}
+			nc.SetDeadline(time.Now().Add(hangBound))
+			nc.Write([]byte(req + "\r\n"))
+			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+			nc.Close()
+			if err != nil {
+				t.Fatalf("viaHTTP=%v, %s: %v", viaHTTP, tc.name, err)
+			}
+			if !slices.Contains(tc.want, resp.StatusCode) {
+				t.Errorf("viaHTTP=%v, %s: status %d, want one of %v", viaHTTP, tc.name, resp.StatusCode, tc.want)
+			}
+		}
 	}
 }
 
@@ -368,8 +416,9 @@ func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 // FuzzUpgradeRequest sends any bytes as an upgrade request to Serve's
 // upgrader: it never panics, and it switches protocols only for a request
 // whose headers net/http also reads, within 64 KiB, with at most one Host
-// line and one Sec-WebSocket-Key of 16 bytes in base64, answered with that key's Sec-WebSocket-Accept
-// (RFC 6455 §4.2.1, §4.2.2).
+// line, one Sec-WebSocket-Version line (RFC 6455 §11.3.5) and one
+// Sec-WebSocket-Key of 16 bytes in base64, answered with that key's
+// Sec-WebSocket-Accept (RFC 6455 §4.2.1, §4.2.2).
 func FuzzUpgradeRequest(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -378,6 +427,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Key: ", "Sec-WebSocket-Key: x\r\nSec-WebSocket-Key: ", 1)))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n", 1)))
 	f.Add([]byte(strings.Replace(valid, "Host: a\r\n", "Host: a\r\nHost: b\r\n", 1)))
+	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Version: 13\r\n", 1)))
 	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
@@ -401,6 +451,9 @@ func FuzzUpgradeRequest(f *testing.F) {
 		}
 		if hosts := parsed.Values("Host"); len(hosts) > 1 {
 			t.Fatalf("switched protocols for a request with Host lines %q (RFC 9112 §3.2)", hosts)
+		}
+		if versions := parsed.Values("Sec-Websocket-Version"); len(versions) != 1 {
+			t.Fatalf("switched protocols for a request with Sec-WebSocket-Version lines %q (RFC 6455 §11.3.5)", versions)
 		}
 		keys := parsed.Values("Sec-Websocket-Key")
 		if len(keys) != 1 {

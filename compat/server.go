@@ -137,6 +137,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
+	if len(r.Header.Values("Sec-Websocket-Version")) > 1 {
+		s.refuse(w, errManyVersions)
+		return
+	}
 	up, err := s.prepareUpgrade(r)
 	if err != nil {
 		s.refuse(w, err)

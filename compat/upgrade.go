@@ -215,6 +215,13 @@ func (up *upgrade) upgradeHTTP(r *http.Request, w http.ResponseWriter) (net.Conn
 // item 5, §11.3.1).
 var errBadKey = &HTTPError{Status: http.StatusBadRequest, Message: "bad Sec-WebSocket-Key"}
 
+// errManyVersions refuses an upgrade request with more than one
+// Sec-WebSocket-Version line. RFC 6455 §11.3.5: the field "MUST NOT
+// appear more than once in an HTTP request". gobwas/ws's Upgrader (Serve)
+// checks each line and took 13 twice; its HTTPUpgrader (ServeHTTP) reads
+// the first only and took 13 followed by anything, even an empty line.
+var errManyVersions = &HTTPError{Status: http.StatusBadRequest, Message: "more than one Sec-WebSocket-Version"}
+
 // checkKey checks the Sec-WebSocket-Key values of an upgrade request.
 // gobwas/ws checks only that the key is 24 characters long; a request
 // without one is left to it, as it refuses that too.
@@ -290,12 +297,13 @@ func (r *handshakeReader) rest() []byte {
 //     them with 400;
 //   - more than one Host line, which the Upgrader reads one after the
 //     other (RFC 9112 §3.2: a server MUST answer 400);
+//   - more than one Sec-WebSocket-Version line (errManyVersions);
 //   - the request's Sec-WebSocket-Key lines (checkKey).
 //
 // Lines end with CRLF or, as the Upgrader also reads them, a bare LF.
 func (r *handshakeReader) checkHeaders() error {
 	var keys []string
-	hosts := 0
+	hosts, versions := 0, 0
 	requestLine := true
 	for line := range bytes.Lines(r.seen) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
@@ -318,6 +326,10 @@ func (r *handshakeReader) checkHeaders() error {
 			}
 		case strings.EqualFold(string(name), "Sec-WebSocket-Key"):
 			keys = append(keys, string(value))
+		case strings.EqualFold(string(name), "Sec-WebSocket-Version"):
+			if versions++; versions > 1 {
+				return errManyVersions
+			}
 		}
 	}
 	return checkKey(keys)

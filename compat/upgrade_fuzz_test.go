@@ -24,8 +24,9 @@ var requestLine = regexp.MustCompile(`^GET /[!-~]* HTTP/1\.1\r?\n`)
 // HTTPUpgrader). For a request with a plain request line, neither of
 // them may switch protocols where the other refuses, and when both do
 // they answer with the same accept value, subprotocol and extensions.
-// Requests with a body (hasBody) and with repeated or folded fields
-// (repeatedOrFolded) are not compared.
+// Requests with a body (hasBody) and with folded lines or repeated list
+// fields (repeatedOrFolded) are not compared; neither path may switch for
+// one with Host, Sec-WebSocket-Key or -Version twice (repeatedOnce).
 func FuzzUpgradePaths(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -36,6 +37,9 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"Connection: Upgrade\r\n", "Connection: keep-alive\r\nConnection: Upgrade\r\n"},
 		{"Connection: Upgrade\r\n", "Connection: Upgrade\r\n Upgrade\r\n"},
 		{"Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Version: 8\r\n"},
+		{"Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Version: 13\r\n"},
+		{"Sec-WebSocket-Key: ", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Key: "},
+		{"Host: a\r\n", "Host: a\r\nHost: a\r\n"},
 		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n"},
 		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; x=\r\n\r\n"},
 		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate\r\nSec-WebSocket-Extensions: permessage-deflate; server_max_window_bits=7\r\n\r\n"},
@@ -79,6 +83,8 @@ func FuzzUpgradePaths(f *testing.F) {
 		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 		viaHTTP := err == nil && resp.StatusCode == http.StatusSwitchingProtocols
 		switch {
+		case (raw || viaHTTP) && repeatedOnce(req):
+			t.Fatalf("switched protocols (Serve %v, ServeHTTP %v) for a request with a field it may have once twice: %q", raw, viaHTTP, req)
 		case raw && !viaHTTP:
 			st := 0
 			if resp != nil {
@@ -101,16 +107,10 @@ func FuzzUpgradePaths(f *testing.F) {
 	})
 }
 
-// repeatedOrFolded reports whether a request has a header line folded
-// onto the one before, or one of the fields the upgrade reads more than
-// once. gobwas/ws's Upgrader (under Serve) checks such a field on every
-// line, its HTTPUpgrader (under ServeHTTP) the first value only, and
-// compat's checks read all the values under both: the two paths take and
-// refuse such requests differently, each within what RFC 9112 §5.2
-// (folded lines) and RFC 6455 §4.2.1 and §11.3 allow, so they are not
-// compared on them.
-func repeatedOrFolded(req []byte) bool {
-	seen := map[string]int{}
+// headerCounts counts a request's header lines by canonical name, and
+// reports whether one is folded onto the line before.
+func headerCounts(req []byte) (counts map[string]int, folded bool) {
+	counts = map[string]int{}
 	first := true
 	for line := range bytes.Lines(req) {
 		if first {
@@ -122,17 +122,40 @@ func repeatedOrFolded(req []byte) bool {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return true
+			folded = true
+			continue
 		}
 		name, _, _ := bytes.Cut(line, []byte(":"))
-		switch k := http.CanonicalHeaderKey(string(bytes.TrimSpace(name))); k {
-		case "Upgrade", "Connection", "Sec-Websocket-Version", "Sec-Websocket-Key", "Host", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions":
-			if seen[k]++; seen[k] > 1 {
-				return true
-			}
+		counts[http.CanonicalHeaderKey(string(bytes.TrimSpace(name)))]++
+	}
+	return counts, folded
+}
+
+// repeatedOrFolded reports whether a request has a header line folded
+// onto the one before, or more than one line of a field the upgrade
+// reads that may be a list. gobwas/ws's Upgrader (under Serve) checks
+// such a field on every line, its HTTPUpgrader (under ServeHTTP) the
+// first value only, and compat's checks read all the values under both:
+// the two paths take and refuse such requests differently, each within
+// what RFC 9112 §5.2 (folded lines) and RFC 6455 §4.2.1 and §11.3 allow,
+// so they are not compared on them.
+func repeatedOrFolded(req []byte) bool {
+	counts, folded := headerCounts(req)
+	for _, k := range []string{"Upgrade", "Connection", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions"} {
+		if counts[k] > 1 {
+			return true
 		}
 	}
-	return false
+	return folded
+}
+
+// repeatedOnce reports whether a request has more than one line of a
+// field it may have once: Host (RFC 9112 §3.2), Sec-WebSocket-Key (RFC
+// 6455 §11.3.1), Sec-WebSocket-Version (§11.3.5). Neither path may switch
+// protocols for it.
+func repeatedOnce(req []byte) bool {
+	counts, _ := headerCounts(req)
+	return counts["Host"] > 1 || counts["Sec-Websocket-Key"] > 1 || counts["Sec-Websocket-Version"] > 1
 }
 
 // hasBody reports whether a request has a header that frames a body
