@@ -2,8 +2,8 @@
 # run.sh runs the Chromium carrier tests (WebTransport, WebRTC data
 # channel, WebSocket): it builds compat/cmd/hotpath, installs what is
 # missing on a fresh Debian machine (chromium, nodejs and npm from apt, as
-# root or with sudo; playwright-core with npm ci), then runs
-# chromium.test.mjs with node --test.
+# root or with sudo; playwright-core with npm ci), then runs its four
+# suites (chromium, deflate, limits, reconnect .test.mjs) with node --test.
 #
 #   compat/carriertest/run.sh
 #
