@@ -259,13 +259,16 @@ func TestRFC6455_11_3_4_ClientRefusesRepeatedSubprotocol(t *testing.T) {
 		want  error // nil: Dial takes the answer
 	}{
 		{"once", once, nil},
-		{"twice, the same", once + once, errRepeatedProtocol},
-		{"twice, then a protocol not offered", once + "Sec-WebSocket-Protocol: chat\r\n", errRepeatedProtocol},
-		{"twice, lower case", once + "sec-websocket-protocol: " + Subprotocol + "\r\n", errRepeatedProtocol},
-		{"twice, then empty", once + "Sec-WebSocket-Protocol:\r\n", errRepeatedProtocol},
+		{"twice, the same", once + once, errRepeatedField},
+		{"twice, then a protocol not offered", once + "Sec-WebSocket-Protocol: chat\r\n", errRepeatedField},
+		{"twice, lower case", once + "sec-websocket-protocol: " + Subprotocol + "\r\n", errRepeatedField},
+		{"twice, then empty", once + "Sec-WebSocket-Protocol:\r\n", errRepeatedField},
 		{"twice, then a control character", once + "Sec-WebSocket-Protocol: \x02\r\n", errMalformedAnswer},
 		{"a space before the colon", "Sec-WebSocket-Protocol : " + Subprotocol + "\r\n", errMalformedAnswer},
 		{"a folded line", once + " Foo: bar\r\n", errMalformedAnswer},
+		// §11.3.3: the same for Sec-WebSocket-Accept, even when both
+		// are right.
+		{"the accept twice", once + "Sec-WebSocket-Accept: {ACCEPT}\r\n", errRepeatedField},
 	}
 	for _, scheme := range []string{"ws", "wss"} {
 		for _, tc := range cases {
@@ -280,7 +283,9 @@ func TestRFC6455_11_3_4_ClientRefusesRepeatedSubprotocol(t *testing.T) {
 					ln = tls.NewListener(ln, testCert().ServerTLSConfig())
 					opts.TLSConfig = testCert().ClientTLSConfig()
 				}
-				go answerUpgrade(ln, func(a string) string { return head + "Sec-WebSocket-Accept: " + a + "\r\n" + tc.lines })
+				go answerUpgrade(ln, func(a string) string {
+					return head + "Sec-WebSocket-Accept: " + a + "\r\n" + strings.ReplaceAll(tc.lines, "{ACCEPT}", a)
+				})
 				ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 				defer cancel()
 				c, err := Dial(ctx, scheme+"://"+ln.Addr().String()+"/ws", opts)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -368,11 +369,14 @@ func (r *answerReader) Read(p []byte) (int, error) {
 //     only until one names an offered protocol, so a second one with any
 //     value passed. RFC 6455 §11.3.4: the field "MUST NOT appear more
 //     than once in an HTTP response"; §4.1: the client MUST fail the
-//     connection if it names a protocol the client did not offer.
+//     connection if it names a protocol the client did not offer. The
+//     same holds for Sec-WebSocket-Accept (§11.3.3), which the Dialer
+//     took twice when both were right. (Sec-WebSocket-Extensions, §11.3.2,
+//     the Dialer refuses itself: the client offers no extension.)
 //
 // Lines end with CRLF or, as the Dialer also reads them, a bare LF.
 func checkAnswer(answer []byte) error {
-	protocols := 0
+	var protocols, accepts int
 	statusLine := true
 	for line := range bytes.Lines(answer) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
@@ -388,9 +392,16 @@ func checkAnswer(answer []byte) error {
 		if !ok || !httpguts.ValidHeaderFieldName(string(name)) || !httpguts.ValidHeaderFieldValue(string(value)) {
 			return errMalformedAnswer
 		}
-		if strings.EqualFold(string(name), "Sec-WebSocket-Protocol") {
-			if protocols++; protocols > 1 {
-				return errRepeatedProtocol
+		var count *int
+		switch {
+		case strings.EqualFold(string(name), "Sec-WebSocket-Protocol"):
+			count = &protocols
+		case strings.EqualFold(string(name), "Sec-WebSocket-Accept"):
+			count = &accepts
+		}
+		if count != nil {
+			if *count++; *count > 1 {
+				return fmt.Errorf("%s %w", name, errRepeatedField)
 			}
 		}
 	}
@@ -398,8 +409,8 @@ func checkAnswer(answer []byte) error {
 }
 
 var (
-	errMalformedAnswer  = errors.New("malformed header line in the upgrade's answer")
-	errRepeatedProtocol = errors.New("Sec-WebSocket-Protocol more than once in the upgrade's answer (RFC 6455 §11.3.4)")
+	errMalformedAnswer = errors.New("malformed header line in the upgrade's answer")
+	errRepeatedField   = errors.New("more than once in the upgrade's answer (RFC 6455 §11.3.3, §11.3.4)")
 )
 
 // errManyHosts refuses a raw upgrade request with more than one Host line,
