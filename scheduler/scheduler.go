@@ -65,13 +65,13 @@ func WithClock(clock Clock) Option {
 // Scheduler fires values of type T at their deadlines, in batches, through
 // one callback. It is safe for concurrent use by many goroutines.
 type Scheduler[T any] struct {
-	onFire      func(batch []T)
 	clock       Clock
 	origin      time.Time // time of tick 0
 	granularity time.Duration
 	system      bool // clock is the system clock
 
 	mu        sync.Mutex
+	onFire    func(batch []T) // nil once stopped
 	w         wheel[T]
 	timer     Timer
 	timerTick uint64 // the tick the timer is armed for, or noTick
@@ -212,6 +212,12 @@ func (s *Scheduler[T]) Len() int {
 // already being delivered finishes; Stop does not wait for it, so it may be
 // called from the fire callback. Once that batch returns, the scheduler
 // holds no goroutine and no timer. Stop is idempotent.
+//
+// The fire callback is released too. The runtime keeps a stopped timer's
+// function, and through it the scheduler, until the P whose timer heap
+// holds it gets round to removing it (go.dev/issue/75935): seconds, or up
+// to the deadline it was armed for. Kept, the callback kept what it
+// reaches, such as a closed client with all its buffers.
 func (s *Scheduler[T]) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,6 +229,7 @@ func (s *Scheduler[T]) Stop() {
 	s.timerTick = noTick
 	s.w = wheel[T]{}
 	s.batch = nil
+	s.onFire = nil
 }
 
 // elapsed returns the time since tick 0. time.Since reads only the
@@ -302,10 +309,11 @@ func (s *Scheduler[T]) fire() {
 	s.timerTick = noTick
 	batch := s.w.advance(s.nowTick(), s.batch[:0])
 	s.batch = nil
+	onFire := s.onFire // Stop clears it, maybe while the batch is out
 	s.mu.Unlock()
 
 	if len(batch) > 0 {
-		s.onFire(batch)
+		onFire(batch)
 	}
 	clear(batch) // drop references to the values
 

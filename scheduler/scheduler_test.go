@@ -302,6 +302,40 @@ func TestValuesAreReleased(t *testing.T) {
 	runtime.KeepAlive(r)
 }
 
+// keepingClock is a FakeClock that keeps every timer function it was
+// given, as the runtime keeps a stopped timer's function until the P whose
+// heap holds the timer removes it (go.dev/issue/75935).
+type keepingClock struct {
+	*FakeClock
+	kept []func()
+}
+
+func (c *keepingClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.kept = append(c.kept, f)
+	return c.FakeClock.AfterFunc(d, f)
+}
+
+// What the fire callback reaches is released by Stop, though the stopped
+// timer's function, and through it the scheduler, is kept: a compat client
+// was kept by its scheduler's stopped timer for up to a second after its
+// Close, with all its buffers (a soak).
+func TestStopReleasesTheCallback(t *testing.T) {
+	clock := &keepingClock{FakeClock: NewFakeClock(time.Unix(0, 0))}
+	owner := &payload{id: 1}
+	gone := weak.Make(owner)
+	s := New(func(owner *payload) func([]int) {
+		return func([]int) { owner.id++ }
+	}(owner), WithClock(clock))
+	s.Arm(clock.Now().Add(time.Hour), 1)
+	owner = nil
+	s.Stop()
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Fatal("what the fire callback reaches is still referenced after Stop, through the stopped timer")
+	}
+	runtime.KeepAlive(clock)
+}
+
 // On the system clock, inside a synctest bubble (virtual time that moves
 // only when every goroutine is blocked), the real timer path is exact too.
 func TestSystemClockFiresOnTheGridLine(t *testing.T) {
