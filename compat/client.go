@@ -621,9 +621,9 @@ func (c *Client) run(cc *clientConn) {
 	step := c.opts.Reconnect.MinDelay
 	var settled chan struct{} // closed when a reconnected cc's settleReconnect is done
 	for first := true; ; first = false {
-		stopWatch := cc.watchLiveness()
+		watch := cc.watchLiveness()
 		err := cc.link.run(cc)
-		if stopWatch() {
+		if watch.stop() {
 			// The closing handshake with a silent server ends in a
 			// timeout or a reset, whatever the carrier: say why it began.
 			err = &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason}
@@ -708,25 +708,18 @@ func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 // watchLiveness pings the server once it has been silent for
 // KeepaliveInterval and closes the connection with 1001 HP_IDLE_TIMEOUT
 // once it has been silent for IdleTimeout, as the server does with its
-// clients. It returns a function that stops watching and reports whether
-// the server was given up.
-func (cc *clientConn) watchLiveness() (stop func() (timedOut bool)) {
+// clients. The watch's stop ends it.
+func (cc *clientConn) watchLiveness() *livenessWatch {
+	w := &livenessWatch{}
 	if cc.c.opts.IdleTimeout < 0 {
-		return func() bool { return false }
+		return w
 	}
-	w := &livenessWatch{cc: cc}
+	w.cc.Store(cc)
 	t := time.AfterFunc(time.Hour, w.check)
 	t.Stop()
 	w.timer.Store(t) // before the first check can run
 	t.Reset(cc.c.opts.KeepaliveInterval)
-	return func() bool {
-		w.stopped.Store(true)
-		t.Stop()
-		if h := w.heldLoop.Load(); h != nil {
-			h.Stop()
-		}
-		return w.timedOut.Load()
-	}
+	return w
 }
 
 // idleTimeoutReason is the close reason of a connection given up for
@@ -735,14 +728,32 @@ const idleTimeoutReason = "HP_IDLE_TIMEOUT"
 
 // livenessWatch is the keepalive of one client connection: one timer,
 // re-armed for when the server's silence would next matter.
+//
+// Its timers reach the connection only through cc, which stop clears: the
+// runtime keeps a stopped timer's function until the P whose timer heap
+// holds it removes it (go.dev/issue/75935), seconds later or at the time
+// it was armed for. A function bound to the connection kept the closed
+// client reachable meanwhile, with its buffers and dictionary encoders
+// (a soak: about 4 MB, for up to a second after Close).
 type livenessWatch struct {
-	cc       *clientConn
+	cc       atomic.Pointer[clientConn] // nil once stopped
 	timer    atomic.Pointer[time.Timer]
-	stopped  atomic.Bool
 	timedOut atomic.Bool
 	// heldLoop fires heldLoopGrace after the connection was given up,
 	// should its read loop not have ended by then (endHeldLoop).
 	heldLoop atomic.Pointer[time.Timer]
+}
+
+// stop ends the watch and reports whether the server was given up.
+func (w *livenessWatch) stop() (timedOut bool) {
+	w.cc.Store(nil)
+	if t := w.timer.Load(); t != nil {
+		t.Stop()
+	}
+	if h := w.heldLoop.Load(); h != nil {
+		h.Stop()
+	}
+	return w.timedOut.Load()
 }
 
 // heldLoopGrace is how long a connection given up for silence has to end
@@ -751,21 +762,30 @@ type livenessWatch struct {
 const heldLoopGrace = 2 * closeTimeout
 
 func (w *livenessWatch) check() {
-	if w.stopped.Load() {
+	cc := w.cc.Load()
+	if cc == nil {
 		return
 	}
-	o, l := w.cc.c.opts, w.cc.link
+	o, l := cc.c.opts, cc.link
 	act, next := l.liveness().check(time.Now(), o.KeepaliveInterval, o.IdleTimeout)
 	switch act {
 	case keepGiveUp:
 		w.timedOut.Store(true)
 		l.requestClose(wsframe.CloseGoingAway, idleTimeoutReason)
-		w.heldLoop.Store(time.AfterFunc(heldLoopGrace, w.cc.endHeldLoop))
+		w.heldLoop.Store(time.AfterFunc(heldLoopGrace, w.endHeldLoop))
 		return
 	case keepPing:
 		l.ping()
 	}
 	w.timer.Load().Reset(time.Until(next))
+}
+
+// endHeldLoop is the heldLoop timer's function: it goes through the watch,
+// not to the connection, which a stopped timer's function would keep.
+func (w *livenessWatch) endHeldLoop() {
+	if cc := w.cc.Load(); cc != nil {
+		cc.endHeldLoop()
+	}
 }
 
 // endHeldLoop ends the calls of a connection given up for silence whose

@@ -2237,6 +2237,53 @@ func TestClosedWhileReconnectingIsCollected(t *testing.T) {
 	t.Fatal("the closed client is still reachable: its context watch was kept")
 }
 
+// A closed client is not kept by the stopped timers of its keepalive. The
+// runtime keeps a stopped timer's function until the P whose timer heap
+// holds it removes it (go.dev/issue/75935), and the watch's functions
+// reached the connection, and the client with its buffers: a soak saw
+// closed clients kept for up to a second after Close, 4 MB each. The test
+// keeps a second watch of the connection, stopped, as the runtime keeps
+// its timer functions; with giveUp, the watch gave the server up first,
+// which arms its second timer.
+func TestStoppedKeepaliveKeepsNoClient(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	for _, giveUp := range []bool{false, true} {
+		c, err := Dial(context.Background(), "ws://"+addr+"/ws", ClientOptions{
+			Reconnect: Reconnect{Disabled: true},
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := c.current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := cc.watchLiveness()
+		if giveUp {
+			l := cc.link.liveness()
+			l.pingedAt.Store(-int64(time.Hour)) // a ping unanswered for an hour
+			l.pongPending.Store(true)
+			w.check()
+			if w.heldLoop.Load() == nil {
+				t.Fatal("the watch did not give the silent server up")
+			}
+		}
+		cc = nil
+		c.Close()
+		w.stop()
+		gone := weak.Make(c)
+		c = nil
+		for deadline := time.Now().Add(hangBound); gone.Value() != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("giveUp %v: the closed client is still reachable from its stopped keepalive", giveUp)
+			}
+			runtime.GC()
+		}
+		runtime.KeepAlive(w)
+	}
+}
+
 // A Leave made as soon as the client reconnects, while its rejoin of the
 // room is starting, leaves the room: the rejoin's Join goes before the
 // Leave or not at all. The Join used to be able to follow the Leave, and
