@@ -2284,6 +2284,62 @@ func TestStoppedKeepaliveKeepsNoClient(t *testing.T) {
 	}
 }
 
+// A closed client is not kept by its connection's transport. pion keeps a
+// closed association or peer connection, and the transport with it, from
+// its timers for a while (and the runtime keeps their stopped timers'
+// functions, go.dev/issue/75935); the SCTP and WebRTC transports held the
+// function that hands the connection its datagrams, which reaches the
+// client: a soak saw closed WebRTC clients kept up to a second after
+// Close, 4 MB each. The test keeps the transport, as pion may.
+func TestClosedTransportKeepsNoClient(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+			defer cancel()
+			c, err := Dial(ctx, e.urls[carrier], ClientOptions{
+				DTLSConfig: e.cert.ClientDTLSConfig(),
+				WebRTC:     WebRTCOptions{LoopbackOnly: true},
+				Reconnect:  Reconnect{Disabled: true},
+				Logger:     slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := cc.link.(*pktConn).t
+			var deliver *atomic.Pointer[func([]byte)]
+			switch tr := kept.(type) {
+			case *sctpTransport:
+				deliver = &tr.deliver
+			case *rtcTransport:
+				deliver = &tr.deliver
+			default:
+				t.Fatalf("a %T", kept)
+			}
+			for deadline := time.Now().Add(hangBound); deliver.Load() == nil; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the connection never took the transport's datagrams")
+				}
+			}
+			cc = nil
+			c.Close()
+			gone := weak.Make(c)
+			c = nil
+			for deadline := time.Now().Add(hangBound); gone.Value() != nil; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the closed client is still reachable from its transport")
+				}
+				runtime.GC()
+			}
+			runtime.KeepAlive(kept)
+		})
+	}
+}
+
 // A Leave made as soon as the client reconnects, while its rejoin of the
 // room is starting, leaves the room: the rejoin's Join goes before the
 // Leave or not at all. The Join used to be able to follow the Leave, and

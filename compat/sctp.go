@@ -348,6 +348,7 @@ func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
 func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 	t.closeOnce.Do(func() {
 		close(t.closed)
+		t.deliver.Store(nil) // see rtcTransport.close
 		if hook := testHookSCTPClose.Load(); hook != nil {
 			(*hook)(t, code != wsframe.CloseAbnormal)
 		}
@@ -400,6 +401,7 @@ func (t *sctpTransport) closeUnanswered(code wsframe.CloseCode, reason string) {
 func (t *sctpTransport) closeClosed() {
 	t.closeOnce.Do(func() {
 		close(t.closed)
+		t.deliver.Store(nil) // see rtcTransport.close
 		t.assoc.Close()
 		t.nc.Close()
 	})

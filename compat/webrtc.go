@@ -399,9 +399,18 @@ func (t *rtcTransport) closeTransport(code wsframe.CloseCode, _ string) {
 
 // close closes the peer connection once, after the control channel's
 // delivery (awaitDelivered) if deliver is set.
+//
+// It lets go of the connection's datagram function, which reaches the
+// connection's handler (a client, a Peer): pion keeps a closed peer
+// connection, and this transport with it, from timers that outlive the
+// close by up to seconds, and the runtime keeps stopped timers' functions
+// until their P cleans its timer heap (go.dev/issue/75935). Kept, it kept
+// a closed client reachable with its buffers (a soak: 4 MB, up to a second
+// after Close). What arrives after the close is not delivered.
 func (t *rtcTransport) close(deliver bool) {
 	t.closeOnce.Do(func() {
 		close(t.closed)
+		t.deliver.Store(nil)
 		go func() {
 			if deliver {
 				t.awaitDelivered(time.Now().Add(noticeDeliveryTimeout))
