@@ -132,6 +132,56 @@ func TestRFC6455_11_3_5_SecWebSocketVersionOnce(t *testing.T) {
 	}
 }
 
+// An upgrade request that frames content is refused under both ways of
+// serving (errRequestContent): RFC 6455 §4.1's handshake has none, and
+// taken, it was read as the first frames. "Content-Length: 0" (or 00, as
+// net/http reads it) frames none and is taken.
+func TestUpgradeWithContentIsRefused(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines string
+		want  int
+	}{
+		{"none", "", http.StatusSwitchingProtocols},
+		{"Content-Length: 0", "Content-Length: 0\r\n", http.StatusSwitchingProtocols},
+		{"Content-Length: 00", "Content-Length: 00\r\n", http.StatusSwitchingProtocols},
+		{"Content-Length: 3", "Content-Length: 3\r\n", http.StatusBadRequest},
+		{"Content-Length: 0, then 1", "Content-Length: 0\r\nContent-Length: 1\r\n", http.StatusBadRequest},
+		{"chunked", "Transfer-Encoding: chunked\r\n", http.StatusBadRequest},
+	}
+	for _, viaHTTP := range []bool{false, true} {
+		s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, viaHTTP)
+		for _, tc := range cases {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+				"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+				tc.lines + "\r\n"
+			if strings.Contains(tc.lines, "chunked") {
+				req += "3\r\nabc\r\n0\r\n\r\n"
+			} else if strings.Contains(tc.lines, "Length: 3") {
+				req += "abc"
+			}
+			nc.SetDeadline(time.Now().Add(hangBound))
+			nc.Write([]byte(req))
+			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+			nc.Close()
+			if err != nil {
+				t.Fatalf("viaHTTP=%v, %s: %v", viaHTTP, tc.name, err)
+			}
+			if resp.StatusCode != tc.want {
+				t.Errorf("viaHTTP=%v, %s: status %d, want %d", viaHTTP, tc.name, resp.StatusCode, tc.want)
+			}
+		}
+	}
+}
+
 // An upgrade request on a raw listener ends at 64 KiB: headers that keep
 // coming are not read (and kept) until the handshake's timeout. The test
 // writes until the server's close breaks the connection; without the

@@ -141,6 +141,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, errManyVersions)
 		return
 	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		s.refuse(w, errRequestContent)
+		return
+	}
 	up, err := s.prepareUpgrade(r)
 	if err != nil {
 		s.refuse(w, err)

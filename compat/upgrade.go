@@ -299,11 +299,13 @@ func (r *handshakeReader) rest() []byte {
 //   - more than one Host line, which the Upgrader reads one after the
 //     other (RFC 9112 §3.2: a server MUST answer 400);
 //   - more than one Sec-WebSocket-Version line (errManyVersions);
+//   - content: a Transfer-Encoding line, or a Content-Length other than 0
+//     (errRequestContent);
 //   - the request's Sec-WebSocket-Key lines (checkKey).
 //
 // Lines end with CRLF or, as the Upgrader also reads them, a bare LF.
 func (r *handshakeReader) checkHeaders() error {
-	var keys []string
+	var keys, lengths []string
 	hosts, versions := 0, 0
 	requestLine := true
 	for line := range bytes.Lines(r.seen) {
@@ -331,9 +333,36 @@ func (r *handshakeReader) checkHeaders() error {
 			if versions++; versions > 1 {
 				return errManyVersions
 			}
+		case strings.EqualFold(string(name), "Transfer-Encoding"):
+			return errRequestContent
+		case strings.EqualFold(string(name), "Content-Length"):
+			lengths = append(lengths, string(value))
 		}
 	}
+	if !zeroLength(lengths) {
+		return errRequestContent
+	}
 	return checkKey(keys)
+}
+
+// errRequestContent refuses an upgrade request that frames content (RFC
+// 9112 §6): a Transfer-Encoding, or a Content-Length other than 0. The
+// handshake of RFC 6455 §4.1 has none, and RFC 9110 §9.3.1 gives a GET's
+// content no meaning. Taken, it was read as the connection's first frames
+// under both Serve and ServeHTTP, where a proxy in front may have taken it
+// for content: refused, nothing after the headers is ambiguous.
+var errRequestContent = &HTTPError{Status: http.StatusBadRequest, Message: "an upgrade request has no content"}
+
+// zeroLength reports whether a raw request's Content-Length lines, if any,
+// all say 0, as net/http reads them for ServeHTTP: digits only, and every
+// line the same.
+func zeroLength(lengths []string) bool {
+	for _, v := range lengths {
+		if v != lengths[0] || strings.Trim(v, "0") != "" || v == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // errMalformedHeader refuses a raw upgrade request with a header line

@@ -24,9 +24,10 @@ var requestLine = regexp.MustCompile(`^GET /[!-~]* HTTP/1\.1\r?\n`)
 // HTTPUpgrader). For a request with a plain request line, neither of
 // them may switch protocols where the other refuses, and when both do
 // they answer with the same accept value, subprotocol and extensions.
-// Requests with a body (hasBody) and with folded lines or repeated list
-// fields (repeatedOrFolded) are not compared; neither path may switch for
-// one with Host, Sec-WebSocket-Key or -Version twice (repeatedOnce).
+// Requests with folded lines or repeated list fields (repeatedOrFolded)
+// are not compared; neither path may switch for one with Host,
+// Sec-WebSocket-Key or -Version twice (repeatedOnce), or with content
+// (hasContent).
 func FuzzUpgradePaths(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -48,6 +49,8 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"Host: a\r\n", ""},
 		{"\r\n\r\n", "\r\nContent-Length: 3\r\n\r\nabc"},
 		{"\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"},
+		{"\r\n\r\n", "\r\nContent-Length: 0\r\n\r\n"},
+		{"\r\n\r\n", "\r\nContent-Length: 00\r\nContent-Length: 00\r\n\r\n"},
 	} {
 		f.Add([]byte(strings.Replace(valid, r[0], r[1], 1)))
 	}
@@ -63,7 +66,7 @@ func FuzzUpgradePaths(f *testing.F) {
 	go hs.Serve(ln)
 	f.Cleanup(func() { hs.Close() })
 	f.Fuzz(func(t *testing.T, req []byte) {
-		if !requestLine.Match(req) || hasBody(req) || repeatedOrFolded(req) {
+		if !requestLine.Match(req) || repeatedOrFolded(req) {
 			return
 		}
 		c := &scriptedConn{r: bytes.NewReader(req)}
@@ -85,6 +88,8 @@ func FuzzUpgradePaths(f *testing.F) {
 		switch {
 		case (raw || viaHTTP) && repeatedOnce(req):
 			t.Fatalf("switched protocols (Serve %v, ServeHTTP %v) for a request with a field it may have once twice: %q", raw, viaHTTP, req)
+		case (raw || viaHTTP) && hasContent(req):
+			t.Fatalf("switched protocols (Serve %v, ServeHTTP %v) for a request with content: %q", raw, viaHTTP, req)
 		case raw && !viaHTTP:
 			st := 0
 			if resp != nil {
@@ -158,20 +163,21 @@ func repeatedOnce(req []byte) bool {
 	return counts["Host"] > 1 || counts["Sec-Websocket-Key"] > 1 || counts["Sec-Websocket-Version"] > 1
 }
 
-// hasBody reports whether a request has a header that frames a body
-// (RFC 9112 §6): net/http reads (or refuses, 501 for a coding it does not
-// know) what it frames, and gobwas/ws's Upgrader, reading no body, takes
-// it for the connection's first frames. Neither path refuses a GET for
-// having a body, so the two are not compared on such requests.
-func hasBody(req []byte) bool {
+// hasContent reports whether a request has a header that frames content
+// (RFC 9112 §6): a Transfer-Encoding, or a Content-Length other than 0.
+// Both paths refuse it (errRequestContent).
+func hasContent(req []byte) bool {
 	head, _, _ := bytes.Cut(req, []byte("\n\n"))
 	head, _, _ = bytes.Cut(head, []byte("\r\n\r\n"))
+	var lengths []string
 	for line := range bytes.Lines(head) {
-		name, _, _ := bytes.Cut(line, []byte(":"))
+		name, value, _ := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(":"))
 		switch http.CanonicalHeaderKey(string(bytes.TrimSpace(name))) {
-		case "Transfer-Encoding", "Content-Length":
+		case "Transfer-Encoding":
 			return true
+		case "Content-Length":
+			lengths = append(lengths, string(bytes.Trim(value, " \t")))
 		}
 	}
-	return false
+	return !zeroLength(lengths)
 }
