@@ -2360,6 +2360,52 @@ func TestClientDatagrams(t *testing.T) {
 	}
 }
 
+// A compressed datagram of a kind other than Emit and Event closes the
+// connection with 1008 HP_ERR_DATAGRAM_KIND at either end, whatever its
+// body (PROTOCOL.md §8.4): the kind is the head byte's, read before the
+// body is inflated. The server inflated first and closed with 1007
+// HP_ERR_BAD_COMPRESSED_BODY on a body that did not inflate, where the
+// Go and browser clients closed with 1008.
+func TestCompressedDatagramOfTheWrongKind(t *testing.T) {
+	peers := make(chan *Peer, 2)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte{byte(dispatch.KindCall) | wire.CompressedBit, 0xde, 0xad, 0xbe, 0xef}
+	for _, toServer := range []bool{true, false} {
+		c := e.dial(t, CarrierQUIC, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+		p := <-peers
+		waitFor(t, func() bool { return p.dict.Load() != nil })
+		failed, cc := callInFlight(t, c)
+		send := p.link.sendDatagram
+		if toServer {
+			send = cc.link.sendDatagram
+		}
+		// A datagram may be lost: it is sent again until the connection
+		// closes.
+		resend := time.NewTicker(200 * time.Millisecond)
+		timeout := time.After(hangBound)
+	wait:
+		for {
+			send(bad)
+			select {
+			case err := <-failed:
+				var ce *CloseError
+				if !errors.As(err, &ce) || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != "HP_ERR_DATAGRAM_KIND" {
+					t.Errorf("a compressed call datagram (to the server: %v): the call saw %v, want close 1008 HP_ERR_DATAGRAM_KIND", toServer, err)
+				}
+				break wait
+			case <-resend.C:
+			case <-timeout:
+				t.Fatalf("a compressed call datagram (to the server: %v) did not close the connection", toServer)
+			}
+		}
+		resend.Stop()
+	}
+}
+
 // udpRelay forwards the datagrams of one client to upstream and back until
 // silence is called; then it drops them all, as a path that lost the
 // client, or a host that died, would.

@@ -194,7 +194,11 @@ var errDatagramKind = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "H
 
 // handleDatagram handles a packet that arrived as a datagram, off the
 // read loop (datagramHandler): only Emit and Event packets may travel so
-// (PROTOCOL.md §8.4); any other kind closes the connection with 1008.
+// (PROTOCOL.md §8.4); any other kind closes the connection with 1008. The
+// kind is the head byte's, checked before a compressed body is inflated,
+// as the Go and browser clients check it: inflated first, a compressed
+// Call whose body did not inflate closed the connection with 1007 here
+// and 1008 there, and the server inflated a packet it was to refuse.
 func (p *Peer) handleDatagram(pkt []byte) error {
 	p.srv.metrics.messagesIn.Add(1)
 	p.srv.metrics.bytesIn.Add(uint64(len(pkt)))
@@ -202,6 +206,11 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 		return errMalformed
 	}
 	head, body := pkt[0], pkt[1:]
+	kind := dispatch.Kind(head &^ wire.CompressedBit)
+	if kind != dispatch.KindEmit && kind != dispatch.KindEvent {
+		p.srv.metrics.malformed.Add(1)
+		return errDatagramKind
+	}
 	if head&wire.CompressedBit != 0 {
 		d := p.dict.Load()
 		if d == nil {
@@ -216,14 +225,10 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 		body = inflated
 	}
 	var err error
-	switch dispatch.Kind(head &^ wire.CompressedBit) {
-	case dispatch.KindEmit:
+	if kind == dispatch.KindEmit {
 		err = p.relayEmit(body, true)
-	case dispatch.KindEvent:
+	} else {
 		err = p.handleEvent(body, false)
-	default:
-		p.srv.metrics.malformed.Add(1)
-		return errDatagramKind
 	}
 	if errors.Is(err, wire.ErrMalformed) {
 		p.srv.metrics.malformed.Add(1)
