@@ -212,3 +212,64 @@ func TestStreamResetCodeOver32Bits(t *testing.T) {
 		t.Errorf("a stream reset with code 2^32+7: %v, want the carrier's error, not a protocol *Error", err)
 	}
 }
+
+// A server's answer on a binary stream that breaks the protocol closes
+// the whole connection, with the code such a packet on the control stream
+// gets (PROTOCOL.md §8.5), as the server closes a client's for a bad
+// first packet on a stream; OpenStream fails with ErrDisconnected joined
+// with that close. OpenStream failed with a bare 1008 and left the
+// connection open, or with a bad prefix or an answer over the limit
+// wrapped as "open stream", and the connection open.
+func TestOpenStreamBadAnswerClosesTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer []byte // written on the stream as it is
+		code   wsframe.CloseCode
+		reason string
+	}{
+		{"a malformed result", framed([]byte{byte(dispatch.KindResult)}), wsframe.ClosePolicyViolation, errMalformed.Reason},
+		{"a call", framed(wire.AppendCall(nil, dispatch.KindCall, 1, "x", 0, nil)), wsframe.ClosePolicyViolation, errMalformed.Reason},
+		{"a compressed result", framed([]byte{byte(dispatch.KindResult) | wire.CompressedBit, 1}), wsframe.ClosePolicyViolation, errMalformed.Reason},
+		{"a bad length prefix", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, wsframe.CloseProtocolError, errBadPrefix.Reason},
+		{"a length over the limit", binary.AppendUvarint(nil, 2<<20), wsframe.CloseMessageTooBig, errMessageTooBig.Reason},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			closed := make(chan error, 1)
+			url, opts := rawQUICServer(t, func(qc *quic.Conn) {
+				st, err := qc.AcceptStream(context.Background())
+				if err != nil {
+					closed <- err
+					return
+				}
+				if _, err := readStreamPacket(st, 1<<20); err == nil {
+					st.Write(tc.answer)
+				}
+				select {
+				case <-qc.Context().Done():
+					closed <- context.Cause(qc.Context())
+				case <-time.After(hangBound):
+					closed <- errors.New("the client kept the connection open")
+				}
+			})
+			opts.Limits.MaxMessageSize = 1 << 20
+			c, err := Dial(context.Background(), url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+			defer cancel()
+			s, err := c.OpenStream(ctx, "file/get", nil)
+			if s != nil {
+				s.Close()
+			}
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("OpenStream answered with %s: %v, want ErrDisconnected with close %d %s", tc.name, err, tc.code, tc.reason)
+			}
+			var ae *quic.ApplicationError
+			if err := <-closed; !errors.As(err, &ae) || !ae.Remote || wsframe.CloseCode(ae.ErrorCode) != tc.code || ae.ErrorMessage != tc.reason {
+				t.Errorf("the server's connection ended with %v, want the client's close %d %s", err, tc.code, tc.reason)
+			}
+		})
+	}
+}

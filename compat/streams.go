@@ -229,6 +229,18 @@ func (s *Stream) streamError(err error) error {
 	return err
 }
 
+// streamViolation closes the connection for a server's answer to a
+// stream that breaks the protocol (ce), as a malformed packet on the
+// control stream or in a datagram does (PROTOCOL.md §8.5), and returns
+// OpenStream's error: the one the connection's calls fail with. Such an
+// answer used to leave the connection open; but the server closes a
+// client's for a bad first packet on a stream, and a server that sends
+// one may have lost track of the streams, or of the packets, of the rest.
+func (cc *clientConn) streamViolation(pc *pktConn, ce *CloseError) error {
+	pc.violate(ce.Code, ce.Reason)
+	return cc.clientStreamEnded(pc)(ce)
+}
+
 // openStreamError is OpenStream's error when writing its call or reading
 // the answer failed with err: ctx's, the server's reset (a handler that
 // failed at once, or a stream refused unread past MaxInFlight: Overloaded),
@@ -484,7 +496,12 @@ func (p *Peer) runStream(ctx context.Context, m *streamMethod, payload []byte, s
 // OpenStream opens a binary stream for the server's stream handler of
 // method, with req as its request, and returns it once the server accepted
 // it. It fails with the server's *Error (NotFound, Overloaded, ...), or
-// ErrStreamsUnsupported on a carrier without streams.
+// ErrStreamsUnsupported on a carrier without streams. An answer that
+// breaks the protocol (malformed, compressed, neither a Result nor an
+// Error, a bad length prefix or one over Limits.MaxMessageSize) closes
+// the connection, as such a packet on the control stream does, and
+// OpenStream fails with ErrDisconnected joined with that close (1008,
+// 1002 or 1009: CloseStatus); the client reconnects by its policy.
 //
 // ctx bounds the opening, and so does ClientOptions.CallTimeout when ctx
 // has no deadline, as they bound a call: past either, OpenStream fails
@@ -558,19 +575,19 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 	answer, err := readStreamPacket(raw, c.opts.Limits.MaxMessageSize)
 	if err != nil {
 		raw.Close()
+		if ce, ok := errors.AsType[*CloseError](err); ok { // a bad prefix, a length over the limit
+			return nil, cc.streamViolation(pc, ce)
+		}
 		return nil, cc.openStreamError(ctx, pc, raw, err)
 	}
 	a, err := wire.Decode(answer)
 	switch {
-	case err != nil:
+	case err != nil || a.Compressed || (a.Kind != dispatch.KindResult && a.Kind != dispatch.KindError):
 		raw.Close()
-		return nil, errMalformed
+		return nil, cc.streamViolation(pc, errMalformed)
 	case a.Kind == dispatch.KindError:
 		raw.Close()
 		return nil, &Error{Code: a.Code, Message: string(a.Message), Data: append([]byte(nil), a.Payload...)}
-	case a.Kind != dispatch.KindResult:
-		raw.Close()
-		return nil, errMalformed
 	}
 	if !stop() {
 		// ctx ended after the answer came: its reset has hit the stream.
