@@ -1769,7 +1769,7 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if err != nil {
 		return err
 	}
-	return cc.enqueue(b, true)
+	return cc.refusedError(cc.enqueue(b, true))
 }
 
 // EmitUnreliable is Emit for events the room may miss without harm: on
@@ -1809,9 +1809,9 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 		return err
 	}
 	if st, ok := cc.link.sendDatagram(b[frameHeadroom:]); ok {
-		return cc.sendError(st)
+		return cc.refusedError(cc.sendError(st))
 	}
-	return cc.enqueue(b, true)
+	return cc.refusedError(cc.enqueue(b, true))
 }
 
 // Event sends a fire-and-forget event to the server's event handlers.
@@ -1828,7 +1828,38 @@ func (c *Client) Event(name string, v any) error {
 	if err != nil {
 		return err
 	}
-	return cc.enqueue(b, true)
+	return cc.refusedError(cc.enqueue(b, true))
+}
+
+// refusedError is the error of an Emit, Event or EmitUnreliable that cc
+// refused because it is ending (sendError's bare ErrDisconnected): why it
+// ends, as a call refused so gets (settleRefused). Until the read loop has
+// ended and recorded why, which takes a round trip or more (the closing
+// handshake, the wait for the carrier's close), these returned a bare
+// ErrDisconnected, whose CloseStatus is 0. The closing handshake says why
+// as soon as it begins, without waiting for the loop, which a listener
+// that emits may hold; a link dropped without one is waited for, as long
+// as a closing handshake may take.
+func (cc *clientConn) refusedError(err error) error {
+	if err != ErrDisconnected {
+		return err
+	}
+	select {
+	case <-cc.ended:
+		return cc.c.endError(cc)
+	default:
+	}
+	if ce := cc.link.closeCause(); ce != nil {
+		return fmt.Errorf("%w: %w", ErrDisconnected, ce)
+	}
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-cc.ended:
+		return cc.c.endError(cc)
+	case <-t.C:
+		return fmt.Errorf("%w: %w", ErrDisconnected, &CloseError{Code: wsframe.CloseAbnormal, Reason: "the connection dropped"})
+	}
 }
 
 // enqueue sends one packet, built after frame headroom in b (see

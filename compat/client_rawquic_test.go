@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,13 @@ import (
 // and reads the control stream's packets into packets. It returns the
 // client options to dial it with and its quic:// URL.
 func rawQUICServer(t *testing.T, serve func(qc *quic.Conn)) (url string, opts ClientOptions) {
+	t.Helper()
+	return rawQUICServerControl(t, func(qc *quic.Conn, _ *quic.Stream) { serve(qc) })
+}
+
+// rawQUICServerControl is rawQUICServer whose serve may write on the
+// control stream too.
+func rawQUICServerControl(t *testing.T, serve func(qc *quic.Conn, control *quic.Stream)) (url string, opts ClientOptions) {
 	t.Helper()
 	cert := testCert()
 	stls := cert.ServerTLSConfig()
@@ -46,7 +54,7 @@ func rawQUICServer(t *testing.T, serve func(qc *quic.Conn)) (url string, opts Cl
 		}
 		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
 		str.Write(append(binary.AppendUvarint(nil, uint64(len(caps))), caps...))
-		go serve(qc)
+		go serve(qc, str)
 		br := bufio.NewReader(str)
 		for {
 			n, err := binary.ReadUvarint(br)
@@ -272,4 +280,77 @@ func TestOpenStreamBadAnswerClosesTheConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Emit, Event and EmitUnreliable on a connection whose closing handshake
+// has begun fail with ErrDisconnected joined with why it is closing, as a
+// call does, before the read loop has ended and recorded it: they
+// returned a bare ErrDisconnected (CloseStatus 0) for as long as the
+// handshake took, up to closeTimeout. Here this end began it (given up
+// for silence: 1001 HP_IDLE_TIMEOUT, the server answering nothing), and
+// on QUIC the server did (its close notice, the carrier left open: the
+// client waits for the server to close it).
+func TestEmitWhileClosingSaysWhy(t *testing.T) {
+	sends := map[string]func(c *Client) error{
+		"Emit":           func(c *Client) error { return c.Emit("r", "e", 1, false) },
+		"Event":          func(c *Client) error { return c.Event("e", 1) },
+		"EmitUnreliable": func(c *Client) error { return c.EmitUnreliable("r", "e", 1, false) },
+	}
+	check := func(t *testing.T, c *Client, code wsframe.CloseCode, reason string) {
+		t.Helper()
+		cc, err := c.current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return cc.link.closeCause() != nil })
+		for name, send := range sends {
+			err := send(c)
+			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != code || !strings.Contains(err.Error(), reason) {
+				t.Errorf("%s while the connection closes: %v, want ErrDisconnected with close %d %s", name, err, code, reason)
+			}
+		}
+		select {
+		case <-cc.ended:
+			t.Log("the closing handshake ended before the sends: the test proved nothing")
+		default:
+		}
+	}
+	t.Run("idle", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			nc, err := acceptRaw(ln, "json")
+			if err != nil {
+				return
+			}
+			defer nc.Close()
+			nc.SetReadDeadline(time.Now().Add(hangBound))
+			io.Copy(io.Discard, nc) // answers nothing, not even the close
+		}()
+		c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true},
+			KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+		check(t, c, wsframe.CloseGoingAway, idleTimeoutReason)
+	})
+	t.Run("server close on QUIC", func(t *testing.T) {
+		url, opts := rawQUICServerControl(t, func(qc *quic.Conn, control *quic.Stream) {
+			control.Write(framed(appendCloseNotice(nil, wsframe.CloseTryAgainLater, "HP_TEST_BYE")))
+			// The carrier is left open: the client waits for it to close.
+			select {
+			case <-qc.Context().Done():
+			case <-time.After(hangBound):
+			}
+		})
+		opts.Logger = slog.New(slog.DiscardHandler)
+		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+		defer cancel()
+		c, err := Dial(ctx, url, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		check(t, c, wsframe.CloseTryAgainLater, "HP_TEST_BYE")
+	})
 }

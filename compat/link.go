@@ -62,6 +62,9 @@ type link interface {
 	// abort drops the link at once, without a closing handshake: a write
 	// failed, or the other end does not read.
 	abort()
+	// closeCause is why the link is closing once its closing handshake
+	// has begun (closeHandshake.closeCause), before its read loop ends.
+	closeCause() *CloseError
 
 	// liveness is when the link last read, for the server's keepalive.
 	liveness() *liveness
@@ -228,6 +231,7 @@ type closeHandshake struct {
 	initiated bool       // this end's close went first
 	noticed   bool       // the other end's close arrived
 	sent      CloseError // this end's close, once closing
+	received  CloseError // the other end's close, once noticed
 }
 
 // markSent records this end's close and reports whether it is the first.
@@ -241,11 +245,31 @@ func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
 	return true
 }
 
-// markNoticed records that the other end's close arrived.
-func (h *closeHandshake) markNoticed() {
+// markNoticed records that the other end's close, ce, arrived.
+func (h *closeHandshake) markNoticed(ce *CloseError) {
 	h.wmu.Lock()
 	h.noticed = true
+	h.received = *ce
 	h.wmu.Unlock()
+}
+
+// closeCause is why the link is closing, once it refuses packets for its
+// closing handshake: this end's close when it went first, else the other
+// end's, as outcome will say when the read loop has ended; nil while the
+// handshake has not begun (a link dropped without one refuses packets
+// too).
+func (h *closeHandshake) closeCause() *CloseError {
+	h.wmu.RLock()
+	defer h.wmu.RUnlock()
+	switch {
+	case !h.closing:
+		return nil
+	case h.initiated:
+		sent := h.sent
+		return &sent
+	}
+	received := h.received
+	return &received
 }
 
 // sentBeforeEnd returns this end's close when err, the end of reading (a

@@ -451,7 +451,7 @@ func (c *pktConn) onCloseNotice(pkt []byte) error {
 	if err != nil {
 		return err
 	}
-	c.markNoticed()
+	c.markNoticed(ce)
 	code := ce.Code
 	if code == wsframe.CloseNoStatus {
 		code = wsframe.CloseNormal

@@ -421,9 +421,10 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		if code == wsframe.CloseNoStatus {
 			code = wsframe.CloseNormal
 		}
-		c.markNoticed()
+		ce := &CloseError{Code: m.CloseCode, Reason: string(m.CloseReason()), Remote: true}
+		c.markNoticed(ce)
 		c.sendClose(code, "")
-		return &CloseError{Code: m.CloseCode, Reason: string(m.CloseReason()), Remote: true}
+		return ce
 	}
 	if c.isClosing() {
 		// RFC 6455 §1.4: after sending a Close frame, an endpoint discards
