@@ -2406,6 +2406,108 @@ func TestCompressedDatagramOfTheWrongKind(t *testing.T) {
 	}
 }
 
+// No listener of a datagram runs after Close returns, as none of the
+// control stream's does: Close waits for a datagram whose handling began
+// before it, and drops those that arrive after. A datagram that had
+// passed the connection's closing check when Close ran reached its
+// listener just after Close returned. A datagram listener that calls
+// Close still returns (Close does not wait for the callback it is
+// called from).
+func TestNoDatagramListenerAfterClose(t *testing.T) {
+	peers := make(chan *Peer, 2)
+	e := newCarrierEnv(t, Options{OnConnect: func(p *Peer) { peers <- p }})
+	event := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("dg"), Payload: []byte("1")})
+	// sendUntil sends the event as a datagram, again since one may be
+	// lost, until done is closed.
+	sendUntil := func(p *Peer, done <-chan struct{}) {
+		resend := time.NewTicker(50 * time.Millisecond)
+		defer resend.Stop()
+		timeout := time.After(hangBound)
+		for {
+			p.link.sendDatagram(event)
+			select {
+			case <-done:
+				return
+			case <-resend.C:
+			case <-timeout:
+				t.Fatal("no datagram reached the client")
+			}
+		}
+	}
+
+	t.Run("after Close", func(t *testing.T) {
+		c := e.dial(t, CarrierQUIC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		p := <-peers
+		var closeReturned, ranAfter atomic.Bool
+		ran := make(chan struct{}, 1)
+		c.On("dg", func(Message) {
+			if closeReturned.Load() {
+				ranAfter.Store(true)
+			}
+			select {
+			case ran <- struct{}{}:
+			default:
+			}
+		})
+		begun, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		hook := func() {
+			once.Do(func() {
+				close(begun)
+				select {
+				case <-release:
+				case <-time.After(hangBound):
+				}
+			})
+		}
+		testHookDatagramBegun.Store(&hook)
+		defer testHookDatagramBegun.Store(nil)
+		sendUntil(p, begun)
+		closed := make(chan struct{})
+		go func() {
+			c.Close()
+			closeReturned.Store(true)
+			close(closed)
+		}()
+		<-c.done // Close returned about now, before the fix
+		select {
+		case <-closed:
+		case <-time.After(time.Second):
+		}
+		close(release)
+		select {
+		case <-closed:
+		case <-time.After(hangBound):
+			t.Fatal("Close did not return once the datagram was handled")
+		}
+		select {
+		case <-ran: // the held datagram's listener, before Close returned
+		case <-time.After(hangBound):
+			t.Fatal("the datagram begun before Close never reached its listener")
+		}
+		if ranAfter.Load() {
+			t.Error("a datagram listener ran after Close returned")
+		}
+	})
+
+	t.Run("listener that closes", func(t *testing.T) {
+		c := e.dial(t, CarrierQUIC, ClientOptions{Reconnect: Reconnect{Disabled: true}})
+		p := <-peers
+		closed := make(chan struct{})
+		var once sync.Once
+		c.On("dg", func(Message) {
+			c.Close()
+			once.Do(func() { close(closed) })
+		})
+		sendUntil(p, closed)
+		select {
+		case <-c.done:
+		case <-time.After(hangBound):
+			t.Fatal("the client closed from its datagram listener did not end")
+		}
+	})
+}
+
 // udpRelay forwards the datagrams of one client to upstream and back until
 // silence is called; then it drops them all, as a path that lost the
 // client, or a host that died, would.

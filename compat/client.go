@@ -208,6 +208,18 @@ type Client struct {
 	// running: Close called from one must not wait for the goroutine that
 	// runs it.
 	inCallbacks atomic.Int32
+	// dgMu orders the handling of datagrams with Close. Their listeners
+	// run off the read loop (handleDatagram), so waiting for the loop did
+	// not wait for them: one whose datagram had passed the connection's
+	// closing check ran just after Close returned. A datagram is handled
+	// only if it begins before Close (dgClosed), and Close waits for
+	// those begun (dgRunning; dgIdle is closed when the last ends), as
+	// it waits for the read loop: unless a callback runs, which may be
+	// Close's caller (awaitDone).
+	dgMu      sync.Mutex
+	dgClosed  bool
+	dgRunning int
+	dgIdle    chan struct{}
 	// asksRunning counts the ask handlers running, at most
 	// Limits.MaxInFlight: each has a goroutine of its own, and a server
 	// that asks faster than they answer must not grow them without bound.
@@ -1107,7 +1119,9 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // (On, OnRoom), OnState or OnRejoinError runs: those run on the client's
 // goroutines, so a Close made from one (a server's "go away" event,
 // giving up in OnState) returns at once and the client finishes closing
-// when the callback returns.
+// when the callback returns. The listeners of events that came as
+// datagrams, which run off the connection's read loop, are waited for
+// alike, and a datagram that arrives once Close has begun reaches none.
 //
 // Close runs the closing handshake (RFC 6455 §7.1.1 and §5.5.1; the close
 // notice of PROTOCOL.md §8.3 on the other carriers): it waits for the
@@ -1129,6 +1143,9 @@ func (c *Client) Close() error {
 	}
 	cc := c.conn
 	c.mu.Unlock()
+	c.dgMu.Lock()
+	c.dgClosed = true
+	c.dgMu.Unlock()
 	if cc != nil {
 		cc.link.requestClose(wsframe.CloseNormal, "")
 	}
@@ -1136,13 +1153,51 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// awaitDone waits for the client's goroutines to end, unless a callback
-// runs, which may be Close's caller: waiting would then never end.
+// awaitDone waits for the client's goroutines to end, and for the
+// datagrams being handled, unless a callback runs, which may be Close's
+// caller: waiting would then never end.
 func (c *Client) awaitDone() {
-	if c.inCallbacks.Load() == 0 {
-		<-c.done
+	if c.inCallbacks.Load() != 0 {
+		return
+	}
+	<-c.done
+	c.dgMu.Lock()
+	if c.dgRunning == 0 {
+		c.dgMu.Unlock()
+		return
+	}
+	if c.dgIdle == nil {
+		c.dgIdle = make(chan struct{})
+	}
+	idle := c.dgIdle
+	c.dgMu.Unlock()
+	<-idle
+}
+
+// beginDatagram reports whether a datagram may be handled, Close not
+// having begun, and counts it until endDatagram.
+func (c *Client) beginDatagram() bool {
+	c.dgMu.Lock()
+	defer c.dgMu.Unlock()
+	if c.dgClosed {
+		return false
+	}
+	c.dgRunning++
+	return true
+}
+
+func (c *Client) endDatagram() {
+	c.dgMu.Lock()
+	defer c.dgMu.Unlock()
+	if c.dgRunning--; c.dgRunning == 0 && c.dgIdle != nil {
+		close(c.dgIdle)
+		c.dgIdle = nil
 	}
 }
+
+// testHookDatagramBegun, when set, runs in handleDatagram once the
+// datagram is counted, before its listeners.
+var testHookDatagramBegun atomic.Pointer[func()]
 
 // current returns the connection calls go to, or ErrDisconnected.
 func (c *Client) current() (*clientConn, error) {
@@ -2210,8 +2265,16 @@ func (cc *clientConn) inflate(p *wire.Packet) (release func(), err error) {
 // handleDatagram handles a packet that arrived as a datagram, on the
 // carrier's goroutine: an Emit or an Event, compressed or not
 // (PROTOCOL.md §8.4); any other kind closes the connection with 1008, as
-// on the server.
+// on the server. One that arrives once Close has begun is dropped, and
+// Close waits for one begun before (beginDatagram).
 func (cc *clientConn) handleDatagram(pkt []byte) error {
+	if !cc.c.beginDatagram() {
+		return nil
+	}
+	defer cc.c.endDatagram()
+	if hook := testHookDatagramBegun.Load(); hook != nil {
+		(*hook)()
+	}
 	if len(pkt) == 0 {
 		return errMalformed
 	}
