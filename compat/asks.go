@@ -29,8 +29,10 @@ type askResult struct {
 // Ask calls method on the client and decodes its answer into resp, a
 // pointer, or discards it when resp is nil (PROTOCOL.md §4.4). It fails
 // with ErrTimeout when ctx's deadline, or Options.AskTimeout when ctx has
-// none, passes first; with ErrCanceled when ctx is canceled or the
-// connection ends; with the client's *Error when it answers one
+// none, passes first; with ErrCanceled when ctx is canceled, the
+// connection ends, or Server.Shutdown begins (joined with its close 1001
+// HP_SHUTTING_DOWN, pending or unsent); with the client's *Error when it
+// answers one
 // (ErrOverloaded when the client runs as many ask handlers as its
 // Limits.MaxInFlight); with ErrBadRequest, unsent, for a method name the
 // protocol cannot carry; with ErrTooManyAsks, unsent, when the peer has
@@ -68,6 +70,12 @@ func (p *Peer) Ask(ctx context.Context, method string, req, resp any) error {
 	if p.closed.Load() {
 		p.asksMu.Unlock()
 		return ErrClosed
+	}
+	if p.srv.shutting.Load() {
+		// Shutdown fails the asks pending when it begins; one made after
+		// would hold it as those did (see Shutdown).
+		p.asksMu.Unlock()
+		return askEndError(errShuttingDown)
 	}
 	if len(p.asks) >= p.srv.opts.Limits.MaxPendingAsks {
 		// A client that never answers would otherwise let a handler that
@@ -171,11 +179,17 @@ func (p *Peer) failAsks(cause error) {
 		ids = append(ids, id)
 	}
 	p.asksMu.Unlock()
-	err := error(ErrCanceled)
-	if CloseStatus(cause) != 0 {
-		err = errors.Join(ErrCanceled, cause)
-	}
+	err := askEndError(cause)
 	for _, id := range ids {
 		p.settleAsk(id, askResult{err: err})
 	}
+}
+
+// askEndError is the error of the asks that a connection's end, cause,
+// fails: ErrCanceled, joined with the close when there is one.
+func askEndError(cause error) error {
+	if CloseStatus(cause) != 0 {
+		return errors.Join(ErrCanceled, cause)
+	}
+	return ErrCanceled
 }

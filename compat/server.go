@@ -449,7 +449,12 @@ var testHookAdmitAsync atomic.Pointer[func()]
 // Shutdown stops the server gracefully: it stops accepting connections and
 // calls (new calls are answered ErrUnavailable), lets the calls in flight
 // finish, closes every connection with 1001 (going away) after its answers,
-// and waits for the connections to end. Binary streams, which may last as
+// and waits for the connections to end. The server's asks (Peer.Ask),
+// which wait on clients that may never answer, are not waited for: those
+// pending fail at once, and those made during Shutdown fail unsent, with
+// ErrCanceled joined with that 1001 close, as at the end of their
+// connection, so that a handler asking a silent client does not hold
+// Shutdown until AskTimeout. Binary streams, which may last as
 // long as their connection, are not let finish: their handlers' contexts
 // are canceled and the streams reset with Unavailable (9) at once (a
 // handler's Read or Write then returns ErrClosed), and Shutdown waits for
@@ -473,12 +478,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ln.Close()
 	}
 	s.mu.Unlock()
+	// The asks awaiting a client's answer fail now, as at the end of
+	// their connection, which follows: an Async handler waiting on a
+	// client that never answers held Shutdown until AskTimeout (30 s by
+	// default) or ctx, whatever else was done. Asks made from now on
+	// fail unsent (Ask looks at shutting under asksMu, which failAsks
+	// takes after it was set).
+	for _, p := range s.snapshotPeers() {
+		p.failAsks(errShuttingDown)
+	}
 	cutHandshakes := time.AfterFunc(handshakeShutdownGrace, s.handshakes.closeAll)
 	defer cutHandshakes.Stop()
 
 	err := waitCtx(ctx, s.asyncCalls.idle())
 	for _, p := range s.snapshotPeers() {
-		p.closeWith(wsframe.CloseGoingAway, "HP_SHUTTING_DOWN")
+		p.closeWith(errShuttingDown.Code, errShuttingDown.Reason)
 	}
 	if err == nil {
 		err = waitCtx(ctx, s.conns.idle())
@@ -509,6 +523,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.timeouts.Stop()
 	return err
 }
+
+// errShuttingDown is the close of every connection at Shutdown.
+var errShuttingDown = &CloseError{Code: wsframe.CloseGoingAway, Reason: "HP_SHUTTING_DOWN"}
 
 // shutdownDropGrace is how long a Shutdown whose ctx ended waits for the
 // connections it dropped to end.

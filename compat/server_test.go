@@ -254,6 +254,61 @@ func TestShutdownGoingAway(t *testing.T) {
 	}
 }
 
+// Shutdown does not wait for an ask its client never answers: the asks
+// pending fail at once with ErrCanceled joined with the shutdown's close
+// (1001 HP_SHUTTING_DOWN), so the Async handler asking returns, its
+// answer leaves, and Shutdown completes; an ask made during Shutdown
+// fails likewise, unsent. Shutdown waited for the ask's AskTimeout (or its
+// own ctx, here 20 s, then dropped the connection without a close).
+func TestShutdownFailsPendingAsks(t *testing.T) {
+	r := testRouter()
+	asked := make(chan error, 2)
+	Handle(r, "test/askforever", func(ctx context.Context, _ any) (string, error) {
+		err := PeerFrom(ctx).Ask(ctx, "never/answered", nil, nil)
+		asked <- err
+		asked <- PeerFrom(ctx).Ask(ctx, "never/sent", nil, nil) // during Shutdown
+		return "", err
+	}, Async())
+	s, addr := newTestServer(t, Options{Router: r, AskTimeout: time.Minute})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/askforever", 0, []byte("null")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindAsk {
+		t.Fatalf("got %+v, want the ask", p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	for _, what := range []string{"the pending ask", "an ask during Shutdown"} {
+		select {
+		case err := <-asked:
+			if !errors.Is(err, ErrCanceled) || CloseStatus(err) != wsframe.CloseGoingAway || !strings.Contains(err.Error(), "HP_SHUTTING_DOWN") {
+				t.Errorf("%s: %v, want ErrCanceled with close 1001 HP_SHUTTING_DOWN", what, err)
+			}
+		case <-time.After(hangBound):
+			t.Fatalf("%s still waits %v into Shutdown", what, hangBound)
+		}
+	}
+	// The handler's answer, then the close: no ask after the first.
+	if p := readPacket(t, c); p.Kind != dispatch.KindError || p.ID != 1 || p.Code != wire.CodeCanceled {
+		t.Errorf("got %+v, want the call's Canceled answer", p)
+	}
+	if code, _ := c.ReadClose(hangBound); code != wsframe.CloseGoingAway {
+		t.Errorf("close code %d, want 1001", code)
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatalf("Shutdown still waits %v after the asks failed", hangBound)
+	}
+}
+
 // A client that sent half an upgrade request to Serve's listener is
 // dropped when Shutdown's ctx ends, as the handshakes of the other
 // carriers are: its connection was left for the rest of handshakeTimeout
