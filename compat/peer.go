@@ -151,6 +151,15 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 	}
 	head := payload[0]
 	body := payload[1:]
+	kind := dispatch.Kind(head &^ wire.CompressedBit)
+	if !kind.Valid() {
+		// Read from the head byte before a compressed body is inflated, as
+		// the Go and browser clients read it: inflated first, an unknown
+		// kind whose body did not inflate closed with 1007 here and 1008
+		// there (PROTOCOL.md §3: 1008).
+		p.srv.metrics.malformed.Add(1)
+		return errUnknownKind
+	}
 	if head&wire.CompressedBit != 0 {
 		d := p.dict.Load()
 		if d == nil {
@@ -164,7 +173,7 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 		defer release()
 		body = inflated
 	}
-	return p.dispatchPacket(dispatch.Kind(head&^wire.CompressedBit), body)
+	return p.dispatchPacket(kind, body)
 }
 
 // echo sends a message back as it came (Options.Echo), compressed when

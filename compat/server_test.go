@@ -913,6 +913,28 @@ func TestDictionaryChoiceOnTheWire(t *testing.T) {
 	}
 }
 
+// An unknown kind closes with 1008 HP_ERR_UNKNOWN_KIND (PROTOCOL.md §3)
+// also when the compressed bit is set and the body would not inflate: the
+// kind is read from the head byte first, as the Go and browser clients
+// read it. The server inflated first and closed with 1007.
+func TestCompressedUnknownKindOnTheWire(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addr)
+	pairs := wire.AppendPair(nil, "dict", "deflate:"+d.ID())
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+	if p := readPacket(t, c); p.Kind != dispatch.KindCapabilities {
+		t.Fatalf("first packet %v, want Capabilities", p.Kind)
+	}
+	c.WriteMessage(wsframe.OpBinary, []byte{0x7f | wire.CompressedBit, 0xde, 0xad, 0xbe, 0xef})
+	if code, reason := c.ReadClose(hangBound); code != wsframe.ClosePolicyViolation || reason != errUnknownKind.Reason {
+		t.Errorf("a compressed packet of kind 127: close %d (%s), want 1008 %s", code, reason, errUnknownKind.Reason)
+	}
+}
+
 // PROTOCOL.md §4.5 at the wire: Join and Leave are answered with
 // {"room", "members"}; joining a room twice, or leaving a room one is not
 // in, succeeds and changes nothing: no count, no presence event.
