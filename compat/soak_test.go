@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -48,9 +49,10 @@ var (
 // left to keepalive. After each round the server must be empty (no
 // connection, room, keepalive or timeout entry, handshake in progress),
 // the process's goroutines and descriptors back to what they were after
-// the first round, and its live heap under twice that round's (plus 8 MiB;
-// one round over it is let pass). Each round's figures are logged
-// (-test.v).
+// the first round, its live heap under twice that round's (plus 8 MiB;
+// one round over it is let pass), and every Go client it closed collected
+// within 10 s. Each round's figures, with how many closed clients were
+// still reachable and for how long, are logged (-test.v).
 //
 // CI runs 3 rounds; a soak is `go test ./compat -run TestSoakRounds -v
 // -timeout 30m -soak.duration 20m` (or -soak.rounds N), whose log shows
@@ -101,8 +103,8 @@ func TestSoakRounds(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		t.Logf("round %d (%v): %d goroutines, %d descriptors, %d KiB live heap; %d connections so far",
-			round, time.Since(roundBegan).Round(time.Millisecond), s.goroutines, s.fds, s.heap>>10, e.srv.Metrics().ConnectionsTotal)
+		t.Logf("round %d (%v): %d goroutines, %d descriptors, %d KiB live heap; %d connections so far; %d closed clients reachable, for %v more",
+			round, time.Since(roundBegan).Round(time.Millisecond), s.goroutines, s.fds, s.heap>>10, e.srv.Metrics().ConnectionsTotal, s.held, s.heldFor.Round(time.Millisecond))
 		if round == 1 {
 			first = s
 			continue
@@ -195,6 +197,7 @@ func soakClient(ctx context.Context, e *carrierEnv, carrier Carrier, own string,
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
+	soakDialed.add(c, fmt.Sprintf("%s on %s (reconnect %v, dictionary %v)", own, carrierName(carrier), reconnect, dict != nil))
 	defer c.Close()
 
 	const emits = 10
@@ -496,6 +499,10 @@ func deflateBomb(t *testing.T, limit int) []byte {
 type soakSample struct {
 	goroutines, fds int // fds: -1 where /proc/self/fd cannot be read
 	heap            uint64
+	// held closed clients were still reachable once the round settled,
+	// for heldFor more (awaitCollected).
+	held    int
+	heldFor time.Duration
 }
 
 // soakSettle waits until the server holds nothing of the round, then
@@ -536,7 +543,61 @@ func soakSettle(t *testing.T, e *carrierEnv, round int, first soakSample) soakSa
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.heap = ms.HeapAlloc
+	s.held, s.heldFor = soakDialed.awaitCollected(t, round)
 	return s
+}
+
+// soakDialed holds a weak pointer to every Go client a round dialed, all
+// closed by the time the round settles.
+var soakDialed soakClients
+
+type soakClients struct {
+	mu      sync.Mutex
+	clients []weak.Pointer[Client]
+	names   []string
+}
+
+func (sc *soakClients) add(c *Client, name string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.clients = append(sc.clients, weak.Make(c))
+	sc.names = append(sc.names, name)
+}
+
+// awaitCollected reports how many of the round's closed clients were
+// still reachable after the settle's collections, and how long they took
+// to go, polling the collector; it fails the round if one is still there
+// after 10 s, a leak. The runtime keeps a stopped timer's function until
+// its P cleans its timer heap (go.dev/issue/75935): before 8dd608d,
+// 73ffa4c and 5975d40, timers held closed clients (4 MB each with the
+// dictionary's encoders) for up to 2.5 s.
+func (sc *soakClients) awaitCollected(t *testing.T, round int) (held int, took time.Duration) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	defer func() { sc.clients, sc.names = nil, nil }()
+	reachable := func() (n int, which string) {
+		for i, w := range sc.clients {
+			if w.Value() != nil {
+				n++
+				which = sc.names[i]
+			}
+		}
+		return n, which
+	}
+	held, _ = reachable()
+	began := time.Now()
+	for {
+		n, which := reachable()
+		if n == 0 {
+			return held, time.Since(began)
+		}
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("round %d: %d closed clients still reachable 10 s after the round settled, among them %s", round, n, which)
+			return held, time.Since(began)
+		}
+		time.Sleep(5 * time.Millisecond)
+		runtime.GC()
+	}
 }
 
 // soakServerLeft describes what s still holds of connections that have
