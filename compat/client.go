@@ -2404,7 +2404,7 @@ func (cc *clientConn) chooseDictionary(choice string) {
 	if id != d.ID() {
 		return
 	}
-	opts := dictionary.CodecOptions{MaxDecoded: int(cc.c.opts.Limits.MaxMessageSize)}
+	opts := dictionary.CodecOptions{MaxDecoded: maxDecodedBody(cc.c.opts.Limits.MaxMessageSize)}
 	switch codecName {
 	case "deflate":
 		cc.dict.Store(&dictCodec{name: choice, codec: dictionary.NewDeflate(d, opts)})

@@ -67,7 +67,7 @@ func newServerDictionary(r *Router, maxMessage int64) (*serverDictionary, error)
 	if err != nil {
 		return nil, err
 	}
-	opts := dictionary.CodecOptions{MaxDecoded: int(maxMessage)}
+	opts := dictionary.CodecOptions{MaxDecoded: maxDecodedBody(maxMessage)}
 	z, err := dictionary.NewZstd(d, opts)
 	if err != nil {
 		return nil, err
@@ -77,6 +77,15 @@ func newServerDictionary(r *Router, maxMessage int64) (*serverDictionary, error)
 		deflate: &dictCodec{name: "deflate:" + d.ID(), codec: dictionary.NewDeflate(d, opts)},
 		zstd:    &dictCodec{name: "zstd:" + d.ID(), codec: z},
 	}, nil
+}
+
+// maxDecodedBody is the largest body a compressed packet may inflate to
+// on an end whose message limit is maxMessage (PROTOCOL.md §6): the limit
+// is the packet's, and the head byte is not compressed. Capped at
+// maxMessage, a packet one byte over the limit was taken compressed where
+// the same packet plain closed the connection with 1009.
+func maxDecodedBody(maxMessage int64) int {
+	return int(max(maxMessage-1, 1)) // 0 would be the codec's default
 }
 
 // choose returns the first offered codec ("deflate:<id>", "zstd:<id>")
