@@ -823,6 +823,36 @@ test('protocol violations close the connection, then it reconnects (§7)', async
   }
 });
 
+// PROTOCOL.md §3: a kind only clients send is an unknown kind from a
+// server, alone or in a batch; §4.7: a batch holds no batch and no
+// compressed item.
+test('kinds only clients send, and batches holding what no batch may, close with 4008 (§3, §4.7)', async () => {
+  const batch = (...items) => {
+    const out = [0x07, items.length];
+    for (const it of items) out.push(it.length, ...it);
+    return new Uint8Array(out);
+  };
+  const result = [...encodePacket({ kind: 'result', id: 9, payload: new Uint8Array() })];
+  for (const [name, packet, reason] of [
+    ['a call', { kind: 'call', id: 1, method: 'a/b', timeout: 0, payload: '' }, 'HP_ERR_UNKNOWN_KIND'],
+    ['an answer', { kind: 'answer', id: 1, status: 0, payload: '' }, 'HP_ERR_UNKNOWN_KIND'],
+    ['a leave', { kind: 'leave', id: 1, room: 'r' }, 'HP_ERR_UNKNOWN_KIND'],
+    ['kind 0', new Uint8Array([0]), 'HP_ERR_UNKNOWN_KIND'],
+    ['a call in a batch', batch(result, [...encodePacket({ kind: 'call', id: 1, method: 'a/b', timeout: 0, payload: '' })]), 'HP_ERR_UNKNOWN_KIND'],
+    ['a batch in a batch', batch([...batch(result)]), 'HP_ERR_MALFORMED_PACKET'],
+    ['a compressed item', batch([0x82, 0]), 'HP_ERR_MALFORMED_PACKET'],
+    ['a batch of count 0', new Uint8Array([0x07, 0]), 'HP_ERR_MALFORMED_PACKET'],
+  ]) {
+    const { client, net } = connected();
+    const answer = client.call('a/b');
+    await settle();
+    net.last.receive(packet);
+    assert.deepEqual(net.last.closedWith, { code: 4008, reason }, name);
+    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1008 && err.reason === reason);
+    client.close();
+  }
+});
+
 test('close flushes what is queued, closes with 1000, fails what waits, stops reconnecting', async () => {
   const { client, net, clock } = connected();
   const ws = net.last;

@@ -1,0 +1,272 @@
+package compat
+
+// Tests of the rules of PROTOCOL.md that no other test checked at the
+// wire, each named by its section. compat/PROTOCOL-MUSTS.md lists every
+// rule of the spec with the test that checks it, here or elsewhere.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
+)
+
+// batchOf is a Batch packet holding items as they are, whatever they are.
+func batchOf(items ...[]byte) []byte {
+	var payload []byte
+	for _, it := range items {
+		payload = wire.AppendItem(payload, it)
+	}
+	return wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: uint32(len(items)), Payload: payload})
+}
+
+// PROTOCOL.md §1, §2, §3, §4.7, §4.9, §7 at the server: each violation
+// closes the connection with its code and its stable reason (§7: "the
+// close reason is a stable machine-readable code"), on a batch's items as
+// on packets alone. TestBadInputCloseCodes checks some of the codes; this
+// checks the reasons, and the kinds and batches it did not send.
+func TestProtocolServerClosesWithCodeAndReason(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 1024, MaxBatch: 2}})
+	call := wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, nil)
+	cases := []struct {
+		name   string
+		op     wsframe.Opcode
+		msg    []byte
+		code   wsframe.CloseCode
+		reason string
+	}{
+		{"§1 a text message", wsframe.OpText, []byte("hi"), wsframe.CloseUnsupportedData, "HP_ERR_TEXT_MESSAGE"},
+		{"§3 an empty message", wsframe.OpBinary, nil, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§3 kind 0", wsframe.OpBinary, []byte{0}, wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 kind 0x7f", wsframe.OpBinary, []byte{0x7f}, wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 a Result from a client", wsframe.OpBinary, wire.AppendResult(nil, 1, nil), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an Error from a client", wsframe.OpBinary, wire.AppendError(nil, 1, 1, "x", nil), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an Ask from a client", wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindAsk, 1, "a/b", 0, nil), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 the compressed bit before negotiation", wsframe.OpBinary, wire.AppendCompressed(nil, dispatch.KindCall, []byte{1, 2, 3}), wsframe.ClosePolicyViolation, "HP_ERR_UNNEGOTIATED_COMPRESSION"},
+		{"§2 a name not UTF-8", wsframe.OpBinary, []byte{byte(dispatch.KindEvent), 1, 0xff}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§2 an id not in shortest form", wsframe.OpBinary, []byte{byte(dispatch.KindCall), 0x81, 0x00, 1, 'a', 0}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§2 a Join with an empty room", wsframe.OpBinary, []byte{byte(dispatch.KindJoin), 1, 0}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a batch of count 0", wsframe.OpBinary, []byte{byte(dispatch.KindBatch), 0}, wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a batch in a batch", wsframe.OpBinary, batchOf(batchOf(call)), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 capabilities in a batch", wsframe.OpBinary, batchOf(call, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities})), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a compressed item", wsframe.OpBinary, batchOf(wire.AppendCompressed(nil, dispatch.KindCall, []byte{1})), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§3 a Result in a batch", wsframe.OpBinary, batchOf(call, wire.AppendResult(nil, 1, nil)), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an unknown kind in a batch", wsframe.OpBinary, batchOf([]byte{0x7f}), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 a malformed item", wsframe.OpBinary, batchOf([]byte{byte(dispatch.KindCall)}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a batch over maxBatch", wsframe.OpBinary, batchOf(call, call, call), wsframe.CloseMessageTooBig, "HP_ERR_BATCH_TOO_LARGE"},
+		{"§4.9 a message over maxMessage", wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, make([]byte, 1024)), wsframe.CloseMessageTooBig, ""},
+	}
+	for _, tc := range cases {
+		c := dial(t, addr)
+		if err := c.WriteMessage(tc.op, tc.msg); err != nil {
+			t.Fatal(err)
+		}
+		code, reason := c.ReadClose(10 * time.Second)
+		if code != tc.code || tc.reason != "" && reason != tc.reason {
+			t.Errorf("%s: close %d %q, want %d %q", tc.name, code, reason, tc.code, tc.reason)
+		}
+		c.NC.Close()
+	}
+}
+
+// PROTOCOL.md §4.9: the server sends its capabilities only to a client
+// that sent its own, and answers those with codec, maxMessage,
+// maxInFlight, maxBatch and server, ignoring keys it does not know.
+func TestProtocolCapabilitiesAnswer(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 5000, MaxInFlight: 7, MaxBatch: 9}})
+	// No capabilities: the first packet is the answer to the call.
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte("x")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != 1 {
+		t.Errorf("a client that sent no capabilities first got %+v, want the Result", p)
+	}
+	c.NC.Close()
+
+	c = dial(t, addr)
+	pairs := wire.AppendPair(nil, "future", "whatever")
+	pairs = wire.AppendPair(pairs, "codec", "cbor, json")
+	pairs = wire.AppendPair(pairs, "", "")
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 3, Payload: pairs}))
+	p := readPacket(t, c)
+	if p.Kind != dispatch.KindCapabilities {
+		t.Fatalf("capabilities answered with %+v", p)
+	}
+	got := map[string]string{}
+	for k, v := range p.Pairs() {
+		got[string(k)] = string(v)
+	}
+	want := map[string]string{"codec": "json", "maxMessage": "5000", "maxInFlight": "7", "maxBatch": "9", "server": "hotpath/" + Version}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("capability %s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if _, ok := got["dict"]; ok {
+		t.Errorf("dict chosen without an offer: %v", got)
+	}
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 2, "echo/raw", 0, []byte("y")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != 2 {
+		t.Errorf("after capabilities with unknown keys: %+v, want the Result", p)
+	}
+}
+
+// PROTOCOL.md §4.4: an Answer whose id was never asked is ignored (and
+// counted as late): the connection lives on.
+func TestProtocolAnswerNeverAskedIgnored(t *testing.T) {
+	s, addr := newTestServer(t, Options{})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 12345, Status: wire.AnswerOK, Payload: []byte(`1`)}))
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 6789, Status: wire.AnswerError, Code: 1000, Message: []byte("no")}))
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "echo/raw", 0, []byte("x")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != 1 {
+		t.Fatalf("after answers never asked: %+v, want the Result", p)
+	}
+	if n := s.Metrics().LateAnswers; n != 2 {
+		t.Errorf("late answers %d, want 2", n)
+	}
+}
+
+// PROTOCOL.md §4.4: the server's ask fails with Canceled when the
+// connection closes before the answer.
+func TestProtocolAskCanceledWhenTheConnectionCloses(t *testing.T) {
+	r := testRouter()
+	result := make(chan error, 1)
+	Handle(r, "test/askforever", func(ctx context.Context, _ int) (int, error) {
+		err := PeerFrom(ctx).Ask(context.WithoutCancel(ctx), "never/answered", nil, nil)
+		result <- err
+		return 0, err
+	}, Async())
+	_, addr := newTestServer(t, Options{Router: r, AskTimeout: time.Minute})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/askforever", 0, []byte("0")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindAsk {
+		t.Fatalf("got %+v, want the Ask", p)
+	}
+	c.Close()
+	select {
+	case err := <-result:
+		if !errors.Is(err, ErrCanceled) {
+			t.Errorf("Ask = %v, want ErrCanceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ask did not return when the connection closed")
+	}
+}
+
+// PROTOCOL.md §4.5: a server MAY limit the rooms per connection; a Join
+// past the limit is answered Error 1 (BadRequest) and the connection
+// lives on.
+func TestProtocolJoinPastRoomLimit(t *testing.T) {
+	_, addr := newTestServer(t, Options{Limits: Limits{MaxRooms: 1}})
+	c := dial(t, addr)
+	for i, room := range []string{"a", "b"} {
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: uint32(i + 1), Room: []byte(room)}))
+	}
+	var answers []string
+	for len(answers) < 2 {
+		p := readPacket(t, c)
+		switch p.Kind {
+		case dispatch.KindResult:
+			answers = append(answers, "result")
+		case dispatch.KindError:
+			answers = append(answers, "error "+string(rune('0'+p.Code)))
+		}
+	}
+	if got := strings.Join(answers, ", "); got != "result, error 1" {
+		t.Errorf("join a, join b past MaxRooms 1: %s; want result, error 1", got)
+	}
+}
+
+// PROTOCOL.md §4.2: a handler that panics is answered Internal (4), its
+// details logged, not sent; a handler's error with a reserved code keeps
+// its message and data under Internal.
+func TestProtocolInternalErrors(t *testing.T) {
+	r := testRouter()
+	Handle(r, "err/reserved", func(context.Context, int) (int, error) {
+		return 0, &Error{Code: 500, Message: "reserved", Data: []byte(`{"k":1}`)}
+	})
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "test/panic", 0, []byte(`{}`)))
+	if p := readPacket(t, c); p.Kind != dispatch.KindError || p.Code != wire.CodeInternal || bytes.Contains(p.Message, []byte("boom")) || bytes.Contains(p.Payload, []byte("boom")) {
+		t.Errorf("a panic answered %+v, want Internal without the panic's value", p)
+	}
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 2, "err/reserved", 0, []byte(`1`)))
+	if p := readPacket(t, c); p.Kind != dispatch.KindError || p.Code != wire.CodeInternal || string(p.Message) != "reserved" || string(p.Payload) != `{"k":1}` {
+		t.Errorf("code 500 answered %+v, want Internal with message and data kept", p)
+	}
+}
+
+// PROTOCOL.md §3, §4.7 at the Go client: a kind only clients send, one
+// in a batch, and a batch holding what no batch may hold close the
+// connection with 1008 and their reason. TestClientBadServerInput checks
+// a Call and the WebSocket violations.
+func TestProtocolClientClosesWithCodeAndReason(t *testing.T) {
+	frame := func(pkt []byte) []byte { return wsframe.AppendFrame(nil, wsframe.OpBinary, pkt, wsframe.Fin) }
+	result := wire.AppendResult(nil, 1, nil)
+	cases := []struct {
+		name   string
+		pkt    []byte
+		reason string
+	}{
+		{"§3 a Join from a server", wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")}), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 a Leave from a server", wire.Append(nil, &wire.Packet{Kind: dispatch.KindLeave, ID: 1, Room: []byte("r")}), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an Answer from a server", wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 1}), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 a Call in a batch", batchOf(wire.AppendCall(nil, dispatch.KindCall, 1, "a/b", 0, nil)), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 kind 0", []byte{0}, "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an empty message", nil, "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a batch in a batch", batchOf(batchOf(result)), "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a compressed item", batchOf(wire.AppendCompressed(nil, dispatch.KindResult, []byte{1})), "HP_ERR_MALFORMED_PACKET"},
+		{"§4.7 a batch of count 0", []byte{byte(dispatch.KindBatch), 0}, "HP_ERR_MALFORMED_PACKET"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan wsframe.CloseCode, 1)
+			go func() { got <- badServer(ln, frame(tc.pkt)) }()
+			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+			var ce *CloseError
+			if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != tc.reason {
+				t.Errorf("call: %v, want ErrDisconnected with this end's close 1008 %s", err, tc.reason)
+			}
+			select {
+			case code := <-got:
+				if code != wsframe.ClosePolicyViolation {
+					t.Errorf("the client closed with %d, want 1008", code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the client never closed the connection")
+			}
+		})
+	}
+}
+
+// PROTOCOL.md §4.9: the Go client that receives exactly the capabilities
+// it sent (a server in echo mode) closes with 1008 HP_ERR_ECHO_SERVER,
+// and Dial says so. TestDialAnEchoServer checks Dial's message.
+func TestProtocolClientClosesOnItsOwnCapabilities(t *testing.T) {
+	_, addr := newTestServer(t, Options{Echo: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+addr+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial of an echo server succeeded")
+	}
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != "HP_ERR_ECHO_SERVER" {
+		t.Errorf("Dial: %v, want this end's close 1008 HP_ERR_ECHO_SERVER", err)
+	}
+}
