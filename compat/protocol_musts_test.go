@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -268,5 +269,112 @@ func TestProtocolClientClosesOnItsOwnCapabilities(t *testing.T) {
 	var ce *CloseError
 	if !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != "HP_ERR_ECHO_SERVER" {
 		t.Errorf("Dial: %v, want this end's close 1008 HP_ERR_ECHO_SERVER", err)
+	}
+}
+
+// PROTOCOL.md §4.1: when a call's timeout passes, the server cancels the
+// handler's context and answers Error 5.
+func TestProtocolCallTimeoutCancelsTheHandler(t *testing.T) {
+	r := testRouter()
+	ended := make(chan error, 1)
+	Handle(r, "test/block", func(ctx context.Context, _ int) (int, error) {
+		select {
+		case <-ctx.Done():
+			ended <- ctx.Err()
+		case <-time.After(10 * time.Second):
+			ended <- nil
+		}
+		return 0, ctx.Err()
+	}, Async())
+	_, addr := newTestServer(t, Options{Router: r})
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 4, "test/block", 20, []byte("0")))
+	if p := readPacket(t, c); p.Kind != dispatch.KindError || p.ID != 4 || p.Code != wire.CodeTimeout {
+		t.Errorf("got %+v, want Error 5 for call 4", p)
+	}
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the handler's ctx ended with %v, want DeadlineExceeded", err)
+	}
+}
+
+// PROTOCOL.md §4.7: the server answers a batch of calls with batches of
+// answers, each within 64 KiB, a larger answer alone: three answers of
+// 40 KiB leave in three packets, none of them over 64 KiB.
+func TestProtocolBatchAnswersWithin64KiB(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	c := dial(t, addr)
+	var calls [][]byte
+	for i := range 3 {
+		calls = append(calls, wire.AppendCall(nil, dispatch.KindCall, uint32(i+1), "echo/raw", 0, make([]byte, 40<<10)))
+	}
+	c.WriteMessage(wsframe.OpBinary, batchOf(calls...))
+	answered := 0
+	for answered < 3 {
+		m, err := c.ReadMessage(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Opcode != wsframe.OpBinary {
+			continue
+		}
+		if len(m.Payload) > 64<<10 {
+			t.Errorf("a message of %d bytes, over 64 KiB", len(m.Payload))
+		}
+		p, err := wire.Decode(m.Payload)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case p.Kind == dispatch.KindBatch:
+			answered += int(p.Count)
+		default:
+			answered++
+		}
+	}
+}
+
+// PROTOCOL.md §4.5: on join the joiner gets the $join too; on leave the
+// leaver gets no $leave, the members left do.
+func TestProtocolPresenceJoinerIncludedLeaverExcluded(t *testing.T) {
+	_, addr := newTestServer(t, Options{PresenceInterval: -1}) // one per change, at once
+	a, b := dial(t, addr), dial(t, addr)
+	// until reads c's packets up to the answer to id and returns the
+	// presence events on the way.
+	until := func(c *wstest.Conn, id uint32) (presence []string) {
+		t.Helper()
+		for {
+			p := readPacket(t, c)
+			if p.Kind == dispatch.KindEmit && p.Name[0] == '$' {
+				presence = append(presence, string(p.Name)+string(p.Payload))
+			}
+			if (p.Kind == dispatch.KindResult || p.Kind == dispatch.KindError) && p.ID == id {
+				return presence
+			}
+		}
+	}
+	send := func(c *wstest.Conn, kind dispatch.Kind, id uint32) {
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: kind, ID: id, Room: []byte("r")}))
+	}
+	send(a, dispatch.KindJoin, 1)
+	until(a, 1)
+	send(b, dispatch.KindJoin, 2)
+	if got := strings.Join(until(b, 2), " "); got != `$join{"members":2}` {
+		t.Errorf("the joiner's presence events: %s, want its own $join", got)
+	}
+	send(b, dispatch.KindLeave, 3)
+	until(b, 3)
+	// a sees b's join and leave; the $leave reached a before b's next
+	// answer leaves: b, were it sent one, would read it first.
+	for got := []string(nil); len(got) < 2; {
+		p := readPacket(t, a)
+		if p.Kind == dispatch.KindEmit && p.Name[0] == '$' {
+			got = append(got, string(p.Name)+string(p.Payload))
+		}
+		if len(got) == 2 && strings.Join(got, " ") != `$join{"members":2} $leave{"members":1}` {
+			t.Errorf("the member's presence events: %v", got)
+		}
+	}
+	b.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 4, "echo/raw", 0, nil))
+	if got := until(b, 4); len(got) != 0 {
+		t.Errorf("the leaver got %v after its leave, want nothing", got)
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -282,5 +283,36 @@ func BenchmarkAppendResult(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = AppendResult(buf[:0], 123456, payload)
+	}
+}
+
+// PROTOCOL.md §2: names are 1-255 bytes, capability keys at most 255, a
+// capability value or an error message at most 4096; one byte more is
+// malformed (the golden vectors hold the names and keys, too long for
+// the messages and values).
+func TestStringLimits(t *testing.T) {
+	str := func(n int) []byte { return binary.AppendUvarint(nil, uint64(n)) }
+	errorWith := func(n int) []byte {
+		b := append([]byte{byte(dispatch.KindError), 1, 1}, str(n)...)
+		return append(b, bytes.Repeat([]byte("m"), n)...)
+	}
+	capsWith := func(n int) []byte {
+		b := append([]byte{byte(dispatch.KindCapabilities), 1, 1, 'k'}, str(n)...)
+		return append(b, bytes.Repeat([]byte("v"), n)...)
+	}
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		ok   bool
+	}{
+		{"error message of 4096 bytes", errorWith(MaxValueLen), true},
+		{"error message of 4097 bytes", errorWith(MaxValueLen + 1), false},
+		{"capability value of 4096 bytes", capsWith(MaxValueLen), true},
+		{"capability value of 4097 bytes", capsWith(MaxValueLen + 1), false},
+	} {
+		_, err := Decode(tc.pkt)
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: Decode = %v", tc.name, err)
+		}
 	}
 }

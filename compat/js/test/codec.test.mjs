@@ -89,6 +89,10 @@ test('strings: UTF-8 checked, BOM kept, limits enforced (§2)', () => {
   const long = encodePacket({ kind: 'error', id: 1, code: 1, message: 'm'.repeat(4096) });
   assert.equal(decodePacket(long).message.length, 4096);
   assert.throws(() => encodePacket({ kind: 'error', id: 1, code: 1, message: 'm'.repeat(4097) }), RangeError);
+  // Decoders reject one byte more too: an error message, a capability value.
+  assert.throws(() => decodePacket(fromHex('030101' + '8120' + '6d'.repeat(4097))), WireError);
+  assert.equal(decodePacket(fromHex('0d01016b' + '8020' + '76'.repeat(4096))).pairs[0][1].length, 4096);
+  assert.throws(() => decodePacket(fromHex('0d01016b' + '8120' + '76'.repeat(4097))), WireError);
   // A capability key may be empty; a name may not.
   assert.deepEqual(decodePacket(encodePacket({ kind: 'capabilities', pairs: [['', '']] })).pairs, [['', '']]);
 });
