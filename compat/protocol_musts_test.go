@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
@@ -376,5 +378,47 @@ func TestProtocolPresenceJoinerIncludedLeaverExcluded(t *testing.T) {
 	b.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 4, "echo/raw", 0, nil))
 	if got := until(b, 4); len(got) != 0 {
 		t.Errorf("the leaver got %v after its leave, want nothing", got)
+	}
+}
+
+// PROTOCOL.md §4.9 at the Go client: unknown capability keys are
+// ignored; the client goes on with what it knows.
+func TestProtocolClientIgnoresUnknownCapabilities(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		for {
+			f, err := ws.ReadFrame(nc)
+			if err != nil || f.Header.OpCode == ws.OpClose {
+				return
+			}
+			p, err := wire.Decode(ws.UnmaskFrameInPlace(f).Payload)
+			switch {
+			case err != nil:
+				return
+			case p.Kind == dispatch.KindCapabilities:
+				pairs := wire.AppendPair(wire.AppendPair(wire.AppendPair(nil, "future", "x"), "codec", "json"), "", "")
+				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 3, Payload: pairs}))
+			case p.Kind == dispatch.KindCall:
+				wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"ok"`)))
+			}
+		}
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	var out string
+	if err := callWithin(t, c, context.Background(), "any/method", nil, &out); err != nil || out != "ok" {
+		t.Errorf("a call after capabilities with unknown keys: %q, %v", out, err)
 	}
 }

@@ -853,6 +853,19 @@ test('kinds only clients send, and batches holding what no batch may, close with
   }
 });
 
+// PROTOCOL.md §4.9: unknown capability keys are ignored.
+test('unknown capability keys are ignored (§4.9)', async () => {
+  const { client, net } = newClient();
+  net.last.open({ capabilities: false });
+  net.last.receive({ kind: 'capabilities', pairs: [['future', 'x'], ['codec', 'json'], ['', '']] });
+  const answer = client.call('a/b');
+  await settle();
+  assert.equal(net.last.closedWith, null);
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json('ok') });
+  assert.equal(await answer, 'ok');
+  client.close();
+});
+
 test('close flushes what is queued, closes with 1000, fails what waits, stops reconnecting', async () => {
   const { client, net, clock } = connected();
   const ws = net.last;
