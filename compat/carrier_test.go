@@ -369,7 +369,7 @@ func TestQUICBadInput(t *testing.T) {
 		{"compressed before negotiation (1008)", framed([]byte{0x81, 0}), wsframe.ClosePolicyViolation},
 		{"server-only kind (1008)", framed(wire.AppendResult(nil, 1, nil)), wsframe.ClosePolicyViolation},
 		{"bad close notice (1002)", framed(append(append([]byte(nil), closeNoticeHead...), 0x03)), wsframe.CloseProtocolError},
-		{"batch over the limit (1009)", framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 2000, Payload: []byte{}})), wsframe.ClosePolicyViolation},
+		{"batch count its items do not fill (1008)", framed(wire.Append(nil, &wire.Packet{Kind: dispatch.KindBatch, Count: 2000, Payload: []byte{}})), wsframe.ClosePolicyViolation},
 	}
 	for _, tc := range cases {
 		qc, str := rawQUIC(t, e)
