@@ -83,7 +83,8 @@ export class CloseError extends Error {
 }
 
 /** A packet that does not follow PROTOCOL.md. `code` is a stable machine
- * code: HP_ERR_EMPTY_PACKET, HP_ERR_UNKNOWN_KIND or HP_ERR_MALFORMED_PACKET;
+ * code: HP_ERR_UNKNOWN_KIND or HP_ERR_MALFORMED_PACKET (an empty packet
+ * too, as the Go ends say);
  * `closeCode` is what the receiver closes with (1008). */
 export class WireError extends Error {
   /** @param {string} code @param {string} message */
@@ -177,7 +178,7 @@ class Reader {
  */
 export function decodePacket(input) {
   const b = toBytes(input);
-  if (b.length === 0) throw new WireError('HP_ERR_EMPTY_PACKET', 'hotpath: empty packet');
+  if (b.length === 0) throw new WireError('HP_ERR_MALFORMED_PACKET', 'hotpath: empty packet');
   const kind = KINDS[b[0] & ~COMPRESSED];
   if (kind === undefined) throw new WireError('HP_ERR_UNKNOWN_KIND', `hotpath: unknown packet kind ${b[0] & ~COMPRESSED}`);
   if (b[0] & COMPRESSED) return { kind, compressed: true, body: b.subarray(1) };

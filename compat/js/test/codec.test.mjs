@@ -25,7 +25,7 @@ function asGolden(p) {
 
 // errorCodes maps golden.json's error classes to WireError codes.
 const errorCodes = {
-  empty: 'HP_ERR_EMPTY_PACKET',
+  empty: 'HP_ERR_MALFORMED_PACKET', // the close reason the Go ends give it too
   'unknown kind': 'HP_ERR_UNKNOWN_KIND',
   malformed: 'HP_ERR_MALFORMED_PACKET',
 };
