@@ -2340,6 +2340,57 @@ func TestClosedTransportKeepsNoClient(t *testing.T) {
 	}
 }
 
+// A transport closed before its connection's goroutine hands it the
+// datagram function (pktConn.run starts receiveDatagrams on a goroutine
+// of its own) does not keep that function: close let go of it already,
+// and a late receiveDatagrams stored it again for as long as pion keeps
+// the closed transport (TestClosedTransportKeepsNoClient).
+func TestLateReceiveDatagramsKeepsNothing(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	for _, carrier := range []Carrier{CarrierSCTP, CarrierWebRTC} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+			defer cancel()
+			c, err := Dial(ctx, e.urls[carrier], ClientOptions{
+				WebRTC:    WebRTCOptions{LoopbackOnly: true},
+				Reconnect: Reconnect{Disabled: true},
+				Logger:    slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := cc.link.(*pktConn).t
+			c.Close()
+			returned := make(chan struct{})
+			go func() {
+				kept.receiveDatagrams(func([]byte) {})
+				close(returned)
+			}()
+			select {
+			case <-returned:
+			case <-time.After(hangBound):
+				t.Fatal("receiveDatagrams on a closed transport did not return")
+			}
+			var deliver *atomic.Pointer[func([]byte)]
+			switch tr := kept.(type) {
+			case *sctpTransport:
+				deliver = &tr.deliver
+			case *rtcTransport:
+				deliver = &tr.deliver
+			default:
+				t.Fatalf("a %T", kept)
+			}
+			if deliver.Load() != nil {
+				t.Error("the closed transport keeps the datagram function handed to it after its close")
+			}
+		})
+	}
+}
+
 // A Leave made as soon as the client reconnects, while its rejoin of the
 // room is starting, leaves the room: the rejoin's Join goes before the
 // Leave or not at all. The Join used to be able to follow the Leave, and
