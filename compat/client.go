@@ -1894,7 +1894,9 @@ func (c *Client) Event(name string, v any) error {
 // ErrDisconnected, whose CloseStatus is 0. The closing handshake says why
 // as soon as it begins, without waiting for the loop, which a listener
 // that emits may hold; a link dropped without one is waited for, as long
-// as a closing handshake may take.
+// as a closing handshake may take, unless a callback runs: it may be the
+// read loop's own, which the loop waits for, and the wait would only run
+// out (Close's rule, awaitDone). Without a handshake, the close is 1006.
 func (cc *clientConn) refusedError(err error) error {
 	if err != ErrDisconnected {
 		return err
@@ -1907,15 +1909,22 @@ func (cc *clientConn) refusedError(err error) error {
 	if ce := cc.link.closeCause(); ce != nil {
 		return fmt.Errorf("%w: %w", ErrDisconnected, ce)
 	}
+	if cc.c.inCallbacks.Load() != 0 {
+		return errDroppedWithoutClose
+	}
 	t := time.NewTimer(closeTimeout)
 	defer t.Stop()
 	select {
 	case <-cc.ended:
 		return cc.c.endError(cc)
 	case <-t.C:
-		return fmt.Errorf("%w: %w", ErrDisconnected, &CloseError{Code: wsframe.CloseAbnormal, Reason: "the connection dropped"})
+		return errDroppedWithoutClose
 	}
 }
+
+// errDroppedWithoutClose is refusedError's when the link ended without a
+// closing handshake and its read loop has not said more.
+var errDroppedWithoutClose = fmt.Errorf("%w: %w", ErrDisconnected, &CloseError{Code: wsframe.CloseAbnormal, Reason: "the connection dropped"})
 
 // enqueue sends one packet, built after frame headroom in b (see
 // beginFrame); the caller owns b again on return. With batching, packets
