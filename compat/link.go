@@ -227,11 +227,15 @@ func (bc *broadcast) streamFrame() []byte {
 // wmu, the link's write lock; each link says what else wmu orders.
 type closeHandshake struct {
 	wmu       sync.RWMutex
-	closing   bool       // this end sent its close: no more data
-	initiated bool       // this end's close went first
-	noticed   bool       // the other end's close arrived
-	sent      CloseError // this end's close, once closing
-	received  CloseError // the other end's close, once noticed
+	closing   bool // this end sent its close: no more data
+	initiated bool // this end's close went first
+	noticed   bool // the other end's close arrived
+	// receivedCode and receivedReason are the other end's close, once
+	// noticed: two fields, not a CloseError, so that the code fits beside
+	// the flags and a pktConn stays in its 512-byte size class.
+	receivedCode   wsframe.CloseCode
+	sent           CloseError // this end's close, once closing
+	receivedReason string
 }
 
 // markSent records this end's close and reports whether it is the first.
@@ -249,7 +253,7 @@ func (h *closeHandshake) markSent(code wsframe.CloseCode, reason string) bool {
 func (h *closeHandshake) markNoticed(ce *CloseError) {
 	h.wmu.Lock()
 	h.noticed = true
-	h.received = *ce
+	h.receivedCode, h.receivedReason = ce.Code, ce.Reason
 	h.wmu.Unlock()
 }
 
@@ -268,8 +272,7 @@ func (h *closeHandshake) closeCause() *CloseError {
 		sent := h.sent
 		return &sent
 	}
-	received := h.received
-	return &received
+	return &CloseError{Code: h.receivedCode, Reason: h.receivedReason, Remote: true}
 }
 
 // sentBeforeEnd returns this end's close when err, the end of reading (a
