@@ -13,3 +13,15 @@ func TestPeerStructSize(t *testing.T) {
 		t.Errorf("Peer is %d bytes, past its 256-byte size class", n)
 	}
 }
+
+// TestLinkStructSizes holds each link to the size class it is in: a
+// field added to one moves every connection of its carriers up a class
+// (a pktConn past 512 bytes takes 576).
+func TestLinkStructSizes(t *testing.T) {
+	if n := unsafe.Sizeof(pktConn{}); n > 512 {
+		t.Errorf("pktConn is %d bytes, past its 512-byte size class", n)
+	}
+	if n := unsafe.Sizeof(wsConn{}); n > 896 {
+		t.Errorf("wsConn is %d bytes, past its 896-byte size class", n)
+	}
+}
