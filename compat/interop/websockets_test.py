@@ -55,6 +55,16 @@ def randbytes(n, seed):
     return random.Random(seed).randbytes(n)
 
 
+def far(seed):
+    """Random blocks of 24 KB down to 300 B, each twice in a row: the repeats
+    compress only by back references as far back as the block, past a 2^8-2^14
+    byte window. A server that answered server_max_window_bits but compressed
+    with a larger window makes websockets' zlib, inflating with the negotiated
+    window, fail on them ("invalid distance too far back")."""
+    blocks = [randbytes(n, seed + n) for n in (24000, 6000, 1500, 300)]
+    return b"".join(b + b for b in blocks)
+
+
 # The messages every offer variant echoes: (payload, fragments).
 MESSAGES = [
     ("", 1),
@@ -66,6 +76,7 @@ MESSAGES = [
     (text(65536), 4),
     (text(MIB).encode(), 16),
     (randbytes(3000, 4), 3),
+    (far(5), 1),
 ]
 
 
@@ -128,6 +139,13 @@ async def round_trip(ws, data, fragments):
         raise AssertionError(f"echo of {len(data)} {type(data).__name__} differs ({len(back)} {type(back).__name__})")
 
 
+async def close_cleanly(ws):
+    """Run the closing handshake: 1000 sent, 1000 back (RFC 6455 §5.5.1)."""
+    await ws.close()
+    if ws.close_code != 1000:
+        raise AssertionError(f"closed with {ws.close_code}")
+
+
 async def check_offer(addr, name, extensions, compressed):
     kwargs = {"compression": None, "extensions": extensions} if extensions else {"compression": None}
     async with websockets.connect(f"ws://{addr}/ws", max_size=64 * MIB, ping_interval=None, **kwargs) as ws:
@@ -137,35 +155,45 @@ async def check_offer(addr, name, extensions, compressed):
         counts = count_frames(ws)
         for data, fragments in MESSAGES:
             await round_trip(ws, data, fragments)
-        await ws.close()
-        if ws.close_code != 1000:
-            raise AssertionError(f"closed with {ws.close_code}")
+        await close_cleanly(ws)
+    check_wire(counts, compressed)
+    return answer, counts
+
+
+def check_wire(counts, compressed):
+    """Compressed frames both ways when the extension was agreed, else none."""
     if compressed and (counts["in"] == 0 or counts["out"] == 0):
         raise AssertionError(f"compressed frames: {counts['out']} sent, {counts['in']} received")
     if not compressed and (counts["in"] or counts["out"]):
         raise AssertionError("compressed frames without the extension")
-    return answer, counts
 
 
 async def check_sizes(addr, compression):
     """0 B to 16 MiB, whole and fragmented."""
     async with websockets.connect(f"ws://{addr}/ws", max_size=64 * MIB, ping_interval=None, compression=compression) as ws:
+        counts = count_frames(ws)
         for n in (0, 1, 125, 126, 127, 65535, 65536, MIB):
             await round_trip(ws, randbytes(n, n), 1)
             await round_trip(ws, text(n), 8 if n > 8 else 1)
         await round_trip(ws, text(16 * MIB), 1)
         await round_trip(ws, randbytes(16 * MIB, 16), 16)
-        await ws.close()
+        await close_cleanly(ws)
+    check_wire(counts, compression is not None)
 
 
 async def check_takeover_run(addr):
     """Context takeover both ways over a run of 40 related messages."""
     async with websockets.connect(f"ws://{addr}/ws", max_size=64 * MIB, ping_interval=None) as ws:
+        answer = ws.response_headers.get("Sec-WebSocket-Extensions", "")
+        if answer != "permessage-deflate":
+            raise AssertionError(f"takeover both ways not agreed: {answer!r}")
+        counts = count_frames(ws)
         base = randbytes(40000, 99)
         for i in range(40):
             msg = text(300 + 50 * i).encode() + base[: (i % 7 + 1) * 5000]
             await round_trip(ws, msg, 1)
-        await ws.close()
+        await close_cleanly(ws)
+    check_wire(counts, True)
 
 
 async def main():
