@@ -2,17 +2,23 @@
 // with and without context takeover: room emits of varied sizes and
 // content (random, repetitive, text, 100 KiB and more) compressed by
 // Chromium, inflated by the server, relayed compressed by the server and
-// inflated by Chromium, compared exactly on every member.
+// inflated by Chromium, compared exactly on every member. The page is
+// served through the interop tap (compat/interop/lib/tap.mjs), which
+// counts the frames with RSV1 each way: compression is checked on the
+// wire, not taken from the negotiated header.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, stopServer, launch, openPage } from './harness.mjs';
+import { startTap } from '../interop/lib/tap.mjs';
 
 let browser;
 const servers = [];
+const taps = [];
 
 before(async () => { browser = await launch(); });
 after(async () => {
   await browser?.close();
+  for (const t of taps) await t.close();
   for (const s of servers) await stopServer(s.process);
 });
 
@@ -24,9 +30,11 @@ after(async () => {
 async function run(args, n) {
   const s = await startServer(['-addr', '127.0.0.1:0', '-ticker', '1h', '-max-emit', '0', ...args]);
   servers.push(s);
-  const page = await openPage(browser, s.urls);
+  const tap = await startTap(new URL(s.urls.http).host);
+  taps.push(tap);
+  const page = await openPage(browser, { http: `http://${tap.addr}` });
   try {
-    return await page.evaluate(async (n) => {
+    const out = await page.evaluate(async (n) => {
       let seed = 12345;
       const rnd = () => { seed = (seed * 1103515245 + 12345) >>> 0; return seed / 2 ** 32; };
       const randomText = (len) => { let s = ''; for (let i = 0; i < len; i++) s += String.fromCharCode(32 + Math.floor(rnd() * 95)); return s; };
@@ -75,6 +83,8 @@ async function run(args, n) {
       const bad = [];
       for (const m of names) {
         if (got[m].length !== n) bad.push(`${m} got ${got[m].length} of ${n}`);
+        // One lost and one twice would make the count: each index once.
+        if (new Set(got[m].map((g) => g.i)).size !== got[m].length) bad.push(`${m} got a message twice`);
         // Emits from one sender arrive in order; compare each with what was sent.
         for (const g of got[m]) if (g.body !== sent[g.i]) bad.push(`${m}: message ${g.i} (${sent[g.i].length} chars) differs`);
       }
@@ -88,6 +98,10 @@ async function run(args, n) {
       });
       return { bad: bad.slice(0, 10), closes: ended, extensions };
     }, n);
+    const t = tap.totals();
+    console.log(`# ${args.join(' ') || 'no flags'}: browser→server ${t.up.compressed}/${t.up.messages} messages compressed, server→browser ${t.down.compressed}/${t.down.messages}`);
+    out.compressed = { up: t.up.compressed > 0, down: t.down.compressed > 0 };
+    return out;
   } finally {
     await page.close();
   }
@@ -95,10 +109,10 @@ async function run(args, n) {
 
 test('permessage-deflate without context takeover: every message arrives intact', async () => {
   const out = await run([], 180);
-  assert.deepEqual(out, { bad: [], closes: [], extensions: 'permessage-deflate; server_no_context_takeover; client_no_context_takeover' });
+  assert.deepEqual(out, { bad: [], closes: [], extensions: 'permessage-deflate; server_no_context_takeover; client_no_context_takeover', compressed: { up: true, down: true } });
 });
 
 test('permessage-deflate with context takeover (-context-takeover): every message arrives intact', async () => {
   const out = await run(['-context-takeover'], 180);
-  assert.deepEqual(out, { bad: [], closes: [], extensions: 'permessage-deflate' });
+  assert.deepEqual(out, { bad: [], closes: [], extensions: 'permessage-deflate', compressed: { up: true, down: true } });
 });
