@@ -127,7 +127,8 @@ test('a batch larger than a data channel message leaves in pieces, on each carri
       const c = window.clients[name];
       const text = 'y'.repeat(20_000);
       const many = await Promise.all(Array.from({ length: 20 }, () => c.call('echo/upper', { text }, { timeout: 10_000 })));
-      return many.map((r) => r.text.length);
+      // Each answer whole: its length, or where it differs.
+      return many.map((r) => (r.text === text.toUpperCase() ? r.text.length : `differs: ${r.text.length} chars`));
     }, carrier);
     assert.deepEqual(got, Array(20).fill(20_000), carrier);
   }
@@ -147,7 +148,8 @@ test('calls past maxBuffered wait for the carrier to drain and all arrive, on ea
       const many = await Promise.allSettled(Array.from({ length: 100 }, () => c.call('echo/upper', { text }, { timeout: 20_000 })));
       const on = c.carrier;
       c.close();
-      return { carrier: on, lengths: many.map((r) => (r.status === 'fulfilled' ? r.value.text.length : String(r.reason))) };
+      const want = text.toUpperCase();
+      return { carrier: on, lengths: many.map((r) => (r.status !== 'fulfilled' ? String(r.reason) : r.value.text === want ? r.value.text.length : `differs: ${r.value.text.length} chars`)) };
     }, carrier);
     assert.equal(got.carrier, carrier);
     assert.deepEqual(got.lengths, Array(100).fill(20_000), carrier);
@@ -187,6 +189,15 @@ test('unreliable emits leave as datagrams and reach every carrier at most once',
   const members = ['webtransport', 'webrtc', 'websocket'];
   const n = 40;
   const out = await page.evaluate(async ({ members, n }) => {
+    // Count what each carrier delivers as a datagram (or on the WebRTC
+    // unreliable channel): the relays must come so, not on the stream.
+    const datagrams = { webtransport: 0, webrtc: 0 };
+    const carrierSocket = Object.getPrototypeOf(window.hp.WebTransportSocket.prototype);
+    const deliver = carrierSocket.deliverDatagram;
+    carrierSocket.deliverDatagram = function (packet) {
+      datagrams[this instanceof window.hp.WebTransportSocket ? 'webtransport' : 'webrtc']++;
+      return deliver.call(this, packet);
+    };
     const got = {};
     for (const name of members) {
       const c = window.clients[name];
@@ -207,10 +218,16 @@ test('unreliable emits leave as datagrams and reach every carrier at most once',
       await new Promise((r) => setTimeout(r, 20));
     }
     await new Promise((r) => setTimeout(r, 200)); // time for any duplicate to show
-    return { got, sent };
+    carrierSocket.deliverDatagram = deliver;
+    return { got, sent, datagrams };
   }, { members, n });
   // Both senders took the datagram path, not the reliable one.
   assert.deepEqual(out.sent, { webtransport: n, webrtc: n });
+  // And the server relayed them so to the members whose carrier has
+  // datagrams (each got at least n, below, all as datagrams).
+  for (const m of ['webtransport', 'webrtc']) {
+    assert.ok(out.datagrams[m] >= n, `${m} received ${out.datagrams[m]} datagrams, ${out.got[m].length} ticks`);
+  }
   for (const m of members) {
     const got = out.got[m];
     assert.equal(new Set(got).size, got.length, `${m} received a datagram twice`);
