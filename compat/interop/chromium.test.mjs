@@ -26,6 +26,10 @@ let demo; // the demo page
 let page; // the test page
 let base; // http://127.0.0.1:<tap port>
 
+// Every test is bounded: a wait with no timeout of its own (the bulk
+// emit coming back) fails its test instead of hanging the run.
+const bounded = { timeout: 90_000 };
+
 /** until resolves once fn() resolves truthy, polling every 50 ms. */
 async function until(fn, what, ms = 15_000) {
   const end = Date.now() + ms;
@@ -73,7 +77,7 @@ after(async () => {
   if (server) await stop(server);
 });
 
-test('the demo page connects, calls, joins rooms and receives the ticker', async () => {
+test('the demo page connects, calls, joins rooms and receives the ticker', bounded, async () => {
   await demo.goto(`${base}/`);
   await until(async () => (await demoState()).connection === 'open', 'the demo page to connect');
   const s = await until(async () => {
@@ -94,7 +98,7 @@ test('the demo page connects, calls, joins rooms and receives the ticker', async
   assert.deepEqual([batch.calls, batch.inOrder], [20, true]);
 });
 
-test('the test page runs calls and batches and sees the errors', async () => {
+test('the test page runs calls and batches and sees the errors', bounded, async () => {
   await page.goto(`${base}/interop-test.html`);
   await until(() => page.evaluate(() => window.hp?.client.state === 'open'), 'the test page to connect');
   const long = 'κόσμε, hotpath! '.repeat(150); // echo/say takes up to 4096 characters
@@ -119,7 +123,7 @@ async function nodeClient() {
   return { ws, got };
 }
 
-test('room emits travel between the demo page, the test page and a Node client', async () => {
+test('room emits travel between the demo page, the test page and a Node client', bounded, async () => {
   const joined = await page.evaluate(() => window.hp.join());
   assert.deepEqual(joined, { room: 'lobby', members: 2 });
   await until(async () => (await demoState()).members === 2, 'the demo page to see two members');
@@ -160,7 +164,7 @@ test('room emits travel between the demo page, the test page and a Node client',
   }
 });
 
-test('Chromium negotiates permessage-deflate and both ends compress on the wire', () => {
+test('Chromium negotiates permessage-deflate and both ends compress on the wire', bounded, () => {
   const ws = tap.connections;
   assert.ok(ws.length >= 2, 'two pages, two WebSocket connections');
   for (const c of ws) {
@@ -177,7 +181,7 @@ test('Chromium negotiates permessage-deflate and both ends compress on the wire'
 // A graceful stop closes every connection with 1001 (going away) before
 // the process exits (PROTOCOL.md §7); a crash leaves the browser 1006.
 for (const [how, signal, code] of [['a graceful stop (SIGTERM)', 'SIGTERM', 1001], ['a crash (SIGKILL)', 'SIGKILL', 1006]]) {
-  test(`both pages reconnect and rejoin after ${how} and restart of the server`, async () => {
+  test(`both pages reconnect and rejoin after ${how} and restart of the server`, bounded, async () => {
     const opensBefore = (await testLog()).opens;
     const demoLogBefore = (await demoState()).log.length;
     server = await restart(server, signal);
@@ -199,7 +203,7 @@ for (const [how, signal, code] of [['a graceful stop (SIGTERM)', 'SIGTERM', 1001
   });
 }
 
-test('the demo page after the restarts: screenshot artifact', async () => {
+test('the demo page after the restarts: screenshot artifact', bounded, async () => {
   await demo.fill('#message', 'screenshots are taken by the interop test');
   await demo.click('#send');
   await until(async () => (await demoState()).tickCount >= 60, 'a sparkline of ticks', 20_000);

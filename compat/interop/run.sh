@@ -88,13 +88,17 @@ conformance() {
 	printf '%s\n' "$out" | grep -E '^(ok|FAIL|---)' | grep -v -- '--- PASS' || true
 	return $rc
 }
+# Each part is bounded (the Go parts by go test's -timeout): a server that
+# stops answering fails its part instead of hanging the run. timeout
+# signals the part's whole process group, servers and browser included.
+bound="timeout -k 10 600"
 run "conformance suite (compat/conformance)" conformance
-run "Go peers: gorilla/websocket, coder/websocket (fuzz/interop)" go test -count=1 ./fuzz/interop
-run "Node ws" node --test --test-reporter=spec "$here/ws.test.mjs"
-run "Python websockets" /usr/bin/python3 "$here/websockets_test.py"
-run "Node ws: slow reader, context takeover" node --test --test-reporter=spec "$here/slow_reader.test.mjs"
-run "Python websockets: slow reader, context takeover" /usr/bin/python3 "$here/slow_reader_test.py"
-run "Chromium (playwright-core)" node --test --test-reporter=spec "$here/chromium.test.mjs"
+run "Go peers: gorilla/websocket, coder/websocket (fuzz/interop)" go test -count=1 -timeout 600s ./fuzz/interop
+run "Node ws" $bound node --test --test-reporter=spec "$here/ws.test.mjs"
+run "Python websockets" $bound /usr/bin/python3 "$here/websockets_test.py"
+run "Node ws: slow reader, context takeover" $bound node --test --test-reporter=spec "$here/slow_reader.test.mjs"
+run "Python websockets: slow reader, context takeover" $bound /usr/bin/python3 "$here/slow_reader_test.py"
+run "Chromium (playwright-core)" $bound node --test --test-reporter=spec "$here/chromium.test.mjs"
 
 step "summary"
 if [ ${#failed[@]} -gt 0 ]; then

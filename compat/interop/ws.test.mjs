@@ -12,6 +12,10 @@ import { startTap } from './lib/tap.mjs';
 import * as proto from './lib/proto.mjs';
 
 const MiB = 1 << 20;
+// Every test is bounded: a server that never answers fails it (the
+// waits on the RPC endpoint have no timeout of their own) and the rest
+// run; the after hook stops the servers.
+const bounded = { timeout: 60_000 };
 // The largest message is exactly the server's limit, sent compressed too
 // (a compressor makes incompressible data a few bytes longer on the wire).
 const maxMessage = 16 * MiB;
@@ -150,7 +154,7 @@ function checkWire(tap, compressed, what) {
 
 for (const [server, tapName] of [['echo', 'echo'], ['echo -context-takeover', 'echoTakeover']]) {
   for (const [name, pmd, mustContain] of offers) {
-    test(`ws → hotpath ${server}: ${name}`, async () => {
+    test(`ws → hotpath ${server}: ${name}`, bounded, async () => {
       const tap = taps[tapName];
       tap.reset();
       const ws = await open(tap, pmd);
@@ -172,7 +176,7 @@ for (const [server, tapName] of [['echo', 'echo'], ['echo -context-takeover', 'e
 // default one). hotpath without -context-takeover always answers it (RFC
 // 7692 §7.1.1.2: "A server MAY include" it), so that configuration needs a
 // server with context takeover.
-test('ws clientNoContextTakeover: false explicitly', async () => {
+test('ws clientNoContextTakeover: false explicitly', bounded, async () => {
   const plain = await open(taps.echo, {});
   assert.match(plain.answered, /client_no_context_takeover/);
   await closeCleanly(plain);
@@ -196,7 +200,7 @@ const multiOffers = [
     { clientMaxWindowBits: 12 }, /^permessage-deflate/],
 ];
 for (const [name, header, pmd, want] of multiOffers) {
-  test(`ws → hotpath echo: several offers: ${name}`, async () => {
+  test(`ws → hotpath echo: several offers: ${name}`, bounded, async () => {
     taps.echo.reset();
     const ws = await open(taps.echo, pmd, {
       finishRequest(req) {
@@ -238,7 +242,7 @@ for (const [name, pmd] of [['no extension', false], ['permessage-deflate', {}]])
 
 // Context takeover both ways: each message compresses against the ones
 // before it, on both sides, for a run of messages.
-test('ws → hotpath echo -context-takeover: a run of 40 messages with takeover both ways', async () => {
+test('ws → hotpath echo -context-takeover: a run of 40 messages with takeover both ways', bounded, async () => {
   taps.echoTakeover.reset();
   const ws = await open(taps.echoTakeover, { threshold: 0 });
   assert.equal(ws.answered, 'permessage-deflate');
@@ -258,7 +262,7 @@ test('ws → hotpath echo -context-takeover: a run of 40 messages with takeover 
 // The RPC endpoint (subprotocol hotpath.v1): calls, errors, a room shared
 // by two ws clients, with and without compression.
 for (const [name, pmd] of [['no extension', false], ['permessage-deflate', {}]]) {
-  test(`ws → hotpath RPC: calls, errors, room emits, ${name}`, async () => {
+  test(`ws → hotpath RPC: calls, errors, room emits, ${name}`, bounded, async () => {
     taps.rpc.reset();
     const a = await open(taps.rpc, pmd, {}, ['hotpath.v1']);
     const b = await open(taps.rpc, pmd);

@@ -5,6 +5,13 @@ import { spawn } from 'node:child_process';
 export const binary = process.env.HOTPATH_BIN;
 if (!binary) throw new Error('HOTPATH_BIN is not set: run the tests through compat/interop/run.sh');
 
+// Servers still running when this process ends (a test that timed out
+// never reached its after hook; run.sh's timeout sends SIGTERM) are killed
+// with it, so that no hotpath outlives its test file.
+const running = new Set();
+process.once('exit', () => { for (const c of running) c.kill('SIGKILL'); });
+for (const sig of ['SIGTERM', 'SIGINT']) process.once(sig, () => process.exit(128 + (sig === 'SIGTERM' ? 15 : 2)));
+
 /**
  * start runs `hotpath args...` on addr (127.0.0.1:0 picks a free port) and
  * resolves once it listens, with {child, addr, args}.
@@ -12,6 +19,8 @@ if (!binary) throw new Error('HOTPATH_BIN is not set: run the tests through comp
 export function start(args = [], addr = '127.0.0.1:0') {
   return new Promise((resolve, reject) => {
     const child = spawn(binary, ['-addr', addr, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    child.once('exit', () => running.delete(child));
     let out = '';
     let errOut = '';
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`hotpath did not start: ${out}${errOut}`)); }, 20_000);
