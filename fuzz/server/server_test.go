@@ -430,16 +430,23 @@ func FuzzServer(f *testing.F) {
 		f.Add(s.handshake, s.stream, s.cuts)
 	}
 	f.Fuzz(func(t *testing.T, handshake uint8, stream, cuts []byte) {
-		x := fs.converse(t, handshake, stream, cuts)
-		m := fs.predict(x.written, x.pmd)
-		r, err := fs.sortOut(x.frames)
-		if err == nil {
-			err = m.check(r)
-		}
-		if err != nil {
-			t.Fatalf("%v\nclient sent %s\nserver sent %s", err, short(x.written), describeFrames(x.frames))
-		}
+		fs.checkConversation(t, handshake, stream, cuts)
 	})
+}
+
+// checkConversation is FuzzServer's test of one input: what the server
+// sent must be what the model predicts.
+func (fs *fuzzServer) checkConversation(t *testing.T, handshake uint8, stream, cuts []byte) {
+	t.Helper()
+	x := fs.converse(t, handshake, stream, cuts)
+	m := fs.predict(x.written, x.pmd)
+	r, err := fs.sortOut(x.frames)
+	if err == nil {
+		err = m.check(r)
+	}
+	if err != nil {
+		t.Fatalf("%v\nclient sent %s\nserver sent %s", err, short(x.written), describeFrames(x.frames))
+	}
 }
 
 func describeFrames(frames []serverFrame) string {

@@ -138,17 +138,26 @@ func (m *serverModel) packet(p []byte) wsframe.CloseCode {
 		return m.end
 	}
 	head, body := p[0], p[1:]
+	if _, v := refwire.Decode(p[:1]); v == refwire.UnknownKind {
+		// PROTOCOL.md §3: an unknown kind is 1008, read from the head byte
+		// before a compressed body is inflated (as §8.4 has it for
+		// datagrams), so whether the body inflates does not matter.
+		m.stop(wsframe.ClosePolicyViolation, string(v))
+		return m.end
+	}
 	if head&0x80 != 0 {
 		// PROTOCOL.md §6: the compressed bit before negotiation is 1008; a
 		// body that does not decompress 1007, one that inflates past the
-		// message limit 1009.
+		// message limit 1009. The limit is the packet's, head byte
+		// included, as for a plain packet: a body of exactly the limit
+		// is one byte over.
 		if m.codec == nil {
 			m.stop(wsframe.ClosePolicyViolation, "compressed before negotiation")
 			return m.end
 		}
 		out, err := m.codec.AppendDecompress(nil, body)
 		switch {
-		case errors.Is(err, dictionary.ErrTooLarge):
+		case errors.Is(err, dictionary.ErrTooLarge), err == nil && 1+len(out) > serverMaxMessage:
 			m.stop(wsframe.CloseMessageTooBig, "inflates past the limit")
 			return m.end
 		case err != nil:
