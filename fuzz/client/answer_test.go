@@ -78,8 +78,8 @@ func validAnswer(answer []byte, key string) error {
 		return err
 	}
 	// RFC 6455 §11.3 has a server send these fields once; a client that
-	// takes Upgrade or Sec-WebSocket-Accept twice, each right, is no worse
-	// for it.
+	// takes Upgrade twice, each right, is no worse for it.
+	// Sec-WebSocket-Accept and -Protocol are held to one line below.
 	one := func(name string) (string, bool) {
 		v := resp.Header.Values(name)
 		if len(v) == 0 {
@@ -107,8 +107,10 @@ func validAnswer(answer []byte, key string) error {
 	if !upgrade {
 		return errors.New("no Connection: upgrade")
 	}
-	if v, ok := one("Sec-Websocket-Accept"); !ok || v != acceptOf(key) {
-		return errors.New("wrong Sec-WebSocket-Accept")
+	// RFC 6455 §11.3.3: Sec-WebSocket-Accept "MUST NOT appear more than
+	// once in an HTTP response" (b32ea3e).
+	if v := resp.Header.Values("Sec-Websocket-Accept"); len(v) != 1 || strings.TrimSpace(v[0]) != acceptOf(key) {
+		return errors.New("wrong Sec-WebSocket-Accept, or more than one")
 	}
 	// RFC 6455 §11.3.4: the subprotocol "MUST NOT appear more than once
 	// in an HTTP response" (C1, fixed).
@@ -137,6 +139,7 @@ func FuzzUpgradeAnswer(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n", 1)))
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Protocol: ", "Sec-WebSocket-Protocol: x\r\nSec-WebSocket-Protocol: ", 1)))
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Accept: ", "Sec-WebSocket-Accept: x\r\nSec-WebSocket-Accept: ", 1)))
+	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Accept: "+acceptMark+"\r\n\r\n", 1)))
 	f.Add([]byte(strings.ReplaceAll(valid, "\r\n", "\n")))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Protocol: "+compat.Subprotocol+"\r\n\r\n", 1)))
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Protocol: ", "Sec-WebSocket-Protocol : ", 1)))
