@@ -22,6 +22,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // rawUpgrade sends an upgrade request with the given Sec-WebSocket-Key
@@ -471,9 +472,11 @@ func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 // FuzzUpgradeRequest sends any bytes as an upgrade request to Serve's
 // upgrader: it never panics, and it switches protocols only for a request
 // whose headers net/http also reads, within 64 KiB, with at most one Host
-// line, one Sec-WebSocket-Version line (RFC 6455 §11.3.5) and one
-// Sec-WebSocket-Key of 16 bytes in base64, answered with that key's
-// Sec-WebSocket-Accept (RFC 6455 §4.2.1, §4.2.2).
+// line, one Sec-WebSocket-Version line (RFC 6455 §11.3.5), one
+// Sec-WebSocket-Key of 16 bytes in base64 and no content (hasContent),
+// answered with that key's Sec-WebSocket-Accept (RFC 6455 §4.2.1,
+// §4.2.2); and the bytes it read past the headers, as net/http ends them,
+// are the connection's first (upgrade.early), none lost or added.
 func FuzzUpgradeRequest(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -483,13 +486,18 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n", 1)))
 	f.Add([]byte(strings.Replace(valid, "Host: a\r\n", "Host: a\r\nHost: b\r\n", 1)))
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Version: 13\r\n", 1)))
+	frame := wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, []byte("\r\n\r\nfirst"), wsframe.Fin, [4]byte{})
+	f.Add(append([]byte(valid), frame...))
+	f.Add(append([]byte(strings.ReplaceAll(valid, "\r\n", "\n")), frame...))
+	f.Add([]byte(valid + "\r\n\n"))
+	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nContent-Length: 5\r\n\r\nabcde", 1)))
 	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, req []byte) {
 		c := &scriptedConn{r: bytes.NewReader(req)}
-		_, err := s.upgradeConn(c)
+		up, err := s.upgradeConn(c)
 		answer := c.w.Bytes()
 		if err != nil || !bytes.HasPrefix(answer, []byte("HTTP/1.1 101 ")) {
 			return
@@ -497,12 +505,23 @@ func FuzzUpgradeRequest(f *testing.F) {
 		if len(req) > maxHandshakeBytes {
 			t.Fatalf("switched protocols for a request of %d bytes", len(req))
 		}
+		if hasContent(req) {
+			t.Fatalf("switched protocols for a request with content: %q", req)
+		}
 		// The request line is gobwas/ws's to check (it takes HTTP/1.10,
 		// say); the headers are read as net/http reads them.
 		_, headers, _ := bytes.Cut(req, []byte("\n"))
-		parsed, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(headers))).ReadMIMEHeader()
+		br := bufio.NewReaderSize(bytes.NewReader(headers), len(headers)+16) // holds them all
+		parsed, err := textproto.NewReader(br).ReadMIMEHeader()
 		if err != nil {
 			t.Fatalf("switched protocols for headers net/http refuses (%v): %q", err, req)
+		}
+		// What the upgrade read past the headers, as net/http ends them,
+		// is the connection's first bytes (upgrade.early, 33098ab): from
+		// the byte after the blank line to the last byte read.
+		read := len(req) - c.r.Len()
+		if end := len(req) - br.Buffered(); end > read || !bytes.Equal(up.early, req[end:read]) {
+			t.Fatalf("the upgrade read %d bytes and kept %q after the headers, which end at byte %d: %q", read, up.early, end, req)
 		}
 		if hosts := parsed.Values("Host"); len(hosts) > 1 {
 			t.Fatalf("switched protocols for a request with Host lines %q (RFC 9112 §3.2)", hosts)
