@@ -770,3 +770,32 @@ func TestFramesWithTheUpgradeRequest(t *testing.T) {
 		}
 	}
 }
+
+// checkAnswer reads a 101's status line as RFC 9112 §4 and net/http do.
+// gobwas/ws's Dialer reads a digit as any byte from '0' to '?', and a
+// number as any count of them, so it took "HTTP/1.< 101" (minor version
+// 12) and "HTTP/1.1 0:1" (status 101), which net/http refuses (fuzz:
+// client/FuzzUpgradeAnswer/a973faf846cfb6c0). Dial then connected.
+func TestCheckAnswerStatusLine(t *testing.T) {
+	const headers = "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+	for _, tc := range []struct {
+		status string
+		ok     bool
+	}{
+		{"HTTP/1.1 101 Switching Protocols", true},
+		{"HTTP/1.1 101 ", true},
+		{"HTTP/1.1 101", true}, // net/http takes it, reason and all left out
+		{"HTTP/1.2 101 Switching Protocols", true},
+		{"HTTP/1.< 101 ", false},
+		{"HTTP/1.1 0:1 Switching Protocols", false},
+		{"HTTP/1.10 101 Switching Protocols", false},
+		{"HTTP/01.1 101 Switching Protocols", false},
+		{"HTTP/1.1 0101 Switching Protocols", false},
+		{"HTTP/1.1  101 Switching Protocols", false},
+	} {
+		err := checkAnswer([]byte(tc.status + headers))
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errMalformedStatusLine)) {
+			t.Errorf("%q: %v, want ok %v", tc.status, err, tc.ok)
+		}
+	}
+}

@@ -386,8 +386,9 @@ func (r *answerReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// checkAnswer checks the header lines of a server's 101 answer, which
-// gobwas/ws's Dialer read and took, up to the empty one that ends them:
+// checkAnswer checks a server's 101 answer, which gobwas/ws's Dialer read
+// and took: its status line (validStatusLine), and its header lines up
+// to the empty one that ends them:
 //   - the line's grammar (RFC 9110 §5.1, §5.5), as checkHeaders checks a
 //     request's: the Dialer takes any line with a colon and trims the
 //     name, so a 101 with a line such as "\xaf:", "Foo : bar" or a folded
@@ -410,7 +411,10 @@ func checkAnswer(answer []byte) error {
 	for line := range bytes.Lines(answer) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		if statusLine {
-			statusLine = false // the Dialer checks it
+			statusLine = false
+			if !validStatusLine(line) {
+				return errMalformedStatusLine
+			}
 			continue
 		}
 		if len(line) == 0 {
@@ -437,9 +441,24 @@ func checkAnswer(answer []byte) error {
 	return nil
 }
 
+// validStatusLine reports whether line is a 101 status line as RFC 9112
+// §4 writes it and net/http reads it: "HTTP/" DIGIT "." DIGIT, a space,
+// the status code 101, then nothing or a space and a reason. gobwas/ws's
+// Dialer reads a digit as any byte from '0' to '?' (0x30-0x3F, so '<' is
+// 12) and a number as any count of them: it took "HTTP/1.< 101" for 1.12
+// and "HTTP/1.1 0:1" for 101, answers net/http and browsers refuse. The
+// Dialer itself refuses a version other than 1.1 or above.
+func validStatusLine(line []byte) bool {
+	proto, rest, _ := bytes.Cut(line, []byte(" "))
+	code, _, _ := bytes.Cut(rest, []byte(" "))
+	_, _, ok := http.ParseHTTPVersion(string(proto))
+	return ok && string(code) == "101"
+}
+
 var (
-	errMalformedAnswer = errors.New("malformed header line in the upgrade's answer")
-	errRepeatedField   = errors.New("more than once in the upgrade's answer (RFC 6455 §11.3.3, §11.3.4)")
+	errMalformedAnswer     = errors.New("malformed header line in the upgrade's answer")
+	errMalformedStatusLine = errors.New("malformed status line in the upgrade's answer")
+	errRepeatedField       = errors.New("more than once in the upgrade's answer (RFC 6455 §11.3.3, §11.3.4)")
 )
 
 // errManyHosts refuses a raw upgrade request with more than one Host line,
