@@ -471,12 +471,13 @@ func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 
 // FuzzUpgradeRequest sends any bytes as an upgrade request to Serve's
 // upgrader: it never panics, and it switches protocols only for a request
-// whose headers net/http also reads, within 64 KiB, with at most one Host
-// line, one Sec-WebSocket-Version line (RFC 6455 §11.3.5), one
-// Sec-WebSocket-Key of 16 bytes in base64 and no content (hasContent),
-// answered with that key's Sec-WebSocket-Accept (RFC 6455 §4.2.1,
-// §4.2.2); and the bytes it read past the headers, as net/http ends them,
-// are the connection's first (upgrade.early), none lost or added.
+// whose HTTP version and headers net/http also reads, within 64 KiB, with
+// at most one Host line, one Sec-WebSocket-Version line (RFC 6455
+// §11.3.5), one Sec-WebSocket-Key of 16 bytes in base64 and no content
+// (hasContent), answered with that key's Sec-WebSocket-Accept (RFC 6455
+// §4.2.1, §4.2.2); and the bytes it read past the headers, as net/http
+// ends them, are the connection's first (upgrade.early), none lost or
+// added.
 func FuzzUpgradeRequest(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -491,6 +492,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add(append([]byte(strings.ReplaceAll(valid, "\r\n", "\n")), frame...))
 	f.Add([]byte(valid + "\r\n\n"))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nContent-Length: 5\r\n\r\nabcde", 1)))
+	f.Add([]byte(strings.Replace(valid, "HTTP/1.1", "HTTP/1.<", 1)))
 	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
@@ -508,9 +510,13 @@ func FuzzUpgradeRequest(f *testing.F) {
 		if hasContent(req) {
 			t.Fatalf("switched protocols for a request with content: %q", req)
 		}
-		// The request line is gobwas/ws's to check (it takes HTTP/1.10,
-		// say); the headers are read as net/http reads them.
-		_, headers, _ := bytes.Cut(req, []byte("\n"))
+		// The request line's method and target are gobwas/ws's to check;
+		// its version and the headers are read as net/http reads them.
+		line, headers, _ := bytes.Cut(req, []byte("\n"))
+		_, target, _ := bytes.Cut(bytes.TrimSuffix(line, []byte("\r")), []byte(" "))
+		if _, proto, _ := bytes.Cut(target, []byte(" ")); !validHTTPVersion(proto) {
+			t.Fatalf("switched protocols for HTTP version %q: %q", proto, req)
+		}
 		br := bufio.NewReaderSize(bytes.NewReader(headers), len(headers)+16) // holds them all
 		parsed, err := textproto.NewReader(br).ReadMIMEHeader()
 		if err != nil {
@@ -545,6 +551,13 @@ func FuzzUpgradeRequest(f *testing.F) {
 			t.Fatalf("Sec-WebSocket-Accept %q for key %q, want %q", got, keys[0], want)
 		}
 	})
+}
+
+// validHTTPVersion reports whether proto is "HTTP/" DIGIT "." DIGIT (RFC
+// 9112 §2.3).
+func validHTTPVersion(proto []byte) bool {
+	return len(proto) == 8 && string(proto[:5]) == "HTTP/" && proto[6] == '.' &&
+		'0' <= proto[5] && proto[5] <= '9' && '0' <= proto[7] && proto[7] <= '9'
 }
 
 // A server's answer to the upgrade is read within a bound, as the server
@@ -657,6 +670,10 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 		{"Connection token in lower case", request(get, host, upgrade, "Connection: keep-alive, upgrade", version), nil},
 		{"POST (item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, version, "Content-Length: 0"), refused},
 		{"HTTP/1.0 (item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, version), func(s int) bool { return refused(s) || s == 505 }},
+		// The version's grammar (RFC 9112 §2.3: "HTTP/" DIGIT "." DIGIT):
+		// gobwas/ws's Upgrader read '<' as the digit 12.
+		{"HTTP/1.< (item 1)", request("GET /ws HTTP/1.<", host, upgrade, conn, version), refused},
+		{"HTTP/1.10 (item 1)", request("GET /ws HTTP/1.10", host, upgrade, conn, version), refused},
 		{"no Host (item 2)", request(get, upgrade, conn, version), refused},
 		{"no Upgrade (item 3)", request(get, host, conn, version), refused},
 		{"Upgrade: h2c (item 3)", request(get, host, "Upgrade: h2c", conn, version), refused},

@@ -286,8 +286,9 @@ func (r *handshakeReader) rest() []byte {
 	return nil
 }
 
-// checkHeaders checks what gobwas/ws's Upgrader reads past, on every
-// header line up to the empty one that ends them:
+// checkHeaders checks what gobwas/ws's Upgrader reads past: the request
+// line's HTTP version (errMalformedRequestLine), and on every header line
+// up to the empty one that ends them:
 //   - the line's grammar (RFC 9110 §5.1, §5.5: a token, a colon, a value
 //     without control characters). The Upgrader takes any line with a
 //     colon, and reads the headers it knows itself (Host, Upgrade,
@@ -311,7 +312,12 @@ func (r *handshakeReader) checkHeaders() error {
 	for line := range bytes.Lines(r.seen) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		if requestLine {
-			requestLine = false // the Upgrader checks it
+			requestLine = false // the Upgrader checks the method and target
+			_, rest, _ := bytes.Cut(line, []byte(" "))
+			_, proto, _ := bytes.Cut(rest, []byte(" "))
+			if _, _, ok := http.ParseHTTPVersion(string(proto)); !ok {
+				return errMalformedRequestLine
+			}
 			continue
 		}
 		if len(line) == 0 {
@@ -364,6 +370,15 @@ func zeroLength(lengths []string) bool {
 	}
 	return true
 }
+
+// errMalformedRequestLine refuses a raw upgrade request whose HTTP
+// version is not "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3), as net/http
+// reads it for ServeHTTP. gobwas/ws's Upgrader reads a digit as any byte
+// from '0' to '?' (0x30-0x3F) and a number as any count of them, so
+// "HTTP/1.<" (1.12) and "HTTP/1.10" passed its check of 1.1 or above;
+// RFC 6455 §4.2.1 has the server stop at "any violations of the ABNF
+// grammar" with an error such as 400.
+var errMalformedRequestLine = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("malformed request line"))
 
 // errMalformedHeader refuses a raw upgrade request with a header line
 // that is not one (RFC 6455 §4.2.1: the server stops at "any violations of
