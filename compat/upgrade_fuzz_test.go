@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// requestLine is a request line both paths read alike; gobwas/ws's own
-// reading of others (HTTP/1.10, absolute URIs) differs from net/http's.
-var requestLine = regexp.MustCompile(`^GET /[!-~]* HTTP/1\.1\r?\n`)
+// requestLine is a request line both paths read alike, whatever its
+// version (checkHeaders reads it as net/http does); gobwas/ws's own
+// reading of other targets (absolute URIs) differs from net/http's.
+var requestLine = regexp.MustCompile(`^GET /[!-~]* [!-~]*\r?\n`)
 
 // FuzzUpgradePaths is a differential of the two ways a server takes a
 // WebSocket upgrade: Serve (gobwas/ws's Upgrader on the raw connection,
@@ -51,6 +52,10 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"},
 		{"\r\n\r\n", "\r\nContent-Length: 0\r\n\r\n"},
 		{"\r\n\r\n", "\r\nContent-Length: 00\r\nContent-Length: 00\r\n\r\n"},
+		{"HTTP/1.1\r\n", "HTTP/1.<\r\n"},
+		{"HTTP/1.1\r\n", "HTTP/1.0\r\n"},
+		{"HTTP/1.1\r\n", "HTTP/1.2\r\n"},
+		{"HTTP/1.1\r\n", "HTTP/2.0\r\n"},
 	} {
 		f.Add([]byte(strings.Replace(valid, r[0], r[1], 1)))
 	}
