@@ -110,22 +110,12 @@ func TestRFC6455_11_3_5_SecWebSocketVersionOnce(t *testing.T) {
 		}
 		addr := startServer(t, s, viaHTTP)
 		for _, tc := range cases {
-			nc, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
 			req := "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 				"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 			for _, v := range tc.versions {
 				req += "Sec-WebSocket-Version: " + v + "\r\n"
 			}
-			nc.SetDeadline(time.Now().Add(hangBound))
-			nc.Write([]byte(req + "\r\n"))
-			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
-			nc.Close()
-			if err != nil {
-				t.Fatalf("viaHTTP=%v, %s: %v", viaHTTP, tc.name, err)
-			}
+			resp := rawRequest(t, addr, req+"\r\n")
 			if !slices.Contains(tc.want, resp.StatusCode) {
 				t.Errorf("viaHTTP=%v, %s: status %d, want one of %v", viaHTTP, tc.name, resp.StatusCode, tc.want)
 			}
@@ -157,10 +147,6 @@ func TestUpgradeWithContentIsRefused(t *testing.T) {
 		}
 		addr := startServer(t, s, viaHTTP)
 		for _, tc := range cases {
-			nc, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
 			req := "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 				"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
 				tc.lines + "\r\n"
@@ -169,13 +155,7 @@ func TestUpgradeWithContentIsRefused(t *testing.T) {
 			} else if strings.Contains(tc.lines, "Length: 3") {
 				req += "abc"
 			}
-			nc.SetDeadline(time.Now().Add(hangBound))
-			nc.Write([]byte(req))
-			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
-			nc.Close()
-			if err != nil {
-				t.Fatalf("viaHTTP=%v, %s: %v", viaHTTP, tc.name, err)
-			}
+			resp := rawRequest(t, addr, req)
 			if resp.StatusCode != tc.want {
 				t.Errorf("viaHTTP=%v, %s: status %d, want %d", viaHTTP, tc.name, resp.StatusCode, tc.want)
 			}
