@@ -1,6 +1,7 @@
 // Tests of the Client against a fake WebSocket and a fake clock.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { Client, CloseError, RPCError, Code, SUBPROTOCOL, decodePacket, encodePacket } from '../hotpath.js';
 
 // Test doubles: a WebSocket the test drives by hand and a clock whose time
@@ -329,6 +330,60 @@ test('a call that times out while queued is never sent; the server gets what is 
   assert.equal(ws.packets[0].timeout, 600);
   ws.receive({ kind: 'result', id: ws.packets[0].id, payload: '' });
   await kept;
+  client.close();
+});
+
+// Call, join and leave ids are 32-bit fields (PROTOCOL.md §2), 0 is a
+// notification (§4.1), and an id may not be reused while its call is in
+// flight. Taking the allocator across its wrap takes 2^32 calls, so this
+// test imports a copy of hotpath.js whose Client has one more method,
+// setLastId, which sets the last id given; the allocator is the module's own.
+async function clientWithIdHook() {
+  const src = await readFile(new URL('../hotpath.js', import.meta.url), 'utf8');
+  const anchor = '\n  #nextId = 0;\n';
+  assert.ok(src.includes(anchor), 'hotpath.js no longer declares #nextId as this test expects');
+  const patched = src.replace(anchor, `${anchor}  setLastId(id) { this.#nextId = id; }\n`);
+  return import(`data:text/javascript;base64,${Buffer.from(patched).toString('base64')}`);
+}
+
+test('call ids wrap from 2^32-1 to 1, never 0, and skip the ids still in flight', async () => {
+  const hp = await clientWithIdHook();
+  const net = fakeSockets();
+  const client = new hp.Client('ws://test.invalid/ws', { WebSocket: net.FakeWebSocket, timers: fakeClock(), random: () => 1, callTimeout: 0 });
+  const ws = net.last;
+  ws.open();
+  const MAX = 2 ** 32 - 1;
+  const pending = new Map(); // id → promise of the call sent with it
+  const sent = []; // ids on the wire, in order
+  const issue = async (label) => {
+    const promise = label === 'join' ? client.join('r') : client.call('a/b', label);
+    await settle();
+    const p = ws.packets.flatMap((q) => (q.kind === 'batch' ? q.items.map(decodePacket) : [q])).at(-1);
+    assert.ok(Number.isInteger(p.id) && p.id >= 1 && p.id <= MAX, `id ${p.id} out of 1..2^32-1`);
+    assert.ok(!pending.has(p.id), `id ${p.id} given again while its call is in flight`);
+    pending.set(p.id, { promise, label });
+    sent.push(p.id);
+    return p.id;
+  };
+  // answer answers id with its label, and checks that its own call got it.
+  const answer = async (id) => {
+    const { promise, label } = pending.get(id);
+    pending.delete(id);
+    ws.receive({ kind: 'result', id, payload: json(label === 'join' ? { room: 'r', members: 1 } : label) });
+    assert.deepEqual(await outcome(promise), label === 'join' ? { room: 'r', members: 1 } : label, `the answer to id ${id}`);
+  };
+
+  await issue('a1'); await issue('a2'); await issue('a3'); await issue('join'); // 1..4
+  await answer(2); // in flight: 1, 3, 4
+  client.setLastId(MAX - 2);
+  await issue('b1'); await issue('b2'); // 2^32-2, 2^32-1
+  await answer(MAX - 1); // in flight: 1, 3, 4, 2^32-1
+  await issue('c1'); // 0 and 1 skipped: 2
+  await issue('c2'); // 3 and 4 skipped: 5
+  client.setLastId(MAX - 1); // 2^32-1, 0 and 1..5 are all taken
+  await issue('d1');
+  assert.deepEqual(sent, [1, 2, 3, 4, MAX - 1, MAX, 2, 5, 6]);
+  for (const id of [...pending.keys()]) await answer(id);
   client.close();
 });
 
