@@ -1773,6 +1773,10 @@ export class Client {
     let err = null;
     if (this.#closed) {
       err = new CloseError(1000, 'closed by client');
+    } else if (!open && bytes > this.#maxQueueBytes) {
+      // It could never wait, however empty the queue: blaming the
+      // packets there (often none) sent its caller looking elsewhere.
+      err = new RPCError(Code.Overloaded, `hotpath: ${bytes} bytes are over maxQueueBytes (${this.#maxQueueBytes}): they cannot wait for the connection`);
     } else if (!open && full()) {
       err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets of ${this.#queueBytes} bytes already wait for the connection`);
     }

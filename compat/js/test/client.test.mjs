@@ -992,6 +992,39 @@ test('the queue is bounded in bytes too: maxQueueBytes, 16 MiB by default', asyn
   assert.throws(() => new Client('ws://test.invalid/ws', { WebSocket: fakeSockets().FakeWebSocket, maxQueueBytes: -1 }), /maxQueueBytes/);
 });
 
+// A packet larger than maxQueueBytes cannot wait in the queue, however
+// empty: it was refused as Overloaded with "0 packets of 0 bytes already
+// wait for the connection", as though others filled the queue. It says
+// what it is now, fails at once, and what fits still waits and leaves.
+test('a packet over maxQueueBytes alone fails at once, saying so; what fits still waits', async () => {
+  const over = (bytes, limit) => (err) => err instanceof RPCError && err.code === Code.Overloaded &&
+    err.message.includes(`${bytes} bytes`) && err.message.includes(`maxQueueBytes (${limit})`);
+  {
+    const { client } = newClient(); // the default: 16 MiB
+    await assert.rejects(client.call('a/b', new Uint8Array((16 << 20) + 1), { raw: true }), over((16 << 20) + 1, 16 << 20));
+    client.close();
+  }
+  const { client, net } = newClient({ maxQueueBytes: 1000, maxBuffered: 5000 });
+  const kept = client.call('a/b', 'x');
+  const event = encodePacket({ kind: 'event', event: 'e', payload: json('y'.repeat(1000)) }).length;
+  await assert.rejects(client.call('a/b', new Uint8Array(1001), { raw: true }), over(1001, 1000));
+  assert.throws(() => client.event('e', 'y'.repeat(1000)), over(event, 1000));
+  const ws = net.last;
+  ws.open();
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => [p.kind, text(p.payload)]), [['call', '"x"']], 'what fitted left');
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json('ok') });
+  assert.equal(await kept, 'ok');
+  // Connected and not backlogged, it waits for nothing and leaves.
+  client.event('e', 'y'.repeat(1000));
+  await settle();
+  assert.equal(ws.packets.length, 2);
+  // Backlogged, it would wait: refused again.
+  ws.bufferedAmount = 5001;
+  assert.throws(() => client.event('e', 'y'.repeat(1000)), over(event, 1000));
+  client.close();
+});
+
 test('a client without a URL it can resolve says so', () => {
   // Node has no page to resolve a path against.
   for (const url of [undefined, '/ws']) {
