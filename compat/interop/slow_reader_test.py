@@ -107,7 +107,7 @@ class Reader:
     """Reads the reader's packets: room lines checked, answers by id."""
 
     def __init__(self, ws):
-        self.ws, self.got, self.answers, self.wire = ws, [], {}, 0
+        self.ws, self.got, self.answers, self.wire, self.line_bytes = ws, [], {}, 0, 0
         for ext in ws.extensions:  # count what arrives on the wire
             decode = ext.decode
 
@@ -123,6 +123,7 @@ class Reader:
             event, i = read_str(b, i)
             if event != "line":
                 return
+            self.line_bytes += len(b)
             data = b[i + 1:]
             try:
                 seq = json.loads(data)["seq"]
@@ -225,7 +226,8 @@ async def slow_reader(addr):
                    f"echo after the drops (text of dropped #{last_dropped}): "
                    f"{'intact' if after_drop[0] else 'NOT INTACT (' + after_drop[1] + ')'}, {after_drop[2]} wire bytes; "
                    f"echo of the last received: {'intact' if control[0] else 'NOT INTACT (' + control[1] + ')'}, "
-                   f"{control[2]} wire bytes; close {closed}; extension {answer!r}")
+                   f"{control[2]} wire bytes; close {closed}; extension {answer!r}; "
+                   f"{reader.wire} wire bytes for {reader.line_bytes} bytes of room packets")
         print(f"# {summary}")
         assert sync_ok, f"the reader's call after the resume: {summary}"
         assert closed is None, f"the reader's connection closed: {summary}"
@@ -235,6 +237,11 @@ async def slow_reader(addr):
         assert received1 + dropped == sent1, f"every message received or counted dropped: {summary}"
         assert dropped2 == 0, f"drops after the resume: {summary}"
         assert seqs[-AFTER:] == list(range(sent1, sent1 + AFTER)), f"the run after the resume: {summary}"
+        # Positive controls, as in slow_reader.test.mjs: the room messages
+        # were compressed (so they joined the server's window; each is half
+        # repetitive text), and the echo of a received message's random half
+        # was compressed against the window, so takeover was in use.
+        assert 0 < reader.wire < 0.8 * reader.line_bytes, f"room messages compressed: {summary}"
         assert control[0] and control[2] < 3200, f"the echo of a received run compressed against the window: {summary}"
         await rws.close()
 
