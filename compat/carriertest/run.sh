@@ -38,9 +38,51 @@ if [ ! -x "$chromium" ]; then
 	exit 1
 fi
 
+# descendants PID...: the PIDs and every process below them.
+descendants() {
+	local p
+	for p in "$@"; do
+		echo "$p"
+		descendants $(pgrep -P "$p" 2>/dev/null)
+	done
+}
+
+# stop ends what the suites started when run.sh exits or is interrupted
+# (Ctrl-C, or SIGTERM from an outer timeout): the test runner, the servers
+# (all in the process group of the timeout below) and Chromium, which
+# playwright starts in a process group of its own. Without it an
+# interrupted run left the runner going on its own, restarting servers
+# from the binary removed with $work, until its timeout minutes later.
+# SIGTERM first, on which playwright closes its browser; after at most 5 s,
+# SIGKILL to whatever is left.
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+runner=
+stop() {
+	trap - EXIT INT TERM
+	if [ -n "$runner" ]; then
+		local procs
+		procs=$(descendants "$runner" | tr '\n' ' ')
+		procs=${procs% }
+		kill -TERM -- -"$runner" 2>/dev/null || true
+		for _ in $(seq 50); do
+			ps -o stat= -p "${procs// /,}" 2>/dev/null | grep -qv Z || break
+			sleep 0.1
+		done
+		kill -KILL -- -"$runner" $procs 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap stop EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
 (cd "$root" && go build -o "$work/hotpath" ./compat/cmd/hotpath)
 
+# In the background, so that the traps run at once (bash runs them only
+# after a foreground command ends); timeout makes the process group.
 cd "$here"
-HOTPATH_BIN="$work/hotpath" CHROMIUM="$chromium" timeout 300 node --test --test-concurrency=1 --test-timeout=90000 chromium.test.mjs deflate.test.mjs limits.test.mjs reconnect.test.mjs
+HOTPATH_BIN="$work/hotpath" CHROMIUM="$chromium" timeout 300 node --test --test-concurrency=1 --test-timeout=90000 chromium.test.mjs deflate.test.mjs limits.test.mjs reconnect.test.mjs &
+runner=$!
+status=0
+wait "$runner" || status=$?
+runner=
+exit "$status"
