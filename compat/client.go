@@ -2236,11 +2236,15 @@ func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
 	if op != wsframe.OpBinary {
 		return &CloseError{Code: wsframe.CloseUnsupportedData, Reason: "HP_ERR_TEXT_MESSAGE"}
 	}
+	// An unknown kind, or one only a client sends (PROTOCOL.md §3: 1008),
+	// is read from the head byte before anything else, as the server
+	// reads it: decoded or inflated first, such a packet whose body did
+	// not inflate closed with 1007 here and 1008 there.
+	if len(payload) > 0 && !wire.ToClient(dispatch.Kind(payload[0]&^wire.CompressedBit)) {
+		return errUnknownKind
+	}
 	p, err := wire.Decode(payload)
 	if err != nil {
-		if _, ok := errors.AsType[*dispatch.UnknownKindError](err); ok {
-			return errUnknownKind
-		}
 		return errMalformed
 	}
 	if p.Compressed {

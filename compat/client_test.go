@@ -1355,7 +1355,9 @@ func TestClientBadServerInput(t *testing.T) {
 		{"text message", frame(wsframe.OpText, []byte("hi")), wsframe.CloseUnsupportedData, ""},
 		{"invalid UTF-8 text (§8.1)", frame(wsframe.OpText, []byte{0xff}), wsframe.CloseInvalidPayload, ""},
 		{"frame over the client's limit", wsframe.AppendHeader(nil, wsframe.Header{Flags: wsframe.Fin, Opcode: wsframe.OpBinary, Length: 2 << 20}), wsframe.CloseMessageTooBig, ""},
-		{"malformed packet", frame(wsframe.OpBinary, []byte{1}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
+		// A Result without its id (a Call so cut is a client-only kind:
+		// unknown, whatever its body).
+		{"malformed packet", frame(wsframe.OpBinary, []byte{byte(dispatch.KindResult)}), wsframe.ClosePolicyViolation, "HP_ERR_MALFORMED_PACKET"},
 		{"unknown kind", frame(wsframe.OpBinary, []byte{0x7f}), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
 		{"client-only kind (a call)", frame(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 1, "x/y", 0, nil)), wsframe.ClosePolicyViolation, "HP_ERR_UNKNOWN_KIND"},
 		// PROTOCOL.md §3: the compressed bit before a dictionary was

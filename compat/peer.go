@@ -152,11 +152,12 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 	head := payload[0]
 	body := payload[1:]
 	kind := dispatch.Kind(head &^ wire.CompressedBit)
-	if !kind.Valid() {
-		// Read from the head byte before a compressed body is inflated, as
-		// the Go and browser clients read it: inflated first, an unknown
-		// kind whose body did not inflate closed with 1007 here and 1008
-		// there (PROTOCOL.md §3: 1008).
+	if !wire.ToServer(kind) {
+		// An unknown kind, or one only a server sends (PROTOCOL.md §3:
+		// 1008), read from the head byte before a compressed body is
+		// inflated, as the Go and browser clients read it: inflated first,
+		// such a packet whose body did not inflate closed with 1007 here
+		// and 1008 there.
 		p.srv.metrics.malformed.Add(1)
 		return errUnknownKind
 	}

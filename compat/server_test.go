@@ -20,6 +20,7 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
@@ -932,6 +933,39 @@ func TestCompressedUnknownKindOnTheWire(t *testing.T) {
 	c.WriteMessage(wsframe.OpBinary, []byte{0x7f | wire.CompressedBit, 0xde, 0xad, 0xbe, 0xef})
 	if code, reason := c.ReadClose(hangBound); code != wsframe.ClosePolicyViolation || reason != errUnknownKind.Reason {
 		t.Errorf("a compressed packet of kind 127: close %d (%s), want 1008 %s", code, reason, errUnknownKind.Reason)
+	}
+}
+
+// A kind that travels only the other way closes with 1008
+// HP_ERR_UNKNOWN_KIND (PROTOCOL.md §3) at either end also when the
+// compressed bit is set and the body would not inflate: the kind and its
+// direction are read from the head byte first, as for an unknown kind.
+// Both Go ends inflated first and closed with 1007.
+func TestCompressedKindOfTheOtherDirection(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := []byte{0xde, 0xad, 0xbe, 0xef}
+	for _, k := range []dispatch.Kind{dispatch.KindResult, dispatch.KindError, dispatch.KindAsk} {
+		c := dial(t, addr)
+		pairs := wire.AppendPair(nil, "dict", "deflate:"+d.ID())
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+		if p := readPacket(t, c); p.Kind != dispatch.KindCapabilities {
+			t.Fatalf("first packet %v, want Capabilities", p.Kind)
+		}
+		c.WriteMessage(wsframe.OpBinary, wire.AppendCompressed(nil, k, garbage))
+		if code, reason := c.ReadClose(hangBound); code != wsframe.ClosePolicyViolation || reason != errUnknownKind.Reason {
+			t.Errorf("server: a compressed %v: close %d (%s), want 1008 %s", k, code, reason, errUnknownKind.Reason)
+		}
+	}
+	cc := &clientConn{c: &Client{}}
+	cc.dict.Store(&dictCodec{name: "deflate:" + d.ID(), codec: dictionary.NewDeflate(d, dictionary.CodecOptions{})})
+	for _, k := range []dispatch.Kind{dispatch.KindCall, dispatch.KindAnswer, dispatch.KindJoin, dispatch.KindLeave} {
+		if err := cc.handleMessage(wsframe.OpBinary, wire.AppendCompressed(nil, k, garbage)); err != errUnknownKind {
+			t.Errorf("client: a compressed %v: %v, want close 1008 %s", k, err, errUnknownKind.Reason)
+		}
 	}
 }
 

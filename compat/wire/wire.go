@@ -20,6 +20,20 @@ import (
 // Kind is the packet kind, the low seven bits of a packet's first byte.
 type Kind = dispatch.Kind
 
+// ToServer reports whether a client may send a packet of kind k to a
+// server, and ToClient whether a server may send one to a client: the
+// direction column of PROTOCOL.md §3. Both are false for an unknown kind.
+// A receiver treats a kind that travels only the other way as unknown,
+// and can tell it from the head byte, before it inflates a body.
+func ToServer(k Kind) bool {
+	return k.Valid() && k != dispatch.KindResult && k != dispatch.KindError && k != dispatch.KindAsk
+}
+
+// ToClient: see ToServer.
+func ToClient(k Kind) bool {
+	return k.Valid() && k != dispatch.KindCall && k != dispatch.KindAnswer && k != dispatch.KindJoin && k != dispatch.KindLeave
+}
+
 // CompressedBit marks, in the head byte, a body compressed with the
 // dictionary codec negotiated through capabilities (PROTOCOL.md §6).
 const CompressedBit = 0x80

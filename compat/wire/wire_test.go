@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/hotpath-go/hotpath/dispatch"
@@ -313,6 +315,38 @@ func TestStringLimits(t *testing.T) {
 		_, err := Decode(tc.pkt)
 		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: Decode = %v", tc.name, err)
+		}
+	}
+}
+
+// ToServer and ToClient follow the direction column of PROTOCOL.md §3's
+// kind table, read from the document itself, and are false for every
+// value that is not a kind.
+func TestDirectionsFollowTheProtocol(t *testing.T) {
+	doc, err := os.ReadFile("../PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\| *(\d+) \| \w+ \| (client → server|server → client|both) \|`)
+	rows := row.FindAllSubmatch(doc, -1)
+	if len(rows) != 13 {
+		t.Fatalf("%d rows in PROTOCOL.md §3's kind table, want 13", len(rows))
+	}
+	seen := map[Kind]bool{}
+	for _, r := range rows {
+		n, _ := strconv.Atoi(string(r[1]))
+		k, dir := Kind(n), string(r[2])
+		seen[k] = true
+		if got, want := ToServer(k), dir != "server → client"; got != want {
+			t.Errorf("ToServer(%v) = %v; PROTOCOL.md §3: %s", k, got, dir)
+		}
+		if got, want := ToClient(k), dir != "client → server"; got != want {
+			t.Errorf("ToClient(%v) = %v; PROTOCOL.md §3: %s", k, got, dir)
+		}
+	}
+	for n := range 256 {
+		if k := Kind(n); !seen[k] && (ToServer(k) || ToClient(k)) {
+			t.Errorf("kind %d, not in the table: ToServer %v, ToClient %v", n, ToServer(k), ToClient(k))
 		}
 	}
 }

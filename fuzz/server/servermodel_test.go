@@ -138,11 +138,17 @@ func (m *serverModel) packet(p []byte) wsframe.CloseCode {
 		return m.end
 	}
 	head, body := p[0], p[1:]
-	if _, v := refwire.Decode(p[:1]); v == refwire.UnknownKind {
-		// PROTOCOL.md §3: an unknown kind is 1008, read from the head byte
-		// before a compressed body is inflated (as §8.4 has it for
-		// datagrams), so whether the body inflates does not matter.
+	// PROTOCOL.md §3 and §6: an unknown kind, and one only a server sends,
+	// are 1008, read from the head byte before a compressed body is
+	// inflated (as §8.4 has it for datagrams), so whether the body
+	// inflates does not matter. The head alone, compressed, decodes to its
+	// kind whatever the body.
+	switch k, v := refwire.Decode([]byte{head | 0x80}); {
+	case v == refwire.UnknownKind:
 		m.stop(wsframe.ClosePolicyViolation, string(v))
+		return m.end
+	case k.Kind == "result" || k.Kind == "error" || k.Kind == "ask":
+		m.stop(wsframe.ClosePolicyViolation, k.Kind+" from a client")
 		return m.end
 	}
 	if head&0x80 != 0 {
