@@ -30,6 +30,9 @@ const KINDS = [undefined, 'call', 'result', 'error', 'event', 'ask', 'answer',
 const KIND_NUMBER = Object.fromEntries(KINDS.map((name, i) => [name, i]).slice(1));
 const COMPRESSED = 0x80;
 const BATCH = KIND_NUMBER.batch;
+// CLIENT_ONLY are the kinds only a client sends (PROTOCOL.md §3): from a
+// server they are unknown kinds.
+const CLIENT_ONLY = new Set([KIND_NUMBER.call, KIND_NUMBER.answer, KIND_NUMBER.join, KIND_NUMBER.leave]);
 const CAPABILITIES = KIND_NUMBER.capabilities;
 const EXCEPT_SENDER = 0x01;
 const MAX_NAME = 255; // method, event and room names (§2)
@@ -1482,6 +1485,14 @@ export class Client {
         this.#violate(conn, 1008, 'HP_ERR_DATAGRAM_KIND');
         return;
       }
+    }
+    // The kind and its direction are read from the head byte before the
+    // body (§3): a kind only clients send is unknown whatever its body,
+    // malformed or compressed, as at the Go ends (a compressed one was
+    // HP_ERR_UNNEGOTIATED_COMPRESSION here).
+    if (b.length > 0 && CLIENT_ONLY.has(b[0] & ~COMPRESSED)) {
+      this.#violate(conn, 1008, 'HP_ERR_UNKNOWN_KIND');
+      return;
     }
     let packets;
     try {

@@ -858,7 +858,7 @@ test('ping is answered with pong carrying the same data (§4.8)', async () => {
 test('protocol violations close the connection, then it reconnects (§7)', async () => {
   for (const [send, code, reason, wire] of [
     [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
-    [(ws) => ws.receive(new Uint8Array([1])), 1008, 'HP_ERR_MALFORMED_PACKET', 4008],
+    [(ws) => ws.receive(new Uint8Array([2])), 1008, 'HP_ERR_MALFORMED_PACKET', 4008], // a Result without its id
     [(ws) => ws.receive(new Uint8Array([0x7f])), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
     [(ws) => ws.receive(new Uint8Array([0x82, 0])), 1008, 'HP_ERR_UNNEGOTIATED_COMPRESSION', 4008],
     [(ws) => ws.receive({ kind: 'join', id: 1, room: 'r' }), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
@@ -893,6 +893,10 @@ test('kinds only clients send, and batches holding what no batch may, close with
     ['an answer', { kind: 'answer', id: 1, status: 0, payload: '' }, 'HP_ERR_UNKNOWN_KIND'],
     ['a leave', { kind: 'leave', id: 1, room: 'r' }, 'HP_ERR_UNKNOWN_KIND'],
     ['kind 0', new Uint8Array([0]), 'HP_ERR_UNKNOWN_KIND'],
+    // The kind and its direction are read before the body, as at the Go
+    // ends: whatever follows the head byte.
+    ['a compressed call', new Uint8Array([0x81, 0xde, 0xad, 0xbe, 0xef]), 'HP_ERR_UNKNOWN_KIND'],
+    ['a call without its id', new Uint8Array([1]), 'HP_ERR_UNKNOWN_KIND'],
     ['a call in a batch', batch(result, [...encodePacket({ kind: 'call', id: 1, method: 'a/b', timeout: 0, payload: '' })]), 'HP_ERR_UNKNOWN_KIND'],
     ['a batch in a batch', batch([...batch(result)]), 'HP_ERR_MALFORMED_PACKET'],
     ['a compressed item', batch([0x82, 0]), 'HP_ERR_MALFORMED_PACKET'],
