@@ -152,6 +152,10 @@ func (p *Peer) onCapabilities(body []byte) error {
 	if err != nil {
 		return err
 	}
+	if p.sawCapabilities {
+		return errRepeatedCapabilities
+	}
+	p.sawCapabilities = true
 	s := p.srv
 	var chosen *dictCodec
 	codecOffered := false
@@ -193,6 +197,13 @@ func (p *Peer) onCapabilities(body []byte) error {
 	}
 	return nil
 }
+
+// errRepeatedCapabilities ends a connection whose client sent
+// Capabilities a second time (PROTOCOL.md §4.9). Answered, a repeat could
+// switch the dictionary codec while packets compressed with the old one
+// are still on their way, both ways; and neither reference client ever
+// sends one.
+var errRepeatedCapabilities = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_REPEATED_CAPABILITIES"}
 
 // errUnsupportedCodec ends a connection whose peer does not speak this
 // end's payload codec (PROTOCOL.md §4.9): its payloads could not be

@@ -68,6 +68,10 @@ type Peer struct {
 	batching   bool
 	batchItems []byte
 	batchCount uint32
+	// sawCapabilities is set by the read loop at the client's
+	// Capabilities, which may come once (onCapabilities). Beside the
+	// 4-byte batchCount, it takes no room of its own.
+	sawCapabilities bool
 }
 
 type peerKey struct{}

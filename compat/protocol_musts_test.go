@@ -120,6 +120,31 @@ func TestProtocolCapabilitiesAnswer(t *testing.T) {
 	}
 }
 
+// PROTOCOL.md §4.9: a client sends Capabilities at most once per
+// connection; the server closes a repeat with 1008
+// HP_ERR_REPEATED_CAPABILITIES instead of answering it. It answered each,
+// and switched to the dictionary codec a repeat chose while packets
+// compressed with the first could still be on their way.
+func TestProtocolCapabilitiesOnce(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := func(offer string) []byte {
+		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "dict", offer)})
+	}
+	c := dial(t, addr)
+	c.WriteMessage(wsframe.OpBinary, caps("deflate:"+d.ID()))
+	if p := readPacket(t, c); p.Kind != dispatch.KindCapabilities {
+		t.Fatalf("capabilities answered with %+v", p)
+	}
+	c.WriteMessage(wsframe.OpBinary, caps("zstd:"+d.ID()))
+	if code, reason := c.ReadClose(hangBound); code != wsframe.ClosePolicyViolation || reason != errRepeatedCapabilities.Reason {
+		t.Errorf("capabilities sent again: close %d (%s), want 1008 %s", code, reason, errRepeatedCapabilities.Reason)
+	}
+}
+
 // PROTOCOL.md §4.4: an Answer whose id was never asked is ignored (and
 // counted as late): the connection lives on.
 func TestProtocolAnswerNeverAskedIgnored(t *testing.T) {

@@ -112,6 +112,10 @@ func TestModelCompressedPacketChecks(t *testing.T) {
 		"unknown kind, body that inflates":         slices.Concat(caps, bin(slices.Concat([]byte{0xFF}, call(100)[1:]))),
 		"packet of the limit":                      slices.Concat(caps, bin(call(serverMaxMessage))),
 		"packet one byte over the limit":           slices.Concat(caps, bin(call(serverMaxMessage+1))),
+		// A kind only a server sends is read before its body too.
+		"result, body that does not inflate": slices.Concat(caps, bin([]byte{0x82, 0xFF, 0xFF})),
+		// PROTOCOL.md §4.9: Capabilities once; a repeat is 1008.
+		"capabilities twice": slices.Concat(caps, caps, bin(call(100))),
 	} {
 		t.Run(name, func(t *testing.T) { fs.checkConversation(t, 0, stream, nil) })
 	}

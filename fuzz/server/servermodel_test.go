@@ -30,7 +30,7 @@ type serverModel struct {
 
 	pings       []string // WebSocket ping payloads: the pongs owed, in order
 	pingPackets []string // Ping packet data: the Pong packets owed, in order
-	caps        int      // Capabilities packets: each is answered once
+	caps        int      // Capabilities packets answered: the first only
 	asks        bool     // a call that makes the server ask was made
 	wants       []want   // calls, joins and leaves with a non-zero id
 	end         wsframe.CloseCode
@@ -205,12 +205,17 @@ func (m *serverModel) dispatch(p []byte, batch int) wsframe.CloseCode {
 	case "ping":
 		m.pingPackets = append(m.pingPackets, pk.Data)
 	case "capabilities":
-		// PROTOCOL.md §4.9 and §6: the server answers, and names the
-		// dictionary codec it chose among those offered; the last "dict"
-		// offer decides, and a choice once made holds. PROTOCOL.md §4.9:
-		// a server whose codec (json) a "codec" offer leaves out closes
+		// PROTOCOL.md §4.9 and §6: a client sends Capabilities once; a
+		// repeat is 1008 HP_ERR_REPEATED_CAPABILITIES. The server answers
+		// the first, and names the dictionary codec it chose among those
+		// offered; the last "dict" offer decides. PROTOCOL.md §4.9: a
+		// server whose codec (json) a "codec" offer leaves out closes
 		// with 1008 HP_ERR_UNSUPPORTED_CODEC instead of answering; an
 		// empty offer is json's.
+		if m.caps > 0 {
+			m.stop(wsframe.ClosePolicyViolation, "capabilities again")
+			return m.end
+		}
 		for _, kv := range pk.Pairs {
 			if kv[0] == "codec" && kv[1] != "" && !slices.ContainsFunc(strings.Split(kv[1], ","), func(name string) bool {
 				return strings.TrimSpace(name) == "json"
