@@ -619,7 +619,16 @@ func (p *Peer) onReadLoop(ctx context.Context) bool {
 	return q == p && p.inLoopHandler.Load()
 }
 
+// onPing answers a Ping with a Pong of the same data (PROTOCOL.md §4.8),
+// as long as the Ping. A Ping whose Pong would be over the client's own
+// announced maxMessage (§4.9) closes the connection with 1009: sent, the
+// Pong broke the server's §4.9 promise, and the client closed with 1009
+// for it; dropped, a client waiting for it would wait out its idle
+// timeout instead of hearing why.
 func (p *Peer) onPing(body []byte) error {
+	if p.overClientLimit(1 + len(body)) {
+		return errMessageTooBig
+	}
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
 	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindPong, Payload: body})

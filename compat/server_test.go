@@ -696,6 +696,30 @@ func TestPingPacketAnsweredWithPong(t *testing.T) {
 	}
 }
 
+// PROTOCOL.md §4.8, §4.9: a Pong is as long as its Ping, so a Ping whose
+// Pong would be over the client's announced maxMessage closes the
+// connection with 1009 HP_ERR_MESSAGE_TOO_BIG. The server sent the Pong,
+// over the limit it keeps every other packet within.
+func TestPingWhosePongPassesTheClientLimit(t *testing.T) {
+	const limit = 100
+	_, addr := newTestServer(t, Options{})
+	c := dial(t, addr)
+	pairs := wire.AppendPair(nil, "maxMessage", strconv.Itoa(limit))
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+	if p := readPacket(t, c); p.Kind != dispatch.KindCapabilities {
+		t.Fatalf("first packet %v, want Capabilities", p.Kind)
+	}
+	data := strings.Repeat("p", limit-1) // a Pong of exactly the limit
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)}))
+	if p := readPacket(t, c); p.Kind != dispatch.KindPong || string(p.Payload) != data {
+		t.Fatalf("a Ping whose Pong is %d bytes: got %v, want its Pong", limit, p.Kind)
+	}
+	c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data + "p")}))
+	if code, reason := c.ReadClose(hangBound); code != wsframe.CloseMessageTooBig || reason != errMessageTooBig.Reason {
+		t.Errorf("a Ping whose Pong is %d bytes, over the client's %d: close %d (%s), want 1009 %s", limit+1, limit, code, reason, errMessageTooBig.Reason)
+	}
+}
+
 // Options.Compress decides per upgrade request whether permessage-deflate
 // may be negotiated (RFC 7692): declined, the response carries no
 // extension and the connection works uncompressed.

@@ -85,10 +85,10 @@ func TestServerHoldsUncompressedMessageToLimit(t *testing.T) {
 // TestModelCompressedPacketChecks: the model reads a compressed packet as
 // the server does (PROTOCOL.md §3, §6), on inputs built with this
 // process's dictionary id (the regression inputs fe05d0e32df7b361 and
-// 3ed8e46a1558224c hold today's): an unknown kind closes with 1008 before
-// its body is inflated, whether or not it would inflate; a body that
-// inflates to exactly the message limit makes a packet one byte over it,
-// 1009. The model inflated first (1007) and held the body alone to the
+// 3ed8e46a1558224c hold today's): an unknown kind, or one only a server
+// sends, closes with 1008 before its body is inflated, whether or not it
+// would inflate; a body that inflates to exactly the message limit makes
+// a packet one byte over it, 1009. The model inflated first (1007) and held the body alone to the
 // limit, so FuzzServer failed on the server's right answers.
 func TestModelCompressedPacketChecks(t *testing.T) {
 	fs, err := serverOnce()
@@ -114,8 +114,31 @@ func TestModelCompressedPacketChecks(t *testing.T) {
 		"packet one byte over the limit":           slices.Concat(caps, bin(call(serverMaxMessage+1))),
 		// A kind only a server sends is read before its body too.
 		"result, body that does not inflate": slices.Concat(caps, bin([]byte{0x82, 0xFF, 0xFF})),
-		// PROTOCOL.md §4.9: Capabilities once; a repeat is 1008.
-		"capabilities twice": slices.Concat(caps, caps, bin(call(100))),
+	} {
+		t.Run(name, func(t *testing.T) { fs.checkConversation(t, 0, stream, nil) })
+	}
+}
+
+// TestModelCapabilitiesAndPongLimits: the model holds a client to one
+// Capabilities packet (PROTOCOL.md §4.9: a repeat is 1008), and a Ping to
+// a Pong within the client's announced maxMessage (§4.8: 1009 past it),
+// as the server does.
+func TestModelCapabilitiesAndPongLimits(t *testing.T) {
+	fs, err := serverOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := func(pkt []byte) []byte { return clientFrame(wsframe.OpBinary, pkt, wsframe.Fin) }
+	caps := func(key, value string) []byte {
+		return bin(wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, key, value)}))
+	}
+	ping := func(data string) []byte {
+		return bin(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)}))
+	}
+	for name, stream := range map[string][]byte{
+		"capabilities twice":             slices.Concat(caps("dict", "deflate:"+fs.dictID), caps("codec", "json"), ping("x")),
+		"a Pong of the client's limit":   slices.Concat(caps("maxMessage", "10"), ping("123456789")),
+		"a Pong past the client's limit": slices.Concat(caps("maxMessage", "10"), ping("123456789"), ping("1234567890")),
 	} {
 		t.Run(name, func(t *testing.T) { fs.checkConversation(t, 0, stream, nil) })
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -31,6 +32,7 @@ type serverModel struct {
 	pings       []string // WebSocket ping payloads: the pongs owed, in order
 	pingPackets []string // Ping packet data: the Pong packets owed, in order
 	caps        int      // Capabilities packets answered: the first only
+	clientMax   int64    // the maxMessage the client announced, 0 for none
 	asks        bool     // a call that makes the server ask was made
 	wants       []want   // calls, joins and leaves with a non-zero id
 	end         wsframe.CloseCode
@@ -203,6 +205,12 @@ func (m *serverModel) dispatch(p []byte, batch int) wsframe.CloseCode {
 			m.wants = append(m.wants, want{kind: pk.Kind, id: pk.ID, method: pk.Room, exact: true})
 		}
 	case "ping":
+		// PROTOCOL.md §4.8: the Pong is as long as the Ping; one over the
+		// client's announced maxMessage (§4.9) is 1009 instead.
+		if m.clientMax > 0 && int64(1+len(pk.Data)) > m.clientMax {
+			m.stop(wsframe.CloseMessageTooBig, "a Pong over the client's maxMessage")
+			return m.end
+		}
 		m.pingPackets = append(m.pingPackets, pk.Data)
 	case "capabilities":
 		// PROTOCOL.md §4.9 and §6: a client sends Capabilities once; a
@@ -225,6 +233,12 @@ func (m *serverModel) dispatch(p []byte, batch int) wsframe.CloseCode {
 			}
 		}
 		m.caps++
+		for _, kv := range pk.Pairs {
+			// As the server reads it; the last one decides.
+			if n, err := strconv.ParseInt(kv[1], 10, 64); kv[0] == "maxMessage" && err == nil && n > 0 {
+				m.clientMax = n
+			}
+		}
 		var chosen dictionary.Codec
 		for _, kv := range pk.Pairs {
 			if kv[0] != "dict" {
