@@ -37,6 +37,23 @@ type pktTransport interface {
 	receiveDatagrams(deliver func(pkt []byte))
 }
 
+// keepDeliver stores deliver in slot, where a transport that reads its
+// datagrams from before the connection exists (SCTP, WebRTC) looks for
+// the connection's function, and reports whether the transport is still
+// open. receiveDatagrams runs on a goroutine of its own (pktConn.run),
+// maybe after the close, which let go of the function (see
+// rtcTransport.close): then it lets go of it again and reports false.
+func keepDeliver(slot *atomic.Pointer[func([]byte)], closed <-chan struct{}, deliver func([]byte)) bool {
+	slot.Store(&deliver)
+	select {
+	case <-closed:
+		slot.Store(nil)
+		return false
+	default:
+		return true
+	}
+}
+
 // strayStreamWatcher is a carrier on which the other end can open streams
 // this end never takes (QUIC's unidirectional streams, and on a client any
 // stream the server opens). Left unaccepted, each would hold its flow

@@ -462,23 +462,8 @@ func (t *sctpTransport) writeDatagram(pkt []byte) bool {
 	return err == nil
 }
 
-// closedBefore is rtcTransport.closedBefore.
-func (t *sctpTransport) closedBefore() bool {
-	select {
-	case <-t.closed:
-		t.deliver.Store(nil)
-		return true
-	default:
-		return false
-	}
-}
-
 func (t *sctpTransport) receiveDatagrams(deliver func([]byte)) {
-	t.deliver.Store(&deliver)
-	if t.closedBefore() {
-		return
-	}
-	if t.reading.CompareAndSwap(false, true) {
+	if keepDeliver(&t.deliver, t.closed, deliver) && t.reading.CompareAndSwap(false, true) {
 		t.readUnreliable()
 	}
 }

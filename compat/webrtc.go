@@ -484,28 +484,10 @@ func (t *rtcTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
 	return corkwriter.Sent, true
 }
 
-// closedBefore lets go of the datagram function receiveDatagrams has
-// just stored, and reports so, if the transport closed first: it runs on
-// a goroutine of its own (pktConn.run), maybe after close, which let go
-// of the function already (see close), and it kept it again.
-func (t *rtcTransport) closedBefore() bool {
-	select {
-	case <-t.closed:
-		t.deliver.Store(nil)
-		return true
-	default:
-		return false
-	}
-}
-
 // receiveDatagrams hands the connection what the unreliable channel
 // carries (readDatagrams).
 func (t *rtcTransport) receiveDatagrams(deliver func([]byte)) {
-	t.deliver.Store(&deliver)
-	if t.closedBefore() {
-		return
-	}
-	if t.reading.CompareAndSwap(false, true) {
+	if keepDeliver(&t.deliver, t.closed, deliver) && t.reading.CompareAndSwap(false, true) {
 		t.readDatagrams()
 	}
 }
