@@ -38,38 +38,16 @@ if [ ! -x "$chromium" ]; then
 	exit 1
 fi
 
-# descendants PID...: the PIDs and every process below them.
-descendants() {
-	local p
-	for p in "$@"; do
-		echo "$p"
-		descendants $(pgrep -P "$p" 2>/dev/null)
-	done
-}
-
-# stop ends what the suites started when run.sh exits or is interrupted
-# (Ctrl-C, or SIGTERM from an outer timeout): the test runner, the servers
-# (all in the process group of the timeout below) and Chromium, which
-# playwright starts in a process group of its own. Without it an
+# stop ends what the suites started when run.sh exits or is interrupted:
+# the test runner, the servers and Chromium (proctree.sh). Without it an
 # interrupted run left the runner going on its own, restarting servers
 # from the binary removed with $work, until its timeout minutes later.
-# SIGTERM first, on which playwright closes its browser; after at most 5 s,
-# SIGKILL to whatever is left.
+. "$here/../interop/proctree.sh"
 work=$(mktemp -d)
 runner=
 stop() {
 	trap - EXIT INT TERM
-	if [ -n "$runner" ]; then
-		local procs
-		procs=$(descendants "$runner" | tr '\n' ' ')
-		procs=${procs% }
-		kill -TERM -- -"$runner" 2>/dev/null || true
-		for _ in $(seq 50); do
-			ps -o stat= -p "${procs// /,}" 2>/dev/null | grep -qv Z || break
-			sleep 0.1
-		done
-		kill -KILL -- -"$runner" $procs 2>/dev/null || true
-	fi
+	[ -z "$runner" ] || stop_tree "$runner"
 	rm -rf "$work"
 }
 trap stop EXIT

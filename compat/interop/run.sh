@@ -27,12 +27,23 @@ cd "$root"
 
 step() { printf '\n==> %s\n' "$*"; }
 failed=()
-run() { # run NAME CMD...: run a part, remember a failure, go on
+# run NAME CMD...: run a part, remember a failure, go on. The part runs in
+# the background so that an interrupt is trapped at once (bash runs a trap
+# only after a foreground command ends) and ends the part, with its
+# servers and browser, before the script exits (proctree.sh).
+. "$here/proctree.sh"
+part=
+run() {
 	local name=$1
 	shift
 	step "$name"
 	local t0=$SECONDS
-	if "$@"; then
+	"$@" &
+	part=$!
+	local rc=0
+	wait "$part" || rc=$?
+	part=
+	if [ $rc -eq 0 ]; then
 		echo "--- $name: ok ($((SECONDS - t0)) s)"
 	else
 		echo "--- $name: FAILED ($((SECONDS - t0)) s)"
@@ -65,7 +76,14 @@ fi
 
 step "build the hotpath command"
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
+stop() {
+	trap - EXIT INT TERM
+	[ -z "$part" ] || stop_tree "$part"
+	rm -rf "$bin"
+}
+trap stop EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
 go build -o "$bin/hotpath" ./compat/cmd/hotpath || exit 1
 export HOTPATH_BIN=$bin/hotpath
 export ARTIFACTS=$root/artifacts
