@@ -393,15 +393,35 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 	}
 	tlsConf.NextProtos = []string{http3.NextProtoH3}
 	d := &webtransport.Transport{TLSClientConfig: tlsConf, QUICConfig: QUICConfig(0)}
+	// webtransport-go reads the answer to its CONNECT request without
+	// ctx: a server that never answered held the dial (and Close, during
+	// a reconnect attempt) for as long as it kept the connection, for ever
+	// with our keepalives. Closing the connection when ctx ends fails
+	// that read.
+	stop := func() bool { return true }
+	d.DialAddr = func(ctx context.Context, addr string, tc *tls.Config, conf *quic.Config) (*quic.Conn, error) {
+		qc, err := quic.DialAddrEarly(ctx, addr, tc, conf)
+		if err == nil {
+			stop = context.AfterFunc(ctx, func() { qc.CloseWithError(0, "") })
+		}
+		return qc, err
+	}
 	rsp, sess, err := d.Dial(ctx, u.String(), c.opts.Header)
 	if err != nil {
+		stop()
 		d.Close()
 		if rsp != nil && rsp.StatusCode != 0 {
 			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode), RetryAfter: retryAfter(rsp.Header)}
 		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx) // the connection closed because ctx ended
+		}
 		return nil, quicDialError(err)
 	}
 	str, err := sess.OpenStreamSync(ctx)
+	if !stop() && err == nil {
+		err = context.Cause(ctx) // ctx ended as the stream opened: the connection is closed
+	}
 	if err != nil {
 		sess.CloseWithError(0, "")
 		d.Close()
