@@ -376,7 +376,11 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		c.mu.Unlock()
 		return nil, &dialEndError{url: url, end: err}
 	case <-ctx.Done():
-		c.Close()
+		// Dropped at once, as settleReconnect drops a reconnected
+		// connection given up: nothing sent on it needs the closing
+		// handshake's confirmation, and a server silent since its
+		// handshake held Dial closeTimeout past ctx.
+		c.close(true)
 		return nil, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err())
 	}
 }
@@ -1131,11 +1135,18 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // server vanished, nothing answers) it returns after those 3 s, on every
 // carrier: a silent server cannot be told from a slow one sooner.
 func (c *Client) Close() error {
+	c.close(false)
+	return nil
+}
+
+// close is Close; with abort, the connection is dropped without the
+// closing handshake.
+func (c *Client) close(abort bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		c.awaitDone()
-		return nil
+		return
 	}
 	c.closed = true
 	if c.closedSignal != nil {
@@ -1146,11 +1157,12 @@ func (c *Client) Close() error {
 	c.dgMu.Lock()
 	c.dgClosed = true
 	c.dgMu.Unlock()
-	if cc != nil {
+	if cc != nil && abort {
+		cc.link.abort()
+	} else if cc != nil {
 		cc.link.requestClose(wsframe.CloseNormal, "")
 	}
 	c.awaitDone()
-	return nil
 }
 
 // awaitDone waits for the client's goroutines to end, and for the

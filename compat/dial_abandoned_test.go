@@ -2,11 +2,16 @@ package compat
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
@@ -85,6 +90,70 @@ func TestDialWebTransportUnansweredConnect(t *testing.T) {
 	case <-ended:
 	case <-time.After(hangBound):
 		t.Fatal("the abandoned dial's QUIC connection is still open")
+	}
+	checkGoroutinesBack(t, base, hangBound, "after the abandoned dial")
+}
+
+// A Dial given up after the carrier's handshake, while it waits for the
+// server's capabilities, drops the connection at once, as a reconnect
+// given up then does (settleReconnect): nothing it sent needs the closing
+// handshake's confirmation. It ran the closing handshake, and a server
+// silent since its upgrade held Dial closeTimeout past its ctx; with
+// ConnectTimeout, for ConnectTimeout and closeTimeout. The bound below is
+// half of closeTimeout: a ratio with a 2x margin over that wait, not a
+// measure of how soon Dial returns.
+func TestDialCanceledBeforeCapabilities(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	upgraded, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+	go func() { // upgrades one connection, then only reads it
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+			return
+		}
+		if _, err := ws.ReadFrame(nc); err != nil { // the client's capabilities: Dial waits for the server's
+			return
+		}
+		upgraded <- struct{}{}
+		io.Copy(io.Discard, nc)
+		ended <- struct{}{}
+	}()
+	base := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	canceled := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-upgraded:
+			canceled <- time.Now()
+			cancel()
+		case <-time.After(hangBound):
+		}
+	}()
+	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{ConnectTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	returned := time.Now()
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial succeeded with a server that sends no capabilities")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Dial = %v, want it canceled", err)
+	}
+	if took := returned.Sub(<-canceled); took > closeTimeout/2 {
+		t.Errorf("Dial returned %v after its cancel: it waited for the closing handshake (%v) with a silent server", took, closeTimeout)
+	}
+	select {
+	case <-ended:
+	case <-time.After(hangBound):
+		t.Fatal("the abandoned dial's connection is still open")
 	}
 	checkGoroutinesBack(t, base, hangBound, "after the abandoned dial")
 }
