@@ -1119,13 +1119,15 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // Close closes the connection with 1000 and stops reconnecting. Calls in
 // flight fail with ErrDisconnected. Close returns once the client's
 // goroutines are done (but for ask handlers, whose ctx it ends without
-// waiting for them: see ClientOptions.Handlers), except while a listener
-// (On, OnRoom), OnState or OnRejoinError runs: those run on the client's
-// goroutines, so a Close made from one (a server's "go away" event,
-// giving up in OnState) returns at once and the client finishes closing
-// when the callback returns. The listeners of events that came as
-// datagrams, which run off the connection's read loop, are waited for
-// alike, and a datagram that arrives once Close has begun reaches none.
+// waiting for them: see ClientOptions.Handlers; and for a Go call sent to
+// a full Done channel, whose goroutine waits until Done is read: see Go),
+// except while a listener (On, OnRoom), OnState or OnRejoinError runs:
+// those run on the client's goroutines, so a Close made from one (a
+// server's "go away" event, giving up in OnState) returns at once and the
+// client finishes closing when the callback returns. The listeners of
+// events that came as datagrams, which run off the connection's read
+// loop, are waited for alike, and a datagram that arrives once Close has
+// begun reaches none.
 //
 // Close runs the closing handshake (RFC 6455 §7.1.1 and §5.5.1; the close
 // notice of PROTOCOL.md §8.3 on the other carriers): it waits for the

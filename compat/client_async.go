@@ -45,7 +45,9 @@ type AsyncCall struct {
 // connection's read loop could not send to without waiting for the
 // caller. Room for every call in flight on done is best; when done is
 // full, the call is sent from a goroutine of its own, so that the read
-// loop never waits for the caller and no call is lost.
+// loop never waits for the caller and no call is lost. That goroutine
+// waits until done is read, past Close if need be: a caller that stops
+// reading done while it goes on calling Go holds one per call.
 //
 // resp must not be read or reused until the call is on done; req may be
 // reused as soon as Go returns, since it is encoded by then.
