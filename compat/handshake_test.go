@@ -453,11 +453,12 @@ func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
 // upgrader: it never panics, and it switches protocols only for a request
 // whose HTTP version and headers net/http also reads, within 64 KiB, with
 // at most one Host line, one Sec-WebSocket-Version line (RFC 6455
-// §11.3.5), one Sec-WebSocket-Key of 16 bytes in base64 and no content
-// (hasContent), answered with that key's Sec-WebSocket-Accept (RFC 6455
-// §4.2.1, §4.2.2); and the bytes it read past the headers, as net/http
-// ends them, are the connection's first (upgrade.early), none lost or
-// added.
+// §11.3.5), one Sec-WebSocket-Key of 16 bytes in base64, no content
+// (hasContent), and Upgrade and Connection lines whose lists hold the
+// tokens "websocket" and "upgrade" (§4.2.1 items 3 and 4), answered with
+// that key's Sec-WebSocket-Accept (RFC 6455 §4.2.1, §4.2.2); and the
+// bytes it read past the headers, as net/http ends them, are the
+// connection's first (upgrade.early), none lost or added.
 func FuzzUpgradeRequest(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -473,6 +474,9 @@ func FuzzUpgradeRequest(f *testing.F) {
 	f.Add([]byte(valid + "\r\n\n"))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\nContent-Length: 5\r\n\r\nabcde", 1)))
 	f.Add([]byte(strings.Replace(valid, "HTTP/1.1", "HTTP/1.<", 1)))
+	f.Add([]byte(strings.Replace(valid, "Upgrade: websocket\r\n", "Upgrade: h2c\r\nupgrade: h2c, WebSocket\r\n", 1)))
+	f.Add([]byte(strings.Replace(valid, "Connection: Upgrade\r\n", "Connection: keep-alive\r\nConnection: x, upgrade\r\n", 1)))
+	f.Add([]byte(strings.Replace(valid, "Connection: Upgrade\r\n", "Connection: keep-alive\r\nConnection: close\r\n", 1)))
 	s, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
@@ -509,6 +513,11 @@ func FuzzUpgradeRequest(f *testing.F) {
 		if end := len(req) - br.Buffered(); end > read || !bytes.Equal(up.early, req[end:read]) {
 			t.Fatalf("the upgrade read %d bytes and kept %q after the headers, which end at byte %d: %q", read, up.early, end, req)
 		}
+		for name, token := range map[string]string{"Upgrade": "websocket", "Connection": "upgrade"} {
+			if !listHolds(parsed.Values(name), token) {
+				t.Fatalf("switched protocols for %s lines %q, without the token %s: %q", name, parsed.Values(name), token, req)
+			}
+		}
 		if hosts := parsed.Values("Host"); len(hosts) > 1 {
 			t.Fatalf("switched protocols for a request with Host lines %q (RFC 9112 §3.2)", hosts)
 		}
@@ -531,6 +540,20 @@ func FuzzUpgradeRequest(f *testing.F) {
 			t.Fatalf("Sec-WebSocket-Accept %q for key %q, want %q", got, keys[0], want)
 		}
 	})
+}
+
+// listHolds reports whether the comma-separated values of a header's
+// lines, as net/http reads them, hold token, in any case (RFC 9110
+// §5.6.1).
+func listHolds(values []string, token string) bool {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validHTTPVersion reports whether proto is "HTTP/" DIGIT "." DIGIT (RFC
@@ -648,6 +671,28 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 		{"Upgrade in mixed case", request(get, host, "Upgrade: WebSocket", conn, version), nil},
 		{"Connection token list (item 4)", request(get, host, upgrade, "Connection: keep-alive, Upgrade", version), nil},
 		{"Connection token in lower case", request(get, host, upgrade, "Connection: keep-alive, upgrade", version), nil},
+		// RFC 9110 §7.8 makes Upgrade a list, and RFC 9110 §5.3 (RFC 7230
+		// §3.2.2) a list field split over several lines the same as its
+		// values joined with commas: item 3's Upgrade "containing the value
+		// websocket" may hold other protocols, and item 4's Connection
+		// may come in two lines. Both paths refused these (gobwas/ws's
+		// Upgrader checks every line alone, its HTTPUpgrader the first).
+		{"Upgrade token list (item 3)", request(get, host, "Upgrade: h2c, websocket", conn, version), nil},
+		{"Upgrade token list, no spaces", request(get, host, "Upgrade: websocket,h2c", conn, version), nil},
+		{"Upgrade over two lines (item 3)", request(get, host, "Upgrade: h2c", "upgrade:\tWebSocket ", conn, version), nil},
+		{"Connection over two lines (item 4)", request(get, host, upgrade, "Connection: keep-alive", "connection: UPGRADE", version), nil},
+		{"Connection over two lines, Upgrade first", request(get, host, upgrade, conn, "Connection: keep-alive", version), nil},
+		{"Upgrade list without websocket", request(get, host, "Upgrade: h2c, websocket2", conn, version), refused},
+		{"Upgrade over two lines without websocket", request(get, host, "Upgrade: h2c", "Upgrade: ws", conn, version), refused},
+		{"Connection over two lines without Upgrade", request(get, host, upgrade, "Connection: keep-alive", "Connection: close", version), refused},
+		{"Connection: Upgrades", request(get, host, upgrade, "Connection: Upgrades", version), refused},
+		// Not a token: gobwas/ws's list reader took it for "Upgrade".
+		{`Connection: Upgrade"`, request(get, host, upgrade, `Connection: Upgrade"`, version), refused},
+		// §9.1 and §11.3.2 let Sec-WebSocket-Extensions, §11.3.4
+		// Sec-WebSocket-Protocol (in a request), come in several lines.
+		{"Sec-WebSocket-Protocol over two lines", request(get, host, upgrade, conn, version, "Sec-WebSocket-Protocol: chat"), nil},
+		{"Sec-WebSocket-Extensions over two lines", request(get, host, upgrade, conn, version,
+			"Sec-WebSocket-Extensions: x-webkit-deflate-frame", "Sec-WebSocket-Extensions: permessage-deflate"), nil},
 		{"POST (item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, version, "Content-Length: 0"), refused},
 		{"HTTP/1.0 (item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, version), func(s int) bool { return refused(s) || s == 505 }},
 		// The version's grammar (RFC 9112 §2.3: "HTTP/" DIGIT "." DIGIT):
@@ -686,6 +731,13 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 				}
 				if !strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") || !headerHasToken(resp.Header.Values("Connection"), "Upgrade") {
 					t.Errorf("viaHTTP=%v, %s: answered Upgrade %q, Connection %q", viaHTTP, tc.name, resp.Header.Get("Upgrade"), resp.Header.Get("Connection"))
+				}
+				if got := resp.Header.Values("Sec-Websocket-Protocol"); len(got) != 1 || got[0] != Subprotocol {
+					t.Errorf("viaHTTP=%v, %s: answered Sec-WebSocket-Protocol %q, want %s", viaHTTP, tc.name, got, Subprotocol)
+				}
+				ext := resp.Header.Get("Sec-Websocket-Extensions")
+				if offered := strings.Contains(tc.req, "permessage-deflate"); offered != strings.HasPrefix(ext, "permessage-deflate") {
+					t.Errorf("viaHTTP=%v, %s: answered Sec-WebSocket-Extensions %q", viaHTTP, tc.name, ext)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/gobwas/httphead"
@@ -201,7 +202,7 @@ func (up *upgrade) upgradeHTTP(r *http.Request, w http.ResponseWriter) (net.Conn
 	if up.extensions != "" {
 		u.Header = http.Header{"Sec-Websocket-Extensions": {up.extensions}}
 	}
-	nc, rw, _, err := u.Upgrade(r, w)
+	nc, rw, _, err := u.Upgrade(withTokens(r), w)
 	if err != nil {
 		if nc != nil {
 			nc.Close()
@@ -209,6 +210,38 @@ func (up *upgrade) upgradeHTTP(r *http.Request, w http.ResponseWriter) (net.Conn
 		return nil, nil, err
 	}
 	return nc, rw, nil
+}
+
+// withTokens returns r, or a copy of it, with one Upgrade value,
+// "websocket", and one Connection value, "Upgrade", where r's lines hold
+// those tokens (hasTokenFold), and none where they do not, for gobwas/ws's
+// HTTPUpgrader: it reads the first value of each only, and wants it to be
+// "websocket" or to hold "upgrade" as it reads a list. It refused
+// "Upgrade: h2c, websocket", and a Connection of two lines, "keep-alive"
+// then "Upgrade". Serve's Upgrader reads the lines fixRequestLine
+// rewrites: both decide by hasTokenFold.
+func withTokens(r *http.Request) *http.Request {
+	var h http.Header
+	for name, token := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"} {
+		values := r.Header.Values(name)
+		if len(values) == 1 && values[0] == token {
+			continue
+		}
+		if h == nil {
+			h = r.Header.Clone()
+		}
+		if hasTokenFold(values, token) {
+			h.Set(name, token)
+		} else {
+			h.Del(name)
+		}
+	}
+	if h == nil {
+		return r
+	}
+	r2 := *r
+	r2.Header = h
+	return &r2
 }
 
 // errBadKey refuses an upgrade request whose Sec-WebSocket-Key is not the
@@ -249,20 +282,120 @@ var errHandshakeTooLarge = errors.New("compat: upgrade request over 64 KiB")
 // handshakeReader is the connection gobwas/ws's Upgrader reads a raw
 // upgrade request from: it keeps the bytes read, up to maxHandshakeBytes,
 // because the Upgrader hands Sec-WebSocket-Key to no hook (checkKey reads
-// it from them), and fails the read past that limit.
+// it from them), and fails the read past that limit. It hands the
+// Upgrader the Upgrade and Connection lines as fixRequestLine rewrites
+// them.
 type handshakeReader struct {
-	net.Conn
-	seen []byte
+	headReader
 }
 
-func (r *handshakeReader) Read(p []byte) (int, error) {
-	room := maxHandshakeBytes - len(r.seen)
-	if room <= 0 {
-		return 0, errHandshakeTooLarge
+func newHandshakeReader(nc net.Conn) *handshakeReader {
+	return &handshakeReader{headReader{Conn: nc, max: maxHandshakeBytes, fix: fixRequestLine}}
+}
+
+// headReader is the connection gobwas/ws reads an HTTP head through, an
+// upgrade request (Upgrader). It keeps every byte it reads in seen, up to
+// max if max is not 0, and hands the reader the head's header lines
+// whole, one at a time, each as fix returns it (nil drops it), then the
+// bytes after the head as they came.
+type headReader struct {
+	net.Conn
+	seen  []byte
+	max   int
+	fix   func(line []byte) []byte
+	given int    // bytes of seen handed on, fixed
+	out   []byte // fixed bytes the reader has yet to take
+	lines int    // lines of the head handed on
+	body  bool   // past the empty line that ends the head
+	err   error  // the connection's, once it failed
+}
+
+func (r *headReader) Read(p []byte) (int, error) {
+	for len(r.out) == 0 {
+		rest := r.seen[r.given:]
+		if r.body && len(rest) > 0 {
+			r.out, r.given = rest, len(r.seen)
+			break
+		}
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 && !r.body {
+			line := rest[:i+1]
+			r.given += len(line)
+			r.lines++
+			switch {
+			case r.lines == 1: // the request or status line
+				r.out = line
+			case len(bytes.TrimSuffix(line[:i], []byte("\r"))) == 0:
+				r.body, r.out = true, line
+			default:
+				r.out = r.fix(line)
+			}
+			continue
+		}
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.max > 0 && len(r.seen) >= r.max {
+			return 0, errHandshakeTooLarge
+		}
+		r.seen = slices.Grow(r.seen, 4096)
+		room := cap(r.seen) - len(r.seen)
+		if r.max > 0 {
+			room = min(room, r.max-len(r.seen))
+		}
+		n, err := r.Conn.Read(r.seen[len(r.seen) : len(r.seen)+room])
+		r.seen, r.err = r.seen[:len(r.seen)+n], err
+		if n == 0 && err == nil {
+			return 0, nil // bufio.Reader gives up after a few
+		}
 	}
-	n, err := r.Conn.Read(p[:min(len(p), room)])
-	r.seen = append(r.seen, p[:n]...)
-	return n, err
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	return n, nil
+}
+
+// fixRequestLine rewrites an upgrade request's Upgrade and Connection
+// lines for gobwas/ws's Upgrader, which checks each such line alone and
+// for one value: a line with the token the upgrade needs becomes
+// "Upgrade: websocket" or "Connection: Upgrade", and one without it is
+// dropped, so that the Upgrader refuses a request only when no line has
+// the token. RFC 6455 §4.2.1 items 3 and 4 want an Upgrade "containing
+// the value websocket" and a Connection that "includes the token
+// Upgrade", both lists (RFC 9110 §7.6.1, §7.8), and RFC 9110 §5.3 has a
+// list split over several lines mean its values joined with commas: the
+// Upgrader refused "Upgrade: h2c, websocket", and a Connection of two
+// lines, "keep-alive" then "Upgrade". checkHeaders still checks the
+// lines as they came.
+func fixRequestLine(line []byte) []byte {
+	switch name, value, _ := bytes.Cut(line, []byte(":")); {
+	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Upgrade"):
+		return tokenLine(value, "websocket", "Upgrade: websocket\r\n")
+	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection"):
+		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
+	}
+	return line
+}
+
+// tokenLine returns fixed when the comma-separated list holds token,
+// compared case-insensitively, and nil when it does not.
+func tokenLine(list []byte, token, fixed string) []byte {
+	if hasTokenFold([]string{string(list)}, token) {
+		return []byte(fixed)
+	}
+	return nil
+}
+
+// hasTokenFold reports whether the comma-separated values of a header's
+// lines hold token, compared case-insensitively, as RFC 9110 §5.6.1 reads
+// a list (whitespace around the commas, empty elements).
+func hasTokenFold(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.Trim(t, " \t\r\n"), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rest returns what was read after the request's headers: frames a
@@ -485,7 +618,7 @@ var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadReq
 // and runs the same checks as ServeHTTP on a request built from them.
 func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 	r := &http.Request{Method: http.MethodGet, Header: http.Header{}, RemoteAddr: nc.RemoteAddr().String(), URL: &url.URL{}}
-	hr := &handshakeReader{Conn: nc}
+	hr := newHandshakeReader(nc)
 	var up *upgrade
 	u := ws.Upgrader{
 		OnRequest: func(uri []byte) error {
