@@ -535,11 +535,11 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 		return uc, nil
 	}
 	// Above TLS on wss://, so the client keeps the answer as it reads it.
-	d.WrapConn = func(nc net.Conn) net.Conn { return &answerReader{Conn: nc} }
+	d.WrapConn = func(nc net.Conn) net.Conn { return newAnswerReader(nc) }
 	nc, br, hs, err := d.Dial(ctx, c.url)
-	var answer []byte
+	var answer, unread []byte
 	if ar, ok := nc.(*answerReader); ok {
-		nc, answer = ar.Conn, ar.seen
+		nc, answer, unread = ar.Conn, ar.seen, ar.unread()
 	}
 	if uc, ok := nc.(*upgradeConn); ok {
 		nc = uc.Conn // ws://: the socket itself, for its raw reads
@@ -574,6 +574,9 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 		}
 		ws.PutReader(br)
 	}
+	// What the answerReader read past the answer and the Dialer did not
+	// take comes after what the Dialer buffered.
+	early = append(early, unread...)
 	wc := newWSConn(nc, true, c.opts.Limits, nil, early)
 	wc.shared = newSharedReads()
 	return wc, nil

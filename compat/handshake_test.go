@@ -205,9 +205,11 @@ func answerUpgrade(ln net.Listener, resp func(accept string) string) {
 		return
 	}
 	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-	nc.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n" + resp(base64.StdEncoding.EncodeToString(sum[:])) + "\r\n"))
+	// One write: the client reads the capabilities with the answer, and
+	// must keep them.
+	out := []byte("HTTP/1.1 101 Switching Protocols\r\n" + resp(base64.StdEncoding.EncodeToString(sum[:])) + "\r\n")
 	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
-	wsutil.WriteServerBinary(nc, caps)
+	nc.Write(wsframe.AppendFrame(out, wsframe.OpBinary, caps, wsframe.Fin))
 	for { // until the client gives up or closes
 		if f, err := ws.ReadFrame(nc); err != nil || f.Header.OpCode == ws.OpClose {
 			return
@@ -220,29 +222,53 @@ func answerUpgrade(ln net.Listener, resp func(accept string) string) {
 // Sec-WebSocket-Accept is not the one its key calls for, or when it names
 // an extension or a subprotocol the client did not offer. Dial fails in
 // each case instead of returning a client; the same server with the
-// answer the RFC asks for is taken.
+// answer the RFC asks for is taken, and so is one whose Upgrade is
+// "websocket" in another case (item 2: "ASCII case-insensitive") or whose
+// Connection holds the token Upgrade among others, in one line or two
+// (item 3: the client fails the connection if it "doesn't contain a
+// token" Upgrade); gobwas/ws's Dialer refused those Connections.
 func TestRFC6455_4_1_ClientChecksTheAnswer(t *testing.T) {
 	const good = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\n"
+	const rest = "Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Accept: "
 	cases := []struct {
 		name string
 		resp func(accept string) string
+		take bool
 	}{
-		{"the RFC's answer", func(a string) string { return good + "Sec-WebSocket-Accept: " + a + "\r\n" }},
+		{"the RFC's answer", func(a string) string { return good + "Sec-WebSocket-Accept: " + a + "\r\n" }, true},
+		{"Upgrade in mixed case", func(a string) string {
+			return "Upgrade: WebSocket\r\nConnection: Upgrade\r\n" + rest + a + "\r\n"
+		}, true},
+		{"Connection token list", func(a string) string {
+			return "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n" + rest + a + "\r\n"
+		}, true},
+		{"Connection over two lines, lower case", func(a string) string {
+			return "Upgrade: websocket\r\nconnection: keep-alive\r\nConnection:\tupgrade \r\n" + rest + a + "\r\n"
+		}, true},
+		{"Connection without the token", func(a string) string {
+			return "Upgrade: websocket\r\nConnection: keep-alive, Upgrades\r\n" + rest + a + "\r\n"
+		}, false},
+		{"Connection over two lines without the token", func(a string) string {
+			return "Upgrade: websocket\r\nConnection: keep-alive\r\nConnection: close\r\n" + rest + a + "\r\n"
+		}, false},
+		{"Upgrade with a value other than websocket", func(a string) string {
+			return "Upgrade: websocket, h2c\r\nConnection: Upgrade\r\n" + rest + a + "\r\n"
+		}, false},
 		{"no Upgrade header", func(a string) string {
 			return "Connection: Upgrade\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Accept: " + a + "\r\n"
-		}},
+		}, false},
 		{"no Connection header", func(a string) string {
 			return "Upgrade: websocket\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Accept: " + a + "\r\n"
-		}},
+		}, false},
 		{"wrong Sec-WebSocket-Accept", func(string) string {
 			return good + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
-		}},
+		}, false},
 		{"an extension not offered", func(a string) string {
 			return good + "Sec-WebSocket-Accept: " + a + "\r\nSec-WebSocket-Extensions: x-webkit-deflate-frame\r\n"
-		}},
+		}, false},
 		{"a subprotocol not offered", func(a string) string {
 			return "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: chat\r\nSec-WebSocket-Accept: " + a + "\r\n"
-		}},
+		}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +281,7 @@ func TestRFC6455_4_1_ClientChecksTheAnswer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
-			if tc.name == "the RFC's answer" {
+			if tc.take {
 				if err != nil {
 					t.Fatalf("Dial refused the answer: %v", err)
 				}

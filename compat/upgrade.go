@@ -293,11 +293,11 @@ func newHandshakeReader(nc net.Conn) *handshakeReader {
 	return &handshakeReader{headReader{Conn: nc, max: maxHandshakeBytes, fix: fixRequestLine}}
 }
 
-// headReader is the connection gobwas/ws reads an HTTP head through, an
-// upgrade request (Upgrader). It keeps every byte it reads in seen, up to
-// max if max is not 0, and hands the reader the head's header lines
-// whole, one at a time, each as fix returns it (nil drops it), then the
-// bytes after the head as they came.
+// headReader is the connection gobwas/ws reads an HTTP head through: an
+// upgrade request (Upgrader) or its answer (Dialer). It keeps every byte
+// it reads in seen, up to max if max is not 0, and hands the reader the
+// head's header lines whole, one at a time, each as fix returns it (nil
+// drops it), then the bytes after the head as they came.
 type headReader struct {
 	net.Conn
 	seen  []byte
@@ -353,6 +353,12 @@ func (r *headReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// unread returns the bytes read from the connection that the reader has
+// not taken, to be read before the connection's next bytes.
+func (r *headReader) unread() []byte {
+	return append(bytes.Clone(r.out), r.seen[r.given:]...)
+}
+
 // fixRequestLine rewrites an upgrade request's Upgrade and Connection
 // lines for gobwas/ws's Upgrader, which checks each such line alone and
 // for one value: a line with the token the upgrade needs becomes
@@ -370,6 +376,20 @@ func fixRequestLine(line []byte) []byte {
 	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Upgrade"):
 		return tokenLine(value, "websocket", "Upgrade: websocket\r\n")
 	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection"):
+		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
+	}
+	return line
+}
+
+// fixAnswerLine rewrites a 101 answer's Connection lines for gobwas/ws's
+// Dialer, as fixRequestLine does a request's: the Dialer wants each line
+// to be "Upgrade", where RFC 6455 §4.1 item 3 has the client fail the
+// connection only when the answer's Connection "doesn't contain a token"
+// Upgrade, so it refused "Connection: keep-alive, Upgrade". Its Upgrade
+// lines are left to the Dialer: item 2 wants each value to be
+// "websocket", compared case-insensitively, as the Dialer does.
+func fixAnswerLine(line []byte) []byte {
+	if name, value, _ := bytes.Cut(line, []byte(":")); strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection") {
 		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
 	}
 	return line
@@ -521,17 +541,15 @@ var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.Status
 // answerReader keeps what a WebSocket client reads during its upgrade
 // (above TLS on wss://) for checkAnswer, as handshakeReader keeps a
 // request: gobwas/ws's Dialer hands its OnHeader hook only the lines it
-// does not read itself, with the name trimmed. upgradeConn, below it,
+// does not read itself, with the name trimmed. It hands the Dialer the
+// Connection lines as fixAnswerLine rewrites them. upgradeConn, below it,
 // bounds what it reads to maxUpgradeAnswer.
 type answerReader struct {
-	net.Conn
-	seen []byte
+	headReader
 }
 
-func (r *answerReader) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	r.seen = append(r.seen, p[:n]...)
-	return n, err
+func newAnswerReader(nc net.Conn) *answerReader {
+	return &answerReader{headReader{Conn: nc, fix: fixAnswerLine}}
 }
 
 // checkAnswer checks a server's 101 answer, which gobwas/ws's Dialer read
