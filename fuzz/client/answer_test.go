@@ -11,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
+	"github.com/gobwas/ws"
 	"github.com/hotpath-go/hotpath/compat"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
@@ -37,9 +40,10 @@ var answerServer = sync.OnceValue(func() net.Listener {
 
 // answerUpgrade plays a server that answers the client's upgrade request
 // with the input (acceptMark replaced), then a server Capabilities
-// packet, and ends its side of the connection; it reads what the client
-// sends until the client closes. It returns the key the client sent.
-func answerUpgrade(ln net.Listener, answer []byte) (key string, err error) {
+// packet. It ends its side of the connection if end is set, else it
+// answers the client's close frame; it reads what the client sends until
+// the client closes. It returns the key the client sent.
+func answerUpgrade(ln net.Listener, answer []byte, end bool) (key string, err error) {
 	c, err := ln.Accept()
 	if err != nil {
 		return "", err
@@ -55,9 +59,22 @@ func answerUpgrade(ln net.Listener, answer []byte) (key string, err error) {
 	out := bytes.ReplaceAll(answer, []byte(acceptMark), []byte(acceptOf(key)))
 	out = wsframe.AppendFrame(out, wsframe.OpBinary, caps, wsframe.Fin)
 	c.Write(out)
-	c.(*net.TCPConn).CloseWrite()
-	io.Copy(io.Discard, c)
-	return key, nil
+	if end {
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, c)
+		return key, nil
+	}
+	for { // answers the client's close, which Close otherwise waits for
+		f, err := ws.ReadFrame(c)
+		if err != nil {
+			return key, nil
+		}
+		if f.Header.OpCode == ws.OpClose {
+			c.Write(wsframe.AppendCloseFrame(nil, wsframe.CloseNormal, ""))
+			io.Copy(io.Discard, c)
+			return key, nil
+		}
+	}
 }
 
 func acceptOf(key string) string {
@@ -154,7 +171,7 @@ func FuzzUpgradeAnswer(f *testing.F) {
 		}
 		done := make(chan served, 1)
 		go func() {
-			key, err := answerUpgrade(ln, answer)
+			key, err := answerUpgrade(ln, answer, true)
 			done <- served{key, err}
 		}()
 		// Long enough for a loaded machine; an input ends in milliseconds.
@@ -193,6 +210,124 @@ func FuzzUpgradeAnswer(f *testing.F) {
 			if rerr == nil && resp.StatusCode != he.Status {
 				t.Fatalf("answer with status %d refused as %d: %q", resp.StatusCode, he.Status, sent)
 			}
+		}
+	})
+}
+
+// takenAnswer builds from the fuzzer's choices a 101 answer that RFC 6455
+// §4.1 lets the client take (acceptMark stands for the accept value), in
+// any of the ways a server may write it: the header names in any case
+// (RFC 9110 §5.1), the fields in any order with other fields among them,
+// whitespace around the values (§5.5), lines ending in CRLF or a bare LF
+// (RFC 9112 §2.2), any reason phrase or none, "websocket" in any case
+// (§4.1 item 2), a Connection that lists other tokens around "Upgrade",
+// in any case, in one line or two (item 3; RFC 9110 §5.3), and Upgrade
+// repeated with the same value (validAnswer takes it).
+func takenAnswer(choices []byte) []byte {
+	pick := func(n int) int {
+		if len(choices) == 0 {
+			return 0
+		}
+		c := int(choices[0]) % n
+		choices = choices[1:]
+		return c
+	}
+	anyCase := func(s string) string {
+		b := []byte(s)
+		for i, c := range b {
+			if pick(2) == 1 {
+				b[i] = byte(unicode.ToUpper(rune(c)))
+			} else {
+				b[i] = byte(unicode.ToLower(rune(c)))
+			}
+		}
+		return string(b)
+	}
+	ows := []string{"", " ", "\t", "  ", " \t"}
+	eol := []string{"\r\n", "\n"}[pick(2)]
+	field := func(name, value string) string {
+		return anyCase(name) + ":" + ows[pick(len(ows))] + value + ows[pick(len(ows))] + eol
+	}
+	// Not "close": net/http drops a Connection that holds it, and a 101
+	// that asks for its connection to close makes little sense.
+	others := []string{"keep-alive", "x-hop", "TE", "Keep-Alive"}
+	conn := []string{anyCase("upgrade")}
+	for range pick(3) {
+		conn = slices.Insert(conn, pick(len(conn)+1), others[pick(len(others))])
+	}
+	var lines []string
+	if pick(3) == 0 && len(conn) > 1 { // in two lines
+		cut := 1 + pick(len(conn)-1)
+		lines = append(lines, field("Connection", strings.Join(conn[:cut], ","+ows[pick(len(ows))])),
+			field("Connection", strings.Join(conn[cut:], ","+ows[pick(len(ows))])))
+	} else {
+		lines = append(lines, field("Connection", strings.Join(conn, ","+ows[pick(len(ows))])))
+	}
+	upgrade := anyCase("websocket")
+	for range 1 + pick(2) {
+		lines = append(lines, field("Upgrade", upgrade))
+	}
+	lines = append(lines,
+		field("Sec-WebSocket-Accept", acceptMark),
+		field("Sec-WebSocket-Protocol", compat.Subprotocol))
+	extras := []string{"Server: hotpath", "Date: Mon, 07 Dec 2026 08:00:00 GMT", "Cache-Control: no-store", "Set-Cookie: a=b; Path=/", "X-Empty:", "Vary: Origin, Accept-Encoding"}
+	for range pick(4) {
+		name, value, _ := strings.Cut(extras[pick(len(extras))], ":")
+		lines = append(lines, field(name, strings.TrimSpace(value)))
+	}
+	for i := len(lines) - 1; i > 0; i-- { // any order
+		j := pick(i + 1)
+		lines[i], lines[j] = lines[j], lines[i]
+	}
+	// RFC 9112 §4: status-line = HTTP-version SP status-code SP
+	// [reason-phrase]. gobwas/ws's Dialer refuses "HTTP/1.1 101" without
+	// the second SP, which net/http takes.
+	reason := []string{"Switching Protocols", "", "OK", "switching protocols"}[pick(4)]
+	return []byte("HTTP/1.1 101 " + reason + eol + strings.Join(lines, "") + eol)
+}
+
+// FuzzUpgradeAnswerTaken is FuzzUpgradeAnswer's other direction: the
+// client must take every answer takenAnswer builds from the fuzzer's
+// bytes, an answer validAnswer (net/http's reading) also takes. gobwas/ws's
+// Dialer refused a Connection that listed other tokens besides Upgrade,
+// which §4.1 item 3 allows. The fake server keeps the connection open
+// until the client closes it: Dial fails at random when the connection
+// ends right after the capabilities (see fuzz/README.md).
+func FuzzUpgradeAnswerTaken(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add([]byte("connection: keep-alive, upgrade"))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 0, 0, 2, 1, 1, 1})
+	ln := answerServer()
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		answer := takenAnswer(choices)
+		keys := make(chan string, 1)
+		go func() {
+			key, _ := answerUpgrade(ln, answer, false)
+			keys <- key
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := compat.Dial(ctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
+			Reconnect:   compat.Reconnect{Disabled: true},
+			IdleTimeout: -1,
+			Logger:      slog.New(slog.DiscardHandler),
+		})
+		if err == nil {
+			c.Close()
+		}
+		var key string
+		select {
+		case key = <-keys:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the connection never ended")
+		}
+		sent := bytes.ReplaceAll(answer, []byte(acceptMark), []byte(acceptOf(key)))
+		if why := validAnswer(sent, key); why != nil {
+			t.Fatalf("takenAnswer built an answer net/http's reading refuses (%v): %q", why, sent)
+		}
+		if err != nil {
+			t.Fatalf("Dial refused an answer RFC 6455 §4.1 lets it take: %v: %q", err, sent)
 		}
 	})
 }
