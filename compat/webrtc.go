@@ -150,7 +150,11 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		var offer webrtc.SessionDescription
 		body := io.LimitReader(r.Body, maxSignalBody)
-		err = json.NewDecoder(body).Decode(&offer)
+		dec := json.NewDecoder(body)
+		err = dec.Decode(&offer)
+		if err == nil {
+			err = offerEnd(dec)
+		}
 		if err == nil {
 			err = readBodyEnd(body, r.Body)
 		}
@@ -163,6 +167,10 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		}
 		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 			s.refuse(w, &HTTPError{Status: http.StatusRequestTimeout, Message: "the offer did not arrive in time"})
+			return
+		}
+		if err == errSignalTrailing {
+			s.refuse(w, &HTTPError{Status: http.StatusBadRequest, Message: err.Error()})
 			return
 		}
 		if err != nil || offer.Type != webrtc.SDPTypeOffer {
@@ -236,6 +244,29 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(answer)
 	})
+}
+
+// errSignalTrailing refuses a signalling body with more than whitespace
+// after its offer: it is not one JSON value (RFC 8259 §2: a JSON text is
+// one value, whitespace around it), and a second value, or garbage, was
+// read and dropped, so the offer the client meant is in doubt. json.Marshal
+// (the Go client) and JSON.stringify (hotpath.js) send the offer alone.
+var errSignalTrailing = errors.New("body has more than its SDP offer")
+
+// offerEnd reads what follows the offer's JSON value in a signalling
+// body, through dec, which decoded it: nil for whitespace up to the body's
+// end, errSignalTrailing for anything else, and the body's error for a
+// read that failed (its deadline, a body cut short).
+func offerEnd(dec *json.Decoder) error {
+	_, err := dec.Token()
+	_, syntax := errors.AsType[*json.SyntaxError](err)
+	switch {
+	case err == io.EOF:
+		return nil
+	case err == nil || syntax:
+		return errSignalTrailing
+	}
+	return err
 }
 
 // errSignalBodyTooLarge is a signalling body that goes on past

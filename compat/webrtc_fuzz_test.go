@@ -31,15 +31,16 @@ func dropHandshakes(s *Server) {
 
 // wantSignalStatus is the status WebRTCHandler answers a POST of body
 // with: 400 for a body that is not one JSON SDP offer within
-// maxSignalBody (what follows the offer is read and dropped), or an offer
-// past maxOfferCandidates or maxOfferMedia; 0 for an offer pion decides
-// on, which it answers 200, or refuses with 400.
+// maxSignalBody (json.Unmarshal, which takes whitespace after the value
+// and nothing else: errSignalTrailing), or an offer past
+// maxOfferCandidates or maxOfferMedia; 0 for an offer pion decides on,
+// which it answers 200, or refuses with 400.
 func wantSignalStatus(body []byte) int {
 	if len(body) > maxSignalBody {
 		return http.StatusBadRequest
 	}
 	var offer webrtc.SessionDescription
-	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&offer); err != nil || offer.Type != webrtc.SDPTypeOffer {
+	if err := json.Unmarshal(body, &offer); err != nil || offer.Type != webrtc.SDPTypeOffer {
 		return http.StatusBadRequest
 	}
 	if candidates, media := offerLines(offer.SDP); candidates > maxOfferCandidates || media > maxOfferMedia {
@@ -73,6 +74,8 @@ func FuzzSignalBody(f *testing.F) {
 	f.Add([]byte(`{"type":"offer","sdp":"v=0"}`))
 	f.Add([]byte(`{"type":"answer","sdp":"v=0"}`))
 	f.Add([]byte(`{"type":"offer","sdp":"v=0"} trailing`))
+	f.Add(append(append([]byte(nil), valid...), " trailing"...))
+	f.Add(append(append([]byte(nil), valid...), "\r\n\t "...))
 	f.Add([]byte(`{"type":"offer","sdp":"` + strings.Repeat(`a=candidate:1 1 udp 1 127.0.0.1 9 typ host\r\n`, maxOfferCandidates+1) + `"}`))
 	f.Add([]byte(`{"type":"offer","sdp":` + strings.Repeat(" ", maxSignalBody) + `"v=0"}`))
 	f.Add([]byte(`{"type":1}`))

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -98,5 +99,53 @@ func TestWebRTCSignallingOverHTTPSWithTLSConfig(t *testing.T) {
 	var out echoReq
 	if err := c.Call(ctx, "echo/say", echoReq{Text: "over https"}, &out); err != nil || out.Text != "over https" {
 		t.Fatalf("a call over the data channel: %+v, %v", out, err)
+	}
+}
+
+// A signalling body is one JSON offer, whitespace around it (RFC 8259 §2):
+// more after it is refused with 400 (errSignalTrailing), where it was read
+// and dropped, and the offer before it answered. A valid offer followed by
+// whitespace alone, as json.Encoder writes it, is still answered.
+func TestWebRTCSignalBodyIsOneOffer(t *testing.T) {
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CreateDataChannel(ControlChannel, nil); err != nil {
+		t.Fatal(err)
+	}
+	offer, err := pc.CreateOffer(nil)
+	pc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid, _ := json.Marshal(offer)
+	s, err := NewServer(Options{Router: NewRouter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true})
+	for _, tc := range []struct {
+		name, tail string
+		want       int
+	}{
+		{"nothing after", "", http.StatusOK},
+		{"whitespace after", " \r\n\t\n", http.StatusOK},
+		{"garbage after", " trailing", http.StatusBadRequest},
+		{"a second offer", string(valid), http.StatusBadRequest},
+		{"a brace", "}", http.StatusBadRequest},
+		{"a number", "\n1", http.StatusBadRequest},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "http://127.0.0.1/rtc", strings.NewReader(string(valid)+tc.tail)))
+		dropHandshakes(s)
+		if w.Code != tc.want {
+			t.Errorf("an offer, then %s: %d (%s), want %d", tc.name, w.Code, strings.TrimSpace(w.Body.String()), tc.want)
+		}
+	}
+	select {
+	case <-s.conns.idle():
+	case <-time.After(hangBound):
+		t.Fatal("the handshakes given up still open")
 	}
 }
