@@ -717,6 +717,12 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 		// §9.1 and §11.3.2 let Sec-WebSocket-Extensions, §11.3.4
 		// Sec-WebSocket-Protocol (in a request), come in several lines.
 		{"Sec-WebSocket-Protocol over two lines", request(get, host, upgrade, conn, version, "Sec-WebSocket-Protocol: chat"), nil},
+		{"Sec-WebSocket-Protocol with empty elements", request(get, host, upgrade, conn, version, "Sec-WebSocket-Protocol: , chat ,"), nil},
+		// §4.3: Sec-WebSocket-Protocol-Client = 1#token. ServeHTTP
+		// refused these two, Serve took them.
+		{"Sec-WebSocket-Protocol with a quoted string", request(get, host, upgrade, conn, version, `Sec-WebSocket-Protocol: "chat"`), refused},
+		{"Sec-WebSocket-Protocol with a parameter", request(get, host, upgrade, conn, version, "Sec-WebSocket-Protocol: chat;v=1"), refused},
+		{"Sec-WebSocket-Protocol with a space inside", request(get, host, upgrade, conn, version, "Sec-WebSocket-Protocol: chat v1"), refused},
 		{"Sec-WebSocket-Extensions over two lines", request(get, host, upgrade, conn, version,
 			"Sec-WebSocket-Extensions: x-webkit-deflate-frame", "Sec-WebSocket-Extensions: permessage-deflate"), nil},
 		{"POST (item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, version, "Content-Length: 0"), refused},

@@ -43,6 +43,11 @@ var (
 	errHookPanicked = &HTTPError{Status: http.StatusInternalServerError, Message: "internal error"}
 )
 
+// errBadProtocolList refuses a Sec-WebSocket-Protocol that is not a list
+// of tokens (RFC 6455 §4.3: 1#token; §4.2.1: the server stops at "any
+// violations of the ABNF grammar").
+var errBadProtocolList = &HTTPError{Status: http.StatusBadRequest, Message: "Sec-WebSocket-Protocol is not a list of tokens"}
+
 // prepareUpgrade runs the checks an upgrade request must pass (shutdown,
 // origin, subprotocol, authentication) and negotiates permessage-deflate.
 // A hook that panics (CheckOrigin, Authenticate, Compress) refuses the
@@ -79,6 +84,11 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 	up := &upgrade{remoteAddr: r.RemoteAddr, path: r.URL.Path}
 	if offered := r.Header.Values("Sec-Websocket-Protocol"); len(offered) > 0 {
 		switch {
+		case !tokenList(offered):
+			// ServeHTTP's HTTPUpgrader refused `"x", hotpath.v1` (or
+			// "a;b"), where Serve's Upgrader, which hands the lines to
+			// ProtocolCustom unread, took it.
+			return nil, errBadProtocolList
 		case headerHasToken(offered, Subprotocol):
 			up.protocol = Subprotocol
 		case s.opts.Echo:
@@ -182,6 +192,20 @@ func headerHasToken(values []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// tokenList reports whether the comma-separated values of a header's
+// lines are tokens (RFC 9110 §5.6.2), whitespace around them and empty
+// elements aside (§5.6.1).
+func tokenList(values []string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.Trim(t, " \t"); t != "" && !httpguts.ValidHeaderFieldName(t) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // firstToken returns the first token of a comma-separated header's values.

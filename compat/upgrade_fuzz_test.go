@@ -49,6 +49,8 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"\r\n\r\n", "\r\nSec-WebSocket-Extensions: permessage-deflate\r\nSec-WebSocket-Extensions: permessage-deflate; server_max_window_bits=7\r\n\r\n"},
 		{"Sec-WebSocket-Protocol: " + Subprotocol, "Sec-WebSocket-Protocol: x, " + Subprotocol},
 		{"Sec-WebSocket-Protocol: " + Subprotocol, "Sec-WebSocket-Protocol: x\r\nSec-WebSocket-Protocol: " + Subprotocol},
+		{"Sec-WebSocket-Protocol: " + Subprotocol, `Sec-WebSocket-Protocol: "x", ` + Subprotocol},
+		{"Sec-WebSocket-Protocol: " + Subprotocol, "Sec-WebSocket-Protocol: " + Subprotocol + ", a b"},
 		{"Host: a\r\n", ""},
 		{"\r\n\r\n", "\r\nContent-Length: 3\r\n\r\nabc"},
 		{"\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"},
