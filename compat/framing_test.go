@@ -12,7 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/corkwriter"
+	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
 )
 
 // nullTransport is a pktTransport for tests of the framing alone.
@@ -335,5 +337,44 @@ func TestCallTimeoutOnStalledPeer(t *testing.T) {
 	case <-timedOut:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a call's timeout waited for a stalled stream")
+	}
+}
+
+// quicErrors is a nullTransport that reads errors as QUIC's transport
+// does (quicCloseError).
+type quicErrors struct{ nullTransport }
+
+func (quicErrors) closeErrorOf(err error) *CloseError { return quicCloseError(err) }
+
+// failingWriter fails every write with err.
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// answering is a messageHandler that answers every packet with one of its
+// own through the connection's outbox, as a Ping is answered with a Pong.
+type answering struct{ c *pktConn }
+
+func (a answering) handleMessage(_ wsframe.Opcode, p []byte) error {
+	a.c.out.Send(framed(p))
+	return nil
+}
+
+// A turn whose answer cannot leave because the other end closed the
+// connection meanwhile ends the connection as the next read would have:
+// a QUIC close without a notice is 1006 (PROTOCOL.md §8.3), not QUIC's
+// own error. Seen in CI: a raw client's Ping, then its close, which the
+// server's Pong met (TestProtocolCarrierEndWithoutNoticeIs1006).
+func TestTurnWhoseAnswerMeetsTheEnd(t *testing.T) {
+	closed := &quic.ApplicationError{Remote: true, ErrorCode: 0}
+	ping := framed([]byte{byte(dispatch.KindPing)})
+	var c *pktConn
+	c = newStreamConn(quicErrors{}, struct {
+		io.Reader
+		io.Writer
+	}{&pieceReader{pieces: [][]byte{ping}}, failingWriter{closed}}, Limits{}.withDefaults())
+	err := c.readStream(answering{c})
+	if CloseStatus(err) != wsframe.CloseAbnormal {
+		t.Errorf("the connection ended with %v, want 1006", err)
 	}
 }

@@ -301,7 +301,10 @@ func (c *pktConn) turn(handle func() error) error {
 	err := handle()
 	if c.out != nil {
 		if werr := uncork(c.out, c.client); err == nil && werr != nil {
-			err = werr
+			// The turn's answers met the end of the connection: it ends
+			// as the next read would have ended it (a QUIC close without
+			// a notice is 1006, not QUIC's own error).
+			err = c.readError(werr)
 		}
 	}
 	c.inTurn.Store(false)
