@@ -57,7 +57,7 @@ func stalledConnectServer(t *testing.T) (url string, arrived, ended chan struct{
 // keepalives (and Close, during a reconnect attempt, with it), whatever
 // ctx and ConnectTimeout said.
 func TestDialWebTransportUnansweredConnect(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts the process's goroutines.
 	url, arrived, ended := stalledConnectServer(t)
 	base := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +103,7 @@ func TestDialWebTransportUnansweredConnect(t *testing.T) {
 // frame is the handshake Dial no longer waits for, and its absence says
 // so without a clock.
 func TestDialCanceledBeforeCapabilities(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts the process's goroutines.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
