@@ -85,35 +85,33 @@ func acceptOf(key string) string {
 // validAnswer reports whether answer, as net/http reads it, is one RFC
 // 6455 §4.1 lets a client take for its request with key, which offered
 // the subprotocol hotpath.v1 and no extension: status 101, Upgrade
-// "websocket", a Connection with the token "upgrade", the Sec-WebSocket-
-// Accept of key, the subprotocol once (compat requires it; §11.3.4 allows
-// it once), and no extension ("the client MUST _Fail the WebSocket
-// Connection_" for an extension "not present in the client's handshake").
+// "websocket" in any case on every line, a Connection with the token
+// "upgrade", the Sec-WebSocket-Accept of key, the subprotocol once
+// (compat requires it; §11.3.4 allows it once), and no extension ("the
+// client MUST _Fail the WebSocket Connection_" for an extension "not
+// present in the client's handshake").
 func validAnswer(answer []byte, key string) error {
 	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil)
 	if err != nil {
 		return err
 	}
-	// RFC 6455 §11.3 has a server send these fields once; a client that
-	// takes Upgrade twice, each right, is no worse for it.
-	// Sec-WebSocket-Accept and -Protocol are held to one line below.
-	one := func(name string) (string, bool) {
-		v := resp.Header.Values(name)
-		if len(v) == 0 {
-			return "", false
-		}
-		for _, w := range v[1:] {
-			if strings.TrimSpace(w) != strings.TrimSpace(v[0]) {
-				return "", false
-			}
-		}
-		return strings.TrimSpace(v[0]), true
-	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		return errors.New("status not 101")
 	}
-	if v, ok := one("Upgrade"); !ok || !strings.EqualFold(v, "websocket") {
+	// RFC 6455 §4.1 item 2: the Upgrade value must be "an ASCII
+	// case-insensitive match for the value "websocket"". §11.3 has a
+	// server send the field once; a client that takes it twice, each line
+	// right in any case, is no worse for it (gobwas/ws's Dialer checks
+	// each line alone). Sec-WebSocket-Accept and -Protocol are held to one
+	// line below.
+	upgrades := resp.Header.Values("Upgrade")
+	if len(upgrades) == 0 {
 		return errors.New("no Upgrade: websocket")
+	}
+	for _, v := range upgrades {
+		if !strings.EqualFold(strings.TrimSpace(v), "websocket") {
+			return errors.New("no Upgrade: websocket")
+		}
 	}
 	upgrade := false
 	for _, v := range resp.Header.Values("Connection") {
@@ -222,7 +220,7 @@ func FuzzUpgradeAnswer(f *testing.F) {
 // (RFC 9112 §2.2), any reason phrase or none, "websocket" in any case
 // (§4.1 item 2), a Connection that lists other tokens around "Upgrade",
 // in any case, in one line or two (item 3; RFC 9110 §5.3), and Upgrade
-// repeated with the same value (validAnswer takes it).
+// repeated, each line in any case (validAnswer takes it).
 func takenAnswer(choices []byte) []byte {
 	pick := func(n int) int {
 		if len(choices) == 0 {
@@ -263,9 +261,8 @@ func takenAnswer(choices []byte) []byte {
 	} else {
 		lines = append(lines, field("Connection", strings.Join(conn, ","+ows[pick(len(ows))])))
 	}
-	upgrade := anyCase("websocket")
 	for range 1 + pick(2) {
-		lines = append(lines, field("Upgrade", upgrade))
+		lines = append(lines, field("Upgrade", anyCase("websocket")))
 	}
 	lines = append(lines,
 		field("Sec-WebSocket-Accept", acceptMark),
