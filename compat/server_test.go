@@ -433,6 +433,32 @@ func stalledUpgrade(t *testing.T, s *Server, addr string) net.Conn {
 	return nc
 }
 
+// A client whose TCP connection is reset, without a close frame, ends
+// with 1006 at the server, as one that closes its socket does (an EOF),
+// and as the Go client and the packet carriers read such an end: the
+// socket's "connection reset by peer", with no close code, reached
+// OnDisconnect.
+func TestResetWithoutCloseFrameIs1006(t *testing.T) {
+	ended := make(chan error, 1)
+	s, addr := newTestServer(t, Options{OnDisconnect: func(_ *Peer, err error) { ended <- err }})
+	c := dial(t, addr)
+	waitFor(t, func() bool { return s.Peers() == 1 })
+	tc, ok := c.NC.(*net.TCPConn)
+	if !ok {
+		t.Fatalf("the test client's connection is a %T, not a *net.TCPConn", c.NC)
+	}
+	tc.SetLinger(0) // Close sends a reset
+	tc.Close()
+	select {
+	case err := <-ended:
+		if CloseStatus(err) != wsframe.CloseAbnormal {
+			t.Errorf("the server saw the connection end with %v, want 1006", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the server never saw the connection end")
+	}
+}
+
 // A close request that the read loop takes before the request's own
 // wake-up lands (woken by its idle deadline, say; here by the hook) starts
 // the closing handshake; the late wake-up must not then end the

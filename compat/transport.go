@@ -284,7 +284,7 @@ func (c *wsConn) turn(b []byte, h messageHandler) (kept bool, err error) {
 	c.out.Cork()
 	kept, err = c.consume(b, h)
 	if werr := uncork(c.out, c.client); err == nil && werr != nil {
-		err = werr
+		err = c.readError(werr) // as the next read would have ended it
 	}
 	return kept, err
 }
@@ -465,6 +465,12 @@ func (c *wsConn) readError(err error) error {
 	}
 	if errors.Is(err, io.EOF) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		// The other end gone without a close frame, as at an EOF: 1006,
+		// as the Go client and the packet carriers read it, not the
+		// socket's error with no close code.
+		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection reset without a close frame", Remote: true}
 	}
 	if werr := c.writeErr.Load(); werr != nil && errors.Is(err, net.ErrClosed) {
 		return *werr
