@@ -330,18 +330,18 @@ type headReader struct {
 	given int    // bytes of seen handed on, fixed
 	out   []byte // fixed bytes the reader has yet to take
 	lines int    // lines of the head handed on
-	body  bool   // past the empty line that ends the head
+	head  int    // the head's length, once its empty line is handed on
 	err   error  // the connection's, once it failed
 }
 
 func (r *headReader) Read(p []byte) (int, error) {
 	for len(r.out) == 0 {
 		rest := r.seen[r.given:]
-		if r.body && len(rest) > 0 {
+		if r.head > 0 && len(rest) > 0 {
 			r.out, r.given = rest, len(r.seen)
 			break
 		}
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 && !r.body {
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 && r.head == 0 {
 			line := rest[:i+1]
 			r.given += len(line)
 			r.lines++
@@ -349,7 +349,7 @@ func (r *headReader) Read(p []byte) (int, error) {
 			case r.lines == 1: // the request or status line
 				r.out = line
 			case len(bytes.TrimSuffix(line[:i], []byte("\r"))) == 0:
-				r.body, r.out = true, line
+				r.head, r.out = r.given, line
 			default:
 				r.out = r.fix(line)
 			}
@@ -446,21 +446,14 @@ func hasTokenFold(values []string, token string) bool {
 // client sent with its request, which gobwas/ws's Upgrader reads into a
 // buffer of its own and drops when it returns. The engine takes them as
 // the connection's first bytes, as ServeHTTP takes what net/http
-// buffered; dropped, they leave the reader inside a frame.
+// buffered; dropped, they leave the reader inside a frame. They are taken
+// from seen, past the head's end as headReader found it, whatever the
+// Upgrader buffered of them.
 func (r *handshakeReader) rest() []byte {
-	off := 0
-	requestLine := true
-	for line := range bytes.Lines(r.seen) {
-		off += len(line)
-		if requestLine {
-			requestLine = false
-			continue
-		}
-		if len(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))) == 0 {
-			return bytes.Clone(r.seen[off:])
-		}
+	if r.head == 0 {
+		return nil
 	}
-	return nil
+	return bytes.Clone(r.seen[r.head:])
 }
 
 // checkHeaders checks what gobwas/ws's Upgrader reads past: the request
