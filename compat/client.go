@@ -2380,18 +2380,22 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:
+		// PROTOCOL.md §4.9: a server sends its Capabilities once per
+		// connection, as a client does. A repeat could switch the
+		// dictionary codec under packets compressed with the first (and
+		// have a codec built per packet: a zstd codec's first compression
+		// allocates 2 MiB), or change the limits that queued packets were
+		// checked against; the server closes on a client's repeat alike.
+		if cc.isReady() {
+			return errRepeatedCapabilities
+		}
 		if bytes.Equal(p.Payload, cc.sentCapabilities) {
 			return errEchoServer
 		}
 		for k, v := range p.Pairs() {
 			switch string(k) {
 			case "dict":
-				// From the first Capabilities only, the server's answer
-				// to the client's: the codec is the connection's. Taken
-				// from every repeat, a server could switch it, and
-				// have a new codec built per packet of 40 bytes (a
-				// zstd codec's first compression allocates 2 MiB).
-				if c.opts.Dictionary != nil && !cc.isReady() {
+				if c.opts.Dictionary != nil {
 					cc.chooseDictionary(string(v))
 				}
 			case "codec":

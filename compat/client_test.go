@@ -2603,7 +2603,9 @@ func TestCallTimeoutBoundsJoinAndLeave(t *testing.T) {
 
 // The dictionary codec is the one the server's answer to the client's
 // capabilities named (PROTOCOL.md §4.9, §6), for the whole connection: a
-// server that sends Capabilities again does not switch it. Each repeat
+// server that sends Capabilities again does not switch it, and the
+// connection closes with 1008 HP_ERR_REPEATED_CAPABILITIES at the first
+// repeat (TestProtocolClientClosesOnRepeatedCapabilities). Each repeat
 // built a new codec (a zstd codec's first compression allocates some
 // 2 MiB, for a packet of 40 bytes) and could switch the client to a codec
 // its server does not decode with.
@@ -2655,8 +2657,10 @@ func TestRepeatedCapabilitiesKeepTheDictionary(t *testing.T) {
 	if first == nil || first.name != "zstd:"+d.ID() {
 		t.Fatalf("the dictionary codec after the server's capabilities: %+v", first)
 	}
-	if err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil); err != nil {
-		t.Fatal(err)
+	err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Reason != errRepeatedCapabilities.Reason {
+		t.Errorf("a call answered after capabilities sent again: %v, want the close %s", err, errRepeatedCapabilities.Reason)
 	}
 	if now := cc.dict.Load(); now != first {
 		t.Errorf("Capabilities sent again switched the dictionary codec from %s to %s", first.name, now.name)

@@ -447,3 +447,96 @@ func TestProtocolClientIgnoresUnknownCapabilities(t *testing.T) {
 		t.Errorf("a call after capabilities with unknown keys: %q, %v", out, err)
 	}
 }
+
+// rawClientConn serves one connection of a test that plays a server to the
+// Go client: it upgrades nc and calls on with each packet the client
+// sends, until the client's close frame, whose code it returns (0 when
+// the connection ended without one). The connection is bounded by
+// hangBound.
+func rawClientConn(nc net.Conn, on func(p wire.Packet)) wsframe.CloseCode {
+	defer nc.Close()
+	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
+		return 0
+	}
+	nc.SetDeadline(time.Now().Add(hangBound))
+	for {
+		f, err := ws.ReadFrame(nc)
+		if err != nil {
+			return 0
+		}
+		f = ws.UnmaskFrameInPlace(f)
+		if f.Header.OpCode == ws.OpClose {
+			code, _ := ws.ParseCloseFrameData(f.Payload)
+			return wsframe.CloseCode(code)
+		}
+		if p, err := wire.Decode(f.Payload); err == nil {
+			on(p)
+		}
+	}
+}
+
+// PROTOCOL.md §4.9 at the Go client: a server sends its Capabilities
+// once per connection; the client closes a repeat with 1008
+// HP_ERR_REPEATED_CAPABILITIES, as the server closes a client's. It took
+// a repeat's limits (not its dictionary) and went on. A reconnection is a
+// new connection, whose first Capabilities are taken.
+func TestProtocolClientClosesOnRepeatedCapabilities(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	caps := func(maxMessage string) []byte {
+		pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "maxMessage", maxMessage)
+		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs})
+	}
+	closed := make(chan wsframe.CloseCode, 1)
+	go func() {
+		for i := range 2 {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			code := rawClientConn(nc, func(p wire.Packet) {
+				switch {
+				case p.Kind == dispatch.KindCapabilities:
+					wsutil.WriteServerBinary(nc, caps("4194304"))
+				case p.Kind == dispatch.KindCall && i == 0:
+					wsutil.WriteServerBinary(nc, caps("64")) // the repeat
+					wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"first"`)))
+				case p.Kind == dispatch.KindCall:
+					wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"second"`)))
+				}
+			})
+			if i == 0 {
+				closed <- code
+			}
+		}
+	}()
+	states := make(chan State, 8)
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{MinDelay: time.Millisecond}, OnState: sendState(states)})
+	var out string
+	err = callWithin(t, c, context.Background(), "any/method", nil, &out)
+	var ce *CloseError
+	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != errRepeatedCapabilities.Reason {
+		t.Errorf("a call answered after a repeat of the capabilities: %q, %v; want ErrDisconnected with this end's close 1008 %s", out, err, errRepeatedCapabilities.Reason)
+	}
+	select {
+	case code := <-closed:
+		if code != wsframe.ClosePolicyViolation {
+			t.Errorf("the client closed with %d, want 1008", code)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the client never closed the connection")
+	}
+	for s := State(0); s != Connected; {
+		select {
+		case s = <-states:
+		case <-time.After(hangBound):
+			t.Fatal("the client did not reconnect")
+		}
+	}
+	if err := callWithin(t, c, context.Background(), "any/method", nil, &out); err != nil || out != "second" {
+		t.Errorf("a call after reconnecting: %q, %v; want \"second\"", out, err)
+	}
+}

@@ -1549,6 +1549,13 @@ export class Client {
       case 'pong':
         return;
       case 'capabilities': {
+        // A server sends its capabilities once per connection (§4.9), as a
+        // client does: a repeat could change the limits that what is queued
+        // was checked against. The server closes on a client's repeat alike.
+        if (conn.ready) {
+          this.#violate(conn, 1008, 'HP_ERR_REPEATED_CAPABILITIES');
+          return;
+        }
         const caps = Object.fromEntries(p.pairs);
         // This client speaks JSON only (§4.9): a server that chose another
         // codec would answer in bytes it cannot decode.
@@ -1565,7 +1572,7 @@ export class Client {
         this.#maxBatch = Number.isInteger(maxBatch) && maxBatch > 0 ? Math.min(options.maxBatch, maxBatch) : options.maxBatch;
         this.#maxMessage = Number.isInteger(maxMessage) && maxMessage > 0 ? maxMessage : options.maxMessage;
         // What waited for the server's limits leaves now (see #flush).
-        if (!conn.ready) this.#onReady(conn); else this.#flush();
+        this.#onReady(conn);
         return;
       }
       default: // a kind only clients send

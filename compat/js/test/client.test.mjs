@@ -206,8 +206,9 @@ test('calls issued in one task leave as one Batch in one microtask (§4.7)', asy
 });
 
 test('batches respect the server maxBatch from capabilities', async () => {
-  const { client, net } = connected();
+  const { client, net } = newClient();
   const ws = net.last;
+  ws.open({ capabilities: false });
   ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxBatch', '2'], ['maxMessage', '1048576'], ['server', 'hotpath/test']] });
   assert.equal(client.capabilities.server, 'hotpath/test');
   for (let i = 0; i < 5; i++) client.call('a/b', i).catch(() => {});
@@ -217,8 +218,9 @@ test('batches respect the server maxBatch from capabilities', async () => {
 });
 
 test('a batch\'s items stay within 64 KiB and a larger packet leaves alone (PROTOCOL.md §4.7)', async () => {
-  const { client, net } = connected();
+  const { client, net } = newClient();
   const ws = net.last;
+  ws.open({ capabilities: false });
   ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', String(4 << 20)]] });
   const calls = [];
   for (let i = 0; i < 10; i++) calls.push(client.call('a/b', new Uint8Array(20000), { raw: true }));
@@ -856,22 +858,26 @@ test('ping is answered with pong carrying the same data (§4.8)', async () => {
 });
 
 test('protocol violations close the connection, then it reconnects (§7)', async () => {
-  for (const [send, code, reason, wire] of [
+  for (const [send, code, reason, wire, capabilities = true] of [
     [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
     [(ws) => ws.receive(new Uint8Array([2])), 1008, 'HP_ERR_MALFORMED_PACKET', 4008], // a Result without its id
     [(ws) => ws.receive(new Uint8Array([0x7f])), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
     [(ws) => ws.receive(new Uint8Array([0x82, 0])), 1008, 'HP_ERR_UNNEGOTIATED_COMPRESSION', 4008],
     [(ws) => ws.receive({ kind: 'join', id: 1, room: 'r' }), 1008, 'HP_ERR_UNKNOWN_KIND', 4008],
-    [(ws) => ws.receive({ kind: 'capabilities', pairs: [['codec', 'cbor']] }), 1008, 'HP_ERR_UNSUPPORTED_CODEC', 4008],
+    // The server's first capabilities: a call waits for them, unsent.
+    [(ws) => ws.receive({ kind: 'capabilities', pairs: [['codec', 'cbor']] }), 1008, 'HP_ERR_UNSUPPORTED_CODEC', 4008, false],
+    // §4.9: a server sends its capabilities once per connection.
+    [(ws) => ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '64']] }), 1008, 'HP_ERR_REPEATED_CAPABILITIES', 4008],
   ]) {
-    const { client, net } = connected();
+    const { client, net } = newClient();
+    net.last.open({ capabilities });
     const seen = states(client);
-    const answer = client.call('a/b');
+    const answer = capabilities ? client.call('a/b') : null;
     await settle();
     send(net.last);
     // Browsers may only send 1000 and 3000-4999: the frame carries 4000+.
     assert.deepEqual(net.last.closedWith, { code: wire, reason });
-    await assert.rejects(answer, (err) => err instanceof CloseError && err.code === code && err.reason === reason);
+    if (answer) await assert.rejects(answer, (err) => err instanceof CloseError && err.code === code && err.reason === reason);
     assert.equal(seen.at(-1).state, 'reconnecting');
     assert.equal(seen.at(-1).error.code, code);
     client.close();
@@ -910,6 +916,31 @@ test('kinds only clients send, and batches holding what no batch may, close with
     await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1008 && err.reason === reason);
     client.close();
   }
+});
+
+// PROTOCOL.md §4.9: a server sends its capabilities once per connection;
+// a repeat closes it with 4008 HP_ERR_REPEATED_CAPABILITIES (it took the
+// repeat's limits). The next connection takes its own first ones.
+test('capabilities sent again close the connection; the next connection takes its own (§4.9)', async () => {
+  const { client, net, clock } = connected();
+  const answer = client.call('a/b');
+  await settle();
+  net.last.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '64']] });
+  assert.deepEqual(net.last.closedWith, { code: 4008, reason: 'HP_ERR_REPEATED_CAPABILITIES' });
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1008 && err.reason === 'HP_ERR_REPEATED_CAPABILITIES');
+  net.last.drop(1006);
+  clock.advance(250);
+  const ws = net.last;
+  assert.equal(net.sockets.length, 2);
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1024']] });
+  await assert.rejects(client.call('a/b', 'x'.repeat(2000)), (err) => err instanceof RangeError && /limit of 1024/.test(err.message));
+  const small = client.call('a/b', 'x'.repeat(100)); // over the repeat's 64
+  await settle();
+  assert.equal(ws.closedWith, null);
+  ws.receive({ kind: 'result', id: ws.packets.at(-1).id, payload: json('ok') });
+  assert.equal(await small, 'ok');
+  client.close();
 });
 
 // PROTOCOL.md §4.9: unknown capability keys are ignored.
