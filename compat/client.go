@@ -2377,6 +2377,13 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 	case dispatch.KindAsk:
 		cc.answerAsk(p.ID, string(p.Name), append([]byte(nil), p.Payload...), p.Timeout)
 	case dispatch.KindPing:
+		// PROTOCOL.md §4.8: a Pong is as long as its Ping, and one over
+		// the server's maxMessage (or the carrier's limit) would have the
+		// server close with 1009; this end closes so instead, as the
+		// server does on a client's such Ping.
+		if limit := cc.packetLimit(); limit > 0 && 1+len(p.Payload) > limit {
+			return errMessageTooBig
+		}
 		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -538,5 +539,71 @@ func TestProtocolClientClosesOnRepeatedCapabilities(t *testing.T) {
 	}
 	if err := callWithin(t, c, context.Background(), "any/method", nil, &out); err != nil || out != "second" {
 		t.Errorf("a call after reconnecting: %q, %v; want \"second\"", out, err)
+	}
+}
+
+// PROTOCOL.md §4.8 at the Go client: a Pong is as long as its Ping, so a
+// server's Ping whose Pong would be over the server's announced
+// maxMessage closes with 1009 HP_ERR_MESSAGE_TOO_BIG instead of being
+// answered with a Pong the server would close on, as the server does on
+// a client's such Ping (TestPingWhosePongPassesTheClientLimit).
+func TestProtocolClientPongWithinTheServerLimit(t *testing.T) {
+	const limit = 100
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := strings.Repeat("p", limit-1) // a Pong of exactly the limit
+	ping := func(data string) []byte {
+		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)})
+	}
+	pongs := make(chan string, 2)
+	closed := make(chan wsframe.CloseCode, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		closed <- rawClientConn(nc, func(p wire.Packet) {
+			switch p.Kind {
+			case dispatch.KindCapabilities:
+				pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "maxMessage", strconv.Itoa(limit))
+				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs}))
+			case dispatch.KindCall:
+				wsutil.WriteServerBinary(nc, ping(data))
+			case dispatch.KindPong:
+				select {
+				case pongs <- string(p.Payload):
+				default:
+				}
+				if len(pongs) == 1 {
+					wsutil.WriteServerBinary(nc, ping(data+"p"))
+				}
+			}
+		})
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	err = callWithin(t, c, context.Background(), "any/method", nil, nil)
+	var ce *CloseError
+	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.CloseMessageTooBig || ce.Reason != errMessageTooBig.Reason {
+		t.Errorf("a Ping whose Pong is %d bytes, over the server's %d: %v, want ErrDisconnected with this end's close 1009 %s", limit+1, limit, err, errMessageTooBig.Reason)
+	}
+	select {
+	case code := <-closed:
+		if code != wsframe.CloseMessageTooBig {
+			t.Errorf("the client closed with %d, want 1009", code)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the client never closed the connection")
+	}
+	// The server's goroutine has returned: what it read is in pongs.
+	if got := len(pongs); got != 1 {
+		t.Errorf("%d Pongs, want 1: the Ping whose Pong is exactly the server's %d bytes answered, the longer one not", got, limit)
+	}
+	if len(pongs) > 0 {
+		if got := <-pongs; got != data {
+			t.Errorf("the Pong of a %d-byte Ping carried %d bytes", len(data), len(got))
+		}
 	}
 }

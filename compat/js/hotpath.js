@@ -1544,6 +1544,14 @@ export class Client {
         this.#runAsk(conn, p);
         return;
       case 'ping':
+        // A Pong is as long as its Ping (§4.8): one over the server's
+        // maxMessage would have it close with 1009, so this end closes so
+        // instead, as the server does on a client's such Ping. Before the
+        // server's capabilities the Pong waits in the queue for its limit.
+        if (conn.ready && 1 + p.data.length > this.#packetLimit(conn)) {
+          this.#violate(conn, 1009, 'HP_ERR_MESSAGE_TOO_BIG');
+          return;
+        }
         this.#control(conn, encodePacket({ kind: 'pong', data: p.data }));
         return;
       case 'pong':

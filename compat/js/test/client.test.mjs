@@ -857,6 +857,29 @@ test('ping is answered with pong carrying the same data (§4.8)', async () => {
   client.close();
 });
 
+// PROTOCOL.md §4.8: a Pong is as long as its Ping, so a Ping whose Pong
+// would be over the server's maxMessage closes the connection with 4009
+// HP_ERR_MESSAGE_TOO_BIG instead of being answered with a Pong the server
+// would close on, as the server does on a client's such Ping.
+test('a server Ping whose Pong would be over the server\'s maxMessage closes with 4009 (§4.8)', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '100']] });
+  const data = 'p'.repeat(99); // a Pong of exactly the limit
+  ws.receive({ kind: 'ping', data });
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => [p.kind, text(p.data)]), [['pong', data]]);
+  assert.equal(ws.closedWith, null);
+  const answer = client.call('a/b');
+  await settle();
+  ws.receive({ kind: 'ping', data: data + 'p' });
+  assert.deepEqual(ws.closedWith, { code: 4009, reason: 'HP_ERR_MESSAGE_TOO_BIG' });
+  assert.equal(ws.packets.filter((p) => p.kind === 'pong').length, 1, 'the Ping over the limit was answered');
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1009 && err.reason === 'HP_ERR_MESSAGE_TOO_BIG');
+  client.close();
+});
+
 test('protocol violations close the connection, then it reconnects (§7)', async () => {
   for (const [send, code, reason, wire, capabilities = true] of [
     [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
