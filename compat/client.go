@@ -2336,6 +2336,13 @@ func (cc *clientConn) handlePacket(p *wire.Packet, top bool) error {
 		return errMalformed
 	}
 	for item := range p.Items() {
+		// An item's kind is read before its body, as the server reads it
+		// (PROTOCOL.md §3): an unknown kind, or one only a client sends,
+		// is HP_ERR_UNKNOWN_KIND whatever follows it. Items() yields no
+		// empty, compressed, batch or capabilities item.
+		if !wire.ToClient(dispatch.Kind(item[0])) {
+			return errUnknownKind
+		}
 		ip, err := wire.Decode(item)
 		if err != nil || ip.Kind == dispatch.KindBatch {
 			return errMalformed

@@ -249,6 +249,10 @@ func TestProtocolClientClosesWithCodeAndReason(t *testing.T) {
 		{"§3 a Leave from a server", wire.Append(nil, &wire.Packet{Kind: dispatch.KindLeave, ID: 1, Room: []byte("r")}), "HP_ERR_UNKNOWN_KIND"},
 		{"§3 an Answer from a server", wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: 1}), "HP_ERR_UNKNOWN_KIND"},
 		{"§3 a Call in a batch", batchOf(wire.AppendCall(nil, dispatch.KindCall, 1, "a/b", 0, nil)), "HP_ERR_UNKNOWN_KIND"},
+		// An item's kind is read before its body, as at the server.
+		{"§3 a Call without its body in a batch", batchOf([]byte{byte(dispatch.KindCall)}), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 an unknown kind in a batch", batchOf([]byte{0x7f}), "HP_ERR_UNKNOWN_KIND"},
+		{"§3 a malformed item", batchOf([]byte{byte(dispatch.KindResult)}), "HP_ERR_MALFORMED_PACKET"},
 		{"§3 kind 0", []byte{0}, "HP_ERR_UNKNOWN_KIND"},
 		{"§3 an empty message", nil, "HP_ERR_MALFORMED_PACKET"},
 		{"§4.7 a batch in a batch", batchOf(batchOf(result)), "HP_ERR_MALFORMED_PACKET"},

@@ -242,6 +242,14 @@ function readItems(r) {
   return items;
 }
 
+// decodeItem decodes an item of a server's batch. Its kind is read before
+// its body, as the Go ends read it (§3): a kind only clients send is
+// unknown whatever follows it, not a malformed packet.
+function decodeItem(item) {
+  if (CLIENT_ONLY.has(item[0])) throw new WireError('HP_ERR_UNKNOWN_KIND', `hotpath: packet kind ${item[0]} from a server`);
+  return decodePacket(item);
+}
+
 // Writer builds one packet in a growing buffer and refuses values that the
 // peer's decoder would reject, so a bad argument fails here, not as a
 // closed connection.
@@ -1497,7 +1505,7 @@ export class Client {
     let packets;
     try {
       const p = decodePacket(b);
-      packets = p.kind === 'batch' ? p.items.map(decodePacket) : [p];
+      packets = p.kind === 'batch' ? p.items.map(decodeItem) : [p];
     } catch (err) {
       if (!(err instanceof WireError)) throw err;
       this.#violate(conn, err.closeCode, err.code);

@@ -927,6 +927,11 @@ test('kinds only clients send, and batches holding what no batch may, close with
     ['a compressed call', new Uint8Array([0x81, 0xde, 0xad, 0xbe, 0xef]), 'HP_ERR_UNKNOWN_KIND'],
     ['a call without its id', new Uint8Array([1]), 'HP_ERR_UNKNOWN_KIND'],
     ['a call in a batch', batch(result, [...encodePacket({ kind: 'call', id: 1, method: 'a/b', timeout: 0, payload: '' })]), 'HP_ERR_UNKNOWN_KIND'],
+    // An item's kind too is read before its body, as at the Go ends.
+    ['a call without its id in a batch', batch(result, [1]), 'HP_ERR_UNKNOWN_KIND'],
+    ['an answer without its id in a batch', batch([6]), 'HP_ERR_UNKNOWN_KIND'],
+    ['an unknown kind in a batch', batch([0x7f]), 'HP_ERR_UNKNOWN_KIND'],
+    ['a malformed item', batch([2]), 'HP_ERR_MALFORMED_PACKET'], // a Result without its id
     ['a batch in a batch', batch([...batch(result)]), 'HP_ERR_MALFORMED_PACKET'],
     ['a compressed item', batch([0x82, 0]), 'HP_ERR_MALFORMED_PACKET'],
     ['a batch of count 0', new Uint8Array([0x07, 0]), 'HP_ERR_MALFORMED_PACKET'],
