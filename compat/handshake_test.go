@@ -194,6 +194,15 @@ func TestRawUpgradeRequestBounded(t *testing.T) {
 // answers 101 with the headers resp returns for the request's key, then
 // sends the server's capabilities.
 func answerUpgrade(ln net.Listener, resp func(accept string) string) {
+	answerHead(ln, func(accept string) string { return "HTTP/1.1 101 Switching Protocols\r\n" + resp(accept) + "\r\n" })
+}
+
+// answerHead accepts one connection on ln, reads its upgrade request and
+// writes head(accept), accept being the request key's
+// Sec-WebSocket-Accept. After a 101 status line it sends the server's
+// capabilities and reads until the client gives up or closes; after any
+// other it closes the connection.
+func answerHead(ln net.Listener, head func(accept string) string) {
 	nc, err := ln.Accept()
 	if err != nil {
 		return
@@ -205,9 +214,13 @@ func answerUpgrade(ln net.Listener, resp func(accept string) string) {
 		return
 	}
 	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	out := []byte(head(base64.StdEncoding.EncodeToString(sum[:])))
+	if !bytes.HasPrefix(out, []byte("HTTP/1.1 101")) {
+		nc.Write(out)
+		return
+	}
 	// One write: the client reads the capabilities with the answer, and
 	// must keep them.
-	out := []byte("HTTP/1.1 101 Switching Protocols\r\n" + resp(base64.StdEncoding.EncodeToString(sum[:])) + "\r\n")
 	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
 	nc.Write(wsframe.AppendFrame(out, wsframe.OpBinary, caps, wsframe.Fin))
 	for { // until the client gives up or closes

@@ -314,19 +314,22 @@ type handshakeReader struct {
 }
 
 func newHandshakeReader(nc net.Conn) *handshakeReader {
-	return &handshakeReader{headReader{Conn: nc, max: maxHandshakeBytes, fix: fixRequestLine}}
+	fix := func(_, line []byte) []byte { return fixRequestLine(line) }
+	return &handshakeReader{headReader{Conn: nc, max: maxHandshakeBytes, fix: fix}}
 }
 
 // headReader is the connection gobwas/ws reads an HTTP head through: an
 // upgrade request (Upgrader) or its answer (Dialer). It keeps every byte
 // it reads in seen, up to max if max is not 0, and hands the reader the
-// head's header lines whole, one at a time, each as fix returns it (nil
-// drops it), then the bytes after the head as they came.
+// head's first line as it came, its header lines whole, one at a time,
+// each as fix returns it given the first line (nil drops it), then the
+// bytes after the head as they came.
 type headReader struct {
 	net.Conn
 	seen  []byte
 	max   int
-	fix   func(line []byte) []byte
+	fix   func(first, line []byte) []byte
+	first int    // the first line's length in seen, once read
 	given int    // bytes of seen handed on, fixed
 	out   []byte // fixed bytes the reader has yet to take
 	lines int    // lines of the head handed on
@@ -347,11 +350,11 @@ func (r *headReader) Read(p []byte) (int, error) {
 			r.lines++
 			switch {
 			case r.lines == 1: // the request or status line
-				r.out = line
+				r.first, r.out = r.given, line
 			case len(bytes.TrimSuffix(line[:i], []byte("\r"))) == 0:
 				r.head, r.out = r.given, line
 			default:
-				r.out = r.fix(line)
+				r.out = r.fix(r.seen[:r.first], line)
 			}
 			continue
 		}
@@ -412,11 +415,33 @@ func fixRequestLine(line []byte) []byte {
 // Upgrade, so it refused "Connection: keep-alive, Upgrade". Its Upgrade
 // lines are left to the Dialer: item 2 wants each value to be
 // "websocket", compared case-insensitively, as the Dialer does.
-func fixAnswerLine(line []byte) []byte {
+//
+// Any other answer (a refusal, whose status line is status) is left as it
+// came: the Dialer hands it to OnStatusError, which reads its headers and
+// body with net/http, and a dropped Connection line altered them (one
+// followed by a folded line made the refusal unreadable, its message and
+// Retry-After lost).
+func fixAnswerLine(status, line []byte) []byte {
+	if string(statusCode(status)) != "101" {
+		return line
+	}
 	if name, value, _ := bytes.Cut(line, []byte(":")); strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection") {
 		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
 	}
 	return line
+}
+
+// statusCode returns a status line's code, as net/http cuts it: what
+// follows the first space, up to the next space or the line's end.
+func statusCode(line []byte) []byte {
+	_, rest, _ := bytes.Cut(trimEOL(line), []byte(" "))
+	code, _, _ := bytes.Cut(rest, []byte(" "))
+	return code
+}
+
+// trimEOL returns line without its CRLF or bare LF.
+func trimEOL(line []byte) []byte {
+	return bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 }
 
 // tokenLine returns fixed when the comma-separated list holds token,
@@ -558,9 +583,9 @@ var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.Status
 // answerReader keeps what a WebSocket client reads during its upgrade
 // (above TLS on wss://) for checkAnswer, as handshakeReader keeps a
 // request: gobwas/ws's Dialer hands its OnHeader hook only the lines it
-// does not read itself, with the name trimmed. It hands the Dialer the
-// Connection lines as fixAnswerLine rewrites them. upgradeConn, below it,
-// bounds what it reads to maxUpgradeAnswer.
+// does not read itself, with the name trimmed. It hands the Dialer a
+// 101's Connection lines as fixAnswerLine rewrites them. upgradeConn,
+// below it, bounds what it reads to maxUpgradeAnswer.
 type answerReader struct {
 	headReader
 }

@@ -1,0 +1,80 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dialAnswer dials a fake server on loopback that answers the upgrade
+// with head (answerHead).
+func dialAnswer(t *testing.T, head func(accept string) string) (*Client, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go answerHead(ln, head)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	return Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{Reconnect: Reconnect{Disabled: true}})
+}
+
+// readAnswer reads in through an answerReader, as gobwas/ws's Dialer
+// does, and returns what it was handed.
+func readAnswer(t *testing.T, in string) string {
+	t.Helper()
+	got, err := io.ReadAll(newAnswerReader(&scriptedConn{r: bytes.NewReader([]byte(in))}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(got)
+}
+
+// A refusal reaches OnStatusError as it came: the Connection lines that
+// the answerReader rewrites in a 101 for gobwas/ws's Dialer (fixAnswerLine)
+// are a refusal's own. They were rewritten in a refusal too: "Connection:
+// close" dropped, "keep-alive, Upgrade" made "Upgrade".
+func TestAnswerReaderKeepsRefusals(t *testing.T) {
+	for _, refusal := range []string{
+		"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 4\r\n\r\nnope",
+		"HTTP/1.1 503 Service Unavailable\r\nConnection: keep-alive, Upgrade\r\nconnection: x-hop\r\nRetry-After: 5\r\n\r\nbusy",
+		"HTTP/1.1 401 Unauthorized\nConnection:\tUpgrade \nContent-Length: 0\n\n",
+		"HTTP/1.1 1010 x\r\nConnection: close\r\n\r\n",
+	} {
+		if got := readAnswer(t, refusal); got != refusal {
+			t.Errorf("refusal %q handed on as %q", refusal, got)
+		}
+	}
+	// A 101's are still rewritten.
+	for _, status := range []string{"HTTP/1.1 101 Switching Protocols\r\n", "HTTP/1.1 101 \r\n"} {
+		got := readAnswer(t, status+"Connection: keep-alive, Upgrade\r\nConnection: close\r\nUpgrade: websocket\r\n\r\n")
+		if _, headers, _ := strings.Cut(got, "\n"); headers != "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n" {
+			t.Errorf("101 (%q): headers handed on as %q", status, headers)
+		}
+	}
+}
+
+// A refusal's Connection line followed by a folded line (RFC 9112 §5.2,
+// which net/http joins to it) reaches the user with its message and
+// Retry-After. The answerReader dropped the Connection line, the folded
+// line became the first, and net/http refused the head: Dial's
+// *HTTPError had the status text for a message and no Retry-After.
+func TestDialRefusalWithConnectionLine(t *testing.T) {
+	_, err := dialAnswer(t, func(string) string {
+		return "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n x-more\r\nRetry-After: 7\r\nContent-Length: 4\r\n\r\nbusy"
+	})
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		t.Fatalf("Dial = %v, want an *HTTPError", err)
+	}
+	if he.Status != 503 || he.Message != "busy" || he.RetryAfter != 7*time.Second {
+		t.Fatalf("Dial's refusal: %+v, want 503, \"busy\", Retry-After 7s", he)
+	}
+}
