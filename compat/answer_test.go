@@ -52,8 +52,8 @@ func TestAnswerReaderKeepsRefusals(t *testing.T) {
 			t.Errorf("refusal %q handed on as %q", refusal, got)
 		}
 	}
-	// A 101's are still rewritten.
-	for _, status := range []string{"HTTP/1.1 101 Switching Protocols\r\n", "HTTP/1.1 101 \r\n"} {
+	// A 101's are still rewritten, however its status line is written.
+	for _, status := range []string{"HTTP/1.1 101 Switching Protocols\r\n", "HTTP/1.1 101\r\n", "HTTP/1.1 101 \r\n"} {
 		got := readAnswer(t, status+"Connection: keep-alive, Upgrade\r\nConnection: close\r\nUpgrade: websocket\r\n\r\n")
 		if _, headers, _ := strings.Cut(got, "\n"); headers != "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n" {
 			t.Errorf("101 (%q): headers handed on as %q", status, headers)
@@ -76,5 +76,40 @@ func TestDialRefusalWithConnectionLine(t *testing.T) {
 	}
 	if he.Status != 503 || he.Message != "busy" || he.RetryAfter != 7*time.Second {
 		t.Fatalf("Dial's refusal: %+v, want 503, \"busy\", Retry-After 7s", he)
+	}
+}
+
+// A status line without a reason phrase and without the space before it
+// ("HTTP/1.1 101"), which net/http and browsers take, is taken: gobwas/ws's
+// Dialer refused it as malformed (fixStatusLine). A refusal written so is
+// an *HTTPError with its status and message, not a malformed answer.
+func TestDialStatusLineWithoutReason(t *testing.T) {
+	for _, eol := range []string{"\r\n", "\n"} {
+		c, err := dialAnswer(t, func(accept string) string {
+			return strings.ReplaceAll("HTTP/1.1 101\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: "+Subprotocol+
+				"\r\nSec-WebSocket-Accept: "+accept+"\r\n\r\n", "\r\n", eol)
+		})
+		if err != nil {
+			t.Fatalf("EOL %q: Dial refused a 101 without a reason phrase: %v", eol, err)
+		}
+		c.Close()
+		_, err = dialAnswer(t, func(string) string {
+			return strings.ReplaceAll("HTTP/1.1 403\r\nContent-Length: 2\r\n\r\nno", "\r\n", eol)
+		})
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != 403 || he.Message != "no" {
+			t.Fatalf("EOL %q: Dial = %v, want an *HTTPError 403 \"no\"", eol, err)
+		}
+	}
+	for status, want := range map[string]string{
+		"HTTP/1.1 101\r\n":                     "HTTP/1.1 101 \r\n",
+		"HTTP/1.1 101\n":                       "HTTP/1.1 101 \n",
+		"HTTP/1.1 101 \r\n":                    "HTTP/1.1 101 \r\n",
+		"HTTP/1.1 101 Switching Protocols\r\n": "HTTP/1.1 101 Switching Protocols\r\n",
+		"HTTP/1.1  101\r\n":                    "HTTP/1.1  101\r\n",
+	} {
+		if got, _, _ := strings.Cut(readAnswer(t, status+"\r\n"), "\n"); got+"\n" != want {
+			t.Errorf("status line %q handed on as %q, want %q", status, got+"\n", want)
+		}
 	}
 }

@@ -321,20 +321,22 @@ func newHandshakeReader(nc net.Conn) *handshakeReader {
 // headReader is the connection gobwas/ws reads an HTTP head through: an
 // upgrade request (Upgrader) or its answer (Dialer). It keeps every byte
 // it reads in seen, up to max if max is not 0, and hands the reader the
-// head's first line as it came, its header lines whole, one at a time,
-// each as fix returns it given the first line (nil drops it), then the
-// bytes after the head as they came.
+// head's first line as fixFirst returns it (as it came if fixFirst is
+// nil), its header lines whole, one at a time, each as fix returns it
+// given the first line as it came (nil drops it), then the bytes after
+// the head as they came.
 type headReader struct {
 	net.Conn
-	seen  []byte
-	max   int
-	fix   func(first, line []byte) []byte
-	first int    // the first line's length in seen, once read
-	given int    // bytes of seen handed on, fixed
-	out   []byte // fixed bytes the reader has yet to take
-	lines int    // lines of the head handed on
-	head  int    // the head's length, once its empty line is handed on
-	err   error  // the connection's, once it failed
+	seen     []byte
+	max      int
+	fixFirst func(line []byte) []byte
+	fix      func(first, line []byte) []byte
+	first    int    // the first line's length in seen, once read
+	given    int    // bytes of seen handed on, fixed
+	out      []byte // fixed bytes the reader has yet to take
+	lines    int    // lines of the head handed on
+	head     int    // the head's length, once its empty line is handed on
+	err      error  // the connection's, once it failed
 }
 
 func (r *headReader) Read(p []byte) (int, error) {
@@ -351,6 +353,9 @@ func (r *headReader) Read(p []byte) (int, error) {
 			switch {
 			case r.lines == 1: // the request or status line
 				r.first, r.out = r.given, line
+				if r.fixFirst != nil {
+					r.out = r.fixFirst(line)
+				}
 			case len(bytes.TrimSuffix(line[:i], []byte("\r"))) == 0:
 				r.head, r.out = r.given, line
 			default:
@@ -442,6 +447,23 @@ func statusCode(line []byte) []byte {
 // trimEOL returns line without its CRLF or bare LF.
 func trimEOL(line []byte) []byte {
 	return bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+}
+
+// fixStatusLine adds, to a status line without a reason phrase and
+// without the space before it ("HTTP/1.1 101"), that space, for
+// gobwas/ws's Dialer: it wants two spaces and refused the line as
+// malformed, a 101 and a refusal alike (a 403 became no *HTTPError).
+// RFC 9112 §4 writes the space (status-line = HTTP-version SP
+// status-code SP [reason-phrase]), but net/http and browsers take the
+// line without it, and some servers send it; the client takes it as
+// they do. checkAnswer still reads a 101's status line as it came, as
+// net/http does.
+func fixStatusLine(line []byte) []byte {
+	text := trimEOL(line)
+	if bytes.Count(text, []byte(" ")) != 1 {
+		return line
+	}
+	return slices.Concat(text, []byte(" "), line[len(text):])
 }
 
 // tokenLine returns fixed when the comma-separated list holds token,
@@ -583,15 +605,16 @@ var errMalformedHeader = ws.RejectConnectionError(ws.RejectionStatus(http.Status
 // answerReader keeps what a WebSocket client reads during its upgrade
 // (above TLS on wss://) for checkAnswer, as handshakeReader keeps a
 // request: gobwas/ws's Dialer hands its OnHeader hook only the lines it
-// does not read itself, with the name trimmed. It hands the Dialer a
-// 101's Connection lines as fixAnswerLine rewrites them. upgradeConn,
-// below it, bounds what it reads to maxUpgradeAnswer.
+// does not read itself, with the name trimmed. It hands the Dialer the
+// status line as fixStatusLine rewrites it, and a 101's Connection lines
+// as fixAnswerLine rewrites them. upgradeConn, below it, bounds what it
+// reads to maxUpgradeAnswer.
 type answerReader struct {
 	headReader
 }
 
 func newAnswerReader(nc net.Conn) *answerReader {
-	return &answerReader{headReader{Conn: nc, fix: fixAnswerLine}}
+	return &answerReader{headReader{Conn: nc, fixFirst: fixStatusLine, fix: fixAnswerLine}}
 }
 
 // checkAnswer checks a server's 101 answer, which gobwas/ws's Dialer read

@@ -160,6 +160,8 @@ func FuzzUpgradeAnswer(f *testing.F) {
 	f.Add([]byte(strings.Replace(valid, "Sec-WebSocket-Protocol: ", "Sec-WebSocket-Protocol : ", 1)))
 	f.Add([]byte(strings.Replace(valid, "\r\n\r\n", "\r\n X-Folded: x\r\n\r\n", 1)))
 	f.Add([]byte("HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope"))
+	f.Add([]byte("HTTP/1.1 403\r\nConnection: close\r\nContent-Length: 4\r\n\r\nnope"))
+	f.Add([]byte(strings.Replace(valid, "101 Switching Protocols", "101", 1)))
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"))
 	ln := answerServer()
 	f.Fuzz(func(t *testing.T, answer []byte) {
@@ -277,10 +279,11 @@ func takenAnswer(choices []byte) []byte {
 		lines[i], lines[j] = lines[j], lines[i]
 	}
 	// RFC 9112 §4: status-line = HTTP-version SP status-code SP
-	// [reason-phrase]. gobwas/ws's Dialer refuses "HTTP/1.1 101" without
-	// the second SP, which net/http takes.
-	reason := []string{"Switching Protocols", "", "OK", "switching protocols"}[pick(4)]
-	return []byte("HTTP/1.1 101 " + reason + eol + strings.Join(lines, "") + eol)
+	// [reason-phrase]. net/http and browsers also take "HTTP/1.1 101"
+	// without the second SP, and so does the client (compat's
+	// fixStatusLine; gobwas/ws's Dialer refused it).
+	status := []string{"HTTP/1.1 101 Switching Protocols", "HTTP/1.1 101 ", "HTTP/1.1 101 OK", "HTTP/1.1 101 switching protocols", "HTTP/1.1 101"}[pick(5)]
+	return []byte(status + eol + strings.Join(lines, "") + eol)
 }
 
 // FuzzUpgradeAnswerTaken is FuzzUpgradeAnswer's other direction: the
@@ -295,6 +298,9 @@ func FuzzUpgradeAnswerTaken(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	f.Add([]byte("connection: keep-alive, upgrade"))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1, 0, 0, 0, 2, 1, 1, 1})
+	// Every choice 4: a status line without a reason phrase or the space
+	// before it, and CRLF.
+	f.Add(bytes.Repeat([]byte{4}, 512))
 	ln := answerServer()
 	f.Fuzz(func(t *testing.T, choices []byte) {
 		answer := takenAnswer(choices)
