@@ -253,10 +253,16 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 // (the Go client) and JSON.stringify (hotpath.js) send the offer alone.
 var errSignalTrailing = errors.New("body has more than its SDP offer")
 
+// errSignalAnswerTrailing refuses, on the client, a signalling answer with
+// more than whitespace after its JSON value, as errSignalTrailing refuses
+// such an offer.
+var errSignalAnswerTrailing = errors.New("more than one JSON value: the SDP answer is followed by more than whitespace")
+
 // offerEnd reads what follows the offer's JSON value in a signalling
-// body, through dec, which decoded it: nil for whitespace up to the body's
-// end, errSignalTrailing for anything else, and the body's error for a
-// read that failed (its deadline, a body cut short).
+// body (or the answer's, on the client), through dec, which decoded it:
+// nil for whitespace up to the body's end, errSignalTrailing for anything
+// else, and the body's error for a read that failed (its deadline, a body
+// cut short).
 func offerEnd(dec *json.Decoder) error {
 	_, err := dec.Token()
 	_, syntax := errors.AsType[*json.SyntaxError](err)
@@ -692,9 +698,24 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 		msg, _ := io.ReadAll(io.LimitReader(rsp.Body, 512))
 		return nil, &HTTPError{Status: rsp.StatusCode, Message: refusalMessage(msg), RetryAfter: retryAfter(rsp.Header)}
 	}
+	// The answer is one JSON value, whitespace around it, as the server
+	// reads an offer: one followed by more (a second value, garbage) was
+	// taken, the rest dropped unread, where the answer meant is in doubt.
 	var answer webrtc.SessionDescription
-	if err := json.NewDecoder(io.LimitReader(rsp.Body, maxSignalBody)).Decode(&answer); err != nil {
-		return nil, err
+	limited := io.LimitReader(rsp.Body, maxSignalBody)
+	dec := json.NewDecoder(limited)
+	err = dec.Decode(&answer)
+	if err == nil {
+		err = offerEnd(dec)
+	}
+	if err == nil {
+		err = readBodyEnd(limited, rsp.Body)
+	}
+	if err == errSignalTrailing {
+		err = errSignalAnswerTrailing
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the signalling answer from %s: %w", endpoint, err)
 	}
 	if answer.Type != webrtc.SDPTypeAnswer {
 		return nil, errors.New("signalling answered no SDP answer")

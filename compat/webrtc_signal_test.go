@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -147,5 +148,51 @@ func TestWebRTCSignalBodyIsOneOffer(t *testing.T) {
 	case <-s.conns.idle():
 	case <-time.After(hangBound):
 		t.Fatal("the handshakes given up still open")
+	}
+}
+
+// The Go client reads a signalling answer as the server reads an offer
+// (TestWebRTCSignalBodyIsOneOffer): one JSON value, whitespace around it.
+// An answer followed by more (garbage, a second answer, a brace, more
+// than whitespace past 64 KiB) is refused with errSignalAnswerTrailing or
+// errSignalBodyTooLarge, naming the endpoint, where json.Decoder took the
+// first value and dropped the rest unread.
+func TestWebRTCSignalAnswerIsOneAnswer(t *testing.T) {
+	const answer = `{"type":"answer","sdp":"v=0"}`
+	var tail atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(answer + tail.Load().(string)))
+	}))
+	defer srv.Close()
+	c := &Client{}
+	offer := &webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: "v=0"}
+	for _, tc := range []struct {
+		name, tail string
+		want       error // nil: taken
+	}{
+		{"nothing after", "", nil},
+		{"a newline, as json.Encoder writes", "\n", nil},
+		{"whitespace after", " \r\n\t\n", nil},
+		{"garbage after", " trailing", errSignalAnswerTrailing},
+		{"a second answer", answer, errSignalAnswerTrailing},
+		{"a brace", "}", errSignalAnswerTrailing},
+		{"a number", "\n1", errSignalAnswerTrailing},
+		{"more than whitespace past 64 KiB", strings.Repeat(" ", maxSignalBody) + "x", errSignalBodyTooLarge},
+	} {
+		tail.Store(tc.tail)
+		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+		got, err := c.signal(ctx, srv.URL, offer)
+		cancel()
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("an answer, then %s: %v", tc.name, err)
+		case tc.want == nil && (got == nil || got.SDP != "v=0"):
+			t.Errorf("an answer, then %s: got %+v", tc.name, got)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("an answer, then %s: %v, want %v", tc.name, err, tc.want)
+		case tc.want != nil && !strings.Contains(err.Error(), srv.URL):
+			t.Errorf("an answer, then %s: %v, which does not name the endpoint %s", tc.name, err, srv.URL)
+		}
 	}
 }
