@@ -1562,6 +1562,61 @@ func TestDialSilentServer(t *testing.T) {
 	}
 }
 
+// A QUIC or WebTransport Dial whose ctx its caller cancels, or whose
+// caller's deadline passes, fails with an error that names the URL, as the
+// WebSocket dial's does, and still matches ctx's error: quic-go and
+// webtransport-go return ctx's bare error, and Dial failed with "context
+// canceled" alone. The server is silent, so only ctx ends the dial; each
+// ctx is canceled before Dial and while it waits.
+func TestDialCanceledNamesURL(t *testing.T) {
+	t.Parallel()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	for _, url := range []string{"quic://" + udp.LocalAddr().String(), "https://" + udp.LocalAddr().String() + "/wt"} {
+		for _, tc := range []struct {
+			name string
+			ctx  func() (context.Context, context.CancelFunc)
+			want error
+		}{
+			{"canceled before", func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx, cancel
+			}, context.Canceled},
+			{"canceled during", func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(50*time.Millisecond, cancel)
+				return ctx, cancel
+			}, context.Canceled},
+			{"the caller's deadline", func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			}, context.DeadlineExceeded},
+		} {
+			ctx, cancel := tc.ctx()
+			dialed := make(chan error, 1)
+			go func() {
+				c, err := Dial(ctx, url, ClientOptions{ConnectTimeout: time.Hour, TLSConfig: testCert().ClientTLSConfig()})
+				if err == nil {
+					c.Close()
+				}
+				dialed <- err
+			}()
+			select {
+			case err := <-dialed:
+				if !errors.Is(err, tc.want) || strings.Count(err.Error(), url) != 1 {
+					t.Errorf("%s, %s: %v, want %v naming the URL once", url, tc.name, err, tc.want)
+				}
+			case <-time.After(hangBound):
+				t.Fatalf("%s, %s: Dial did not return", url, tc.name)
+			}
+			cancel()
+		}
+	}
+}
+
 // WebRTCOptions.MaxPending: past that many signalled peer connections
 // still waiting for their control channel, an offer is refused with 503
 // and Retry-After instead of getting one more ICE agent and its sockets;

@@ -337,6 +337,24 @@ func quicConnectionEnded(err error) bool {
 	return errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &ie) || errors.As(err, &sr)
 }
 
+// endedDialError is err, the error of a dial (what) that ctx ended, named
+// with the URL as the WebSocket dial names its errors ("hotpath:
+// WebSocket upgrade at <url>: context canceled"): quic-go and
+// webtransport-go return ctx's bare error, so a Dial canceled by its
+// caller failed with "context canceled" and nothing more. It still
+// matches ctx's error. An end by ConnectTimeout is left to connectError,
+// whose error names the URL already; err is returned as it is while ctx
+// has not ended.
+func (c *Client) endedDialError(ctx context.Context, what string, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if _, ok := errors.AsType[*connectTimeoutError](context.Cause(ctx)); ok {
+		return err
+	}
+	return fmt.Errorf("hotpath: %s at %s: %w", what, c.url, err)
+}
+
 // quicDialError is err, or the close the server sent when it closed the
 // connection while it was opening (a refusal: Authenticate, Shutdown), as
 // a *CloseError, so that CloseStatus reads a refusal the same whether it
@@ -443,12 +461,12 @@ func (c *Client) dialQUIC(ctx context.Context, u *url.URL) (link, error) {
 	}
 	qc, err := quic.DialAddr(ctx, u.Host, tlsConf, QUICConfig(0))
 	if err != nil {
-		return nil, quicDialError(err)
+		return nil, c.endedDialError(ctx, "QUIC dial", quicDialError(err))
 	}
 	str, err := qc.OpenStreamSync(ctx)
 	if err != nil {
 		qc.CloseWithError(0, "")
-		return nil, quicDialError(err)
+		return nil, c.endedDialError(ctx, "QUIC dial", quicDialError(err))
 	}
 	str.SetPriority(0, false)
 	return newStreamConn(newQUICTransport(qc), newQUICControl(str), c.opts.Limits), nil

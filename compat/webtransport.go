@@ -414,7 +414,8 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode), RetryAfter: retryAfter(rsp.Header)}
 		}
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx) // the connection closed because ctx ended
+			// The connection closed because ctx ended.
+			return nil, c.endedDialError(ctx, "WebTransport dial", context.Cause(ctx))
 		}
 		return nil, quicDialError(err)
 	}
@@ -425,7 +426,7 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 	if err != nil {
 		sess.CloseWithError(0, "")
 		d.Close()
-		return nil, err
+		return nil, c.endedDialError(ctx, "WebTransport dial", err)
 	}
 	return newStreamConn(newWTTransport(sess, d), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
 }
