@@ -213,6 +213,70 @@ func (c *channelPeer) writeMessage(p []byte) error {
 
 func (c *channelPeer) buffered() int { return 0 }
 
+// FuzzStreamAnswer hands any bytes to readStreamAnswer as what a server
+// sent on a binary stream the client opened (PROTOCOL.md §8.5), with a
+// message limit of 4 KiB. modelDeframe reads the first packet from the
+// protocol's text: when there is one, readStreamAnswer reads it and no
+// byte past it (the stream's bytes follow), and takes a Result, returns an
+// Error's code, message and data as an *Error, and refuses anything else
+// (malformed, compressed, another kind) with 1008; when there is none, it
+// fails with the model's close code (1002, 1009), or, for a stream that
+// ends first, with io.EOF or io.ErrUnexpectedEOF and no close at all.
+func FuzzStreamAnswer(f *testing.F) {
+	result := wire.AppendResult(nil, 1, nil)
+	refusal := wire.AppendError(nil, 1, wire.CodeNotFound, "stream method not found: x", []byte(`{"a":1}`))
+	f.Add(framed(result))
+	f.Add(append(framed(result), "the stream's bytes"...))
+	f.Add(append(framed(refusal), 1, 2, 3))
+	f.Add(framed(wire.AppendResult(nil, 7, []byte(`"x"`))))
+	f.Add(framed(append([]byte{result[0] | wire.CompressedBit}, result[1:]...)))
+	f.Add(framed(wire.AppendCall(nil, dispatch.KindCall, 1, "m", 0, nil)))
+	f.Add(framed(nil))
+	f.Add(framed([]byte{0x7f}))
+	f.Add(framed(refusal)[:len(framed(refusal))-1])
+	f.Add([]byte{})
+	f.Add([]byte{0x80})
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
+	f.Add([]byte{0x81, 0x00})
+	f.Add(append(appendPrefix(nil, 5000), result...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		const max = 4096
+		r := bytes.NewReader(in)
+		refused, err := readStreamAnswer(r, max)
+		read := len(in) - r.Len()
+		pkts, code := modelDeframe(in, max, false)
+		if len(pkts) == 0 {
+			switch {
+			case refused != nil:
+				t.Fatalf("% x: no whole answer, yet refused with %v", in, refused)
+			case code != 0 && CloseStatus(err) != code:
+				t.Fatalf("% x: %v (close %d), the model's close %d", in, err, CloseStatus(err), code)
+			case code == 0 && err != io.EOF && err != io.ErrUnexpectedEOF:
+				t.Fatalf("% x: a stream that ends before its answer: %v, want io.EOF or io.ErrUnexpectedEOF", in, err)
+			}
+			return
+		}
+		if want := prefixLen(len(pkts[0])) + len(pkts[0]); read != want {
+			t.Fatalf("% x: read %d bytes for an answer and prefix of %d", in, read, want)
+		}
+		a, derr := wire.Decode(pkts[0])
+		switch {
+		case derr != nil || a.Compressed || (a.Kind != dispatch.KindResult && a.Kind != dispatch.KindError):
+			if refused != nil || CloseStatus(err) != wsframe.ClosePolicyViolation {
+				t.Fatalf("% x: answer % x (%v) taken: %v, %v; want close 1008", in, pkts[0], derr, refused, err)
+			}
+		case a.Kind == dispatch.KindError:
+			if err != nil || refused == nil || refused.Code != a.Code || refused.Message != string(a.Message) || !bytes.Equal(refused.Data, a.Payload) {
+				t.Fatalf("% x: Error answer %d %q % x read as %v, %v", in, a.Code, a.Message, a.Payload, refused, err)
+			}
+		default:
+			if err != nil || refused != nil {
+				t.Fatalf("% x: Result answer read as %v, %v", in, refused, err)
+			}
+		}
+	})
+}
+
 // FuzzStreamServer serves a whole connection of a stream carrier (QUIC,
 // WebTransport, SCTP: PROTOCOL.md §8.1) whose client sends the fuzzer's
 // bytes and then ends its side, or, with channel set, of a message

@@ -373,6 +373,29 @@ func readStreamPacket(r io.Reader, max int64) ([]byte, error) {
 	}
 }
 
+// readStreamAnswer reads the server's answer to the Call that opened a
+// binary stream (PROTOCOL.md §8.5), and no byte past it: the stream's
+// bytes follow. It returns nil for a Result, the server's *Error for an
+// Error, a *CloseError for an answer that breaks the protocol (a bad
+// length prefix 1002, a length over max 1009, a malformed or compressed
+// packet, or one neither a Result nor an Error, 1008), and r's error for
+// a read that failed, io.EOF or io.ErrUnexpectedEOF for a stream that
+// ended first. It reads bytes alone, so FuzzStreamAnswer drives it.
+func readStreamAnswer(r io.Reader, max int64) (refused *Error, err error) {
+	answer, err := readStreamPacket(r, max)
+	if err != nil {
+		return nil, err
+	}
+	a, err := wire.Decode(answer)
+	switch {
+	case err != nil || a.Compressed || (a.Kind != dispatch.KindResult && a.Kind != dispatch.KindError):
+		return nil, errMalformed
+	case a.Kind == dispatch.KindError:
+		return &Error{Code: a.Code, Message: string(a.Message), Data: append([]byte(nil), a.Payload...)}, nil
+	}
+	return nil, nil
+}
+
 // serveStream runs the handler of a binary stream the client opened. Its
 // first packet is a Call naming the stream method (PROTOCOL.md §8.2); the
 // answer is a Result, after which the stream is the handler's, or an
@@ -572,22 +595,17 @@ func (c *Client) OpenStream(ctx context.Context, method string, req any) (*Strea
 		raw.Close()
 		return nil, cc.openStreamError(ctx, pc, raw, err)
 	}
-	answer, err := readStreamPacket(raw, c.opts.Limits.MaxMessageSize)
+	refused, err := readStreamAnswer(raw, c.opts.Limits.MaxMessageSize)
 	if err != nil {
 		raw.Close()
-		if ce, ok := errors.AsType[*CloseError](err); ok { // a bad prefix, a length over the limit
+		if ce, ok := errors.AsType[*CloseError](err); ok {
 			return nil, cc.streamViolation(pc, ce)
 		}
 		return nil, cc.openStreamError(ctx, pc, raw, err)
 	}
-	a, err := wire.Decode(answer)
-	switch {
-	case err != nil || a.Compressed || (a.Kind != dispatch.KindResult && a.Kind != dispatch.KindError):
+	if refused != nil {
 		raw.Close()
-		return nil, cc.streamViolation(pc, errMalformed)
-	case a.Kind == dispatch.KindError:
-		raw.Close()
-		return nil, &Error{Code: a.Code, Message: string(a.Message), Data: append([]byte(nil), a.Payload...)}
+		return nil, refused
 	}
 	if !stop() {
 		// ctx ended after the answer came: its reset has hit the stream.
