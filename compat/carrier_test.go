@@ -1562,11 +1562,11 @@ func TestDialSilentServer(t *testing.T) {
 	}
 }
 
-// A QUIC or WebTransport Dial whose ctx its caller cancels, or whose
+// A QUIC, WebTransport or SCTP Dial whose ctx its caller cancels, or whose
 // caller's deadline passes, fails with an error that names the URL, as the
 // WebSocket dial's does, and still matches ctx's error: quic-go and
 // webtransport-go return ctx's bare error, and Dial failed with "context
-// canceled" alone. The server is silent, so only ctx ends the dial; each
+// canceled" alone (SCTP's with "compat: sctp: context canceled"). The server is silent, so only ctx ends the dial; each
 // ctx is canceled before Dial and while it waits.
 func TestDialCanceledNamesURL(t *testing.T) {
 	t.Parallel()
@@ -1575,7 +1575,7 @@ func TestDialCanceledNamesURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	for _, url := range []string{"quic://" + udp.LocalAddr().String(), "https://" + udp.LocalAddr().String() + "/wt"} {
+	for _, url := range []string{"quic://" + udp.LocalAddr().String(), "https://" + udp.LocalAddr().String() + "/wt", "sctp://" + udp.LocalAddr().String()} {
 		for _, tc := range []struct {
 			name string
 			ctx  func() (context.Context, context.CancelFunc)

@@ -601,18 +601,24 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 			nc = dc
 		}
 	}
+	// failed is the dial's error: ctx's, named with the URL, when ctx
+	// ended it (the DTLS handshake or the association gave up because it
+	// did), as the other carriers' dials name theirs.
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return c.endedDialError(ctx, "SCTP dial", ctx.Err())
+		}
+		return fmt.Errorf("compat: sctp: %w", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("compat: sctp: %w", err)
+		return nil, failed(err)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	a, err := sctpClient(nc, c.opts.Limits)
 	stop()
 	if err != nil {
 		nc.Close()
-		if ctx.Err() != nil {
-			err = ctx.Err() // the association closed because ctx ended
-		}
-		return nil, fmt.Errorf("compat: sctp: %w", err)
+		return nil, failed(err)
 	}
 	control, err := a.OpenStream(sctpControlStream, sctp.PayloadTypeWebRTCBinary)
 	if err != nil {
