@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -791,6 +792,92 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 			if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Sec-Websocket-Version") != "13" {
 				t.Errorf("viaHTTP=%v, version %s: status %d, Sec-WebSocket-Version %q; want 426 with 13 (§4.2.2, §4.4)",
 					viaHTTP, v, resp.StatusCode, resp.Header.Values("Sec-Websocket-Version"))
+			}
+		}
+	}
+}
+
+// RFC 6455 §4.2.1: a request that is not a valid upgrade (item 1: a GET
+// of HTTP/1.1 or above; 2: a Host; 3: an Upgrade holding websocket; 4: a
+// Connection holding Upgrade; 5: one key of 16 bytes) gets an error such
+// as 400; §4.2.2 item 4: a version other than 13 gets 426 with
+// Sec-WebSocket-Version: 13. The hooks (CheckOrigin, Authenticate) run
+// only for a valid upgrade, and the status is the same under Serve and
+// ServeHTTP. ServeHTTP ran the hooks first: a request without the
+// Upgrade token got Authenticate's 401, not 400. Serve's Upgrader
+// answered 426 or 400 for a wrong version and another fault by the order
+// of the lines: 400 wins.
+func TestRFC6455_4_2_1_4_2_2_ChecksBeforeHooks(t *testing.T) {
+	const (
+		get     = "GET /ws HTTP/1.1"
+		host    = "Host: localhost"
+		upgrade = "Upgrade: websocket"
+		conn    = "Connection: Upgrade"
+		key     = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+		version = "Sec-WebSocket-Version: 13"
+		v8      = "Sec-WebSocket-Version: 8"
+	)
+	request := func(lines ...string) string { return strings.Join(lines, "\r\n") + "\r\n\r\n" }
+	cases := []struct {
+		name string
+		req  string
+		want int
+	}{
+		{"a valid request (the hooks run)", request(get, host, upgrade, conn, key, version), http.StatusUnauthorized},
+		{"HTTP/1.0 (§4.2.1 item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, key, version), http.StatusHTTPVersionNotSupported},
+		{"POST (§4.2.1 item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, key, version, "Content-Length: 0"), http.StatusMethodNotAllowed},
+		{"an empty Host (§4.2.1 item 2)", request(get, "Host:", upgrade, conn, key, version), http.StatusBadRequest},
+		{"no Upgrade (§4.2.1 item 3)", request(get, host, conn, key, version), http.StatusBadRequest},
+		{"Upgrade: h2c (§4.2.1 item 3)", request(get, host, "Upgrade: h2c", conn, key, version), http.StatusBadRequest},
+		{"no Connection (§4.2.1 item 4)", request(get, host, upgrade, key, version), http.StatusBadRequest},
+		{"Connection: keep-alive (§4.2.1 item 4)", request(get, host, upgrade, "Connection: keep-alive", key, version), http.StatusBadRequest},
+		{"no key (§4.2.1 item 5)", request(get, host, upgrade, conn, version), http.StatusBadRequest},
+		{"a key of 18 bytes (§4.2.1 item 5)", request(get, host, upgrade, conn, "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAAAA", version), http.StatusBadRequest},
+		{"no version (§4.2.1 item 6)", request(get, host, upgrade, conn, key), http.StatusBadRequest},
+		{"an empty version (§4.2.1 item 6)", request(get, host, upgrade, conn, key, "Sec-WebSocket-Version:"), http.StatusBadRequest},
+		{"version 8 (§4.2.2 item 4)", request(get, host, upgrade, conn, key, v8), http.StatusUpgradeRequired},
+		{"version 13 twice (§11.3.5)", request(get, host, upgrade, conn, key, version, version), http.StatusBadRequest},
+		{"version 13, then 8 (§11.3.5)", request(get, host, upgrade, conn, key, version, v8), http.StatusBadRequest},
+		{"version 8, no Upgrade", request(get, host, v8, conn, key), http.StatusBadRequest},
+		{"version 8, no Connection", request(get, host, v8, upgrade, key), http.StatusBadRequest},
+		{"version 8, then a key of 18 bytes", request(get, host, upgrade, conn, v8, "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAAAA"), http.StatusBadRequest},
+		{"version 8, then an empty Host", request(get, v8, "Host:", upgrade, conn, key), http.StatusBadRequest},
+		{"version 8, with content", request(get, host, upgrade, conn, key, v8, "Content-Length: 3") + "abc", http.StatusBadRequest},
+	}
+	for _, viaHTTP := range []bool{false, true} {
+		var origins, auths atomic.Int32
+		s, err := NewServer(Options{
+			Router: testRouter(),
+			Logger: slog.New(slog.DiscardHandler),
+			CheckOrigin: func(*http.Request) bool {
+				origins.Add(1)
+				return true
+			},
+			Authenticate: func(*http.Request) (any, error) {
+				auths.Add(1)
+				return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "no"}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, viaHTTP)
+		for _, tc := range cases {
+			origins.Store(0)
+			auths.Store(0)
+			resp := rawRequest(t, addr, tc.req)
+			if resp.StatusCode != tc.want {
+				t.Errorf("viaHTTP=%v, %s: status %d, want %d", viaHTTP, tc.name, resp.StatusCode, tc.want)
+			}
+			hooks := int32(0)
+			if tc.want == http.StatusUnauthorized {
+				hooks = 1
+			}
+			if o, a := origins.Load(), auths.Load(); o != hooks || a != hooks {
+				t.Errorf("viaHTTP=%v, %s: CheckOrigin ran %d times, Authenticate %d, want %d", viaHTTP, tc.name, o, a, hooks)
+			}
+			if v := resp.Header.Values("Sec-Websocket-Version"); (tc.want == http.StatusUpgradeRequired) != slices.Equal(v, []string{"13"}) {
+				t.Errorf("viaHTTP=%v, %s: %d with Sec-WebSocket-Version %q (§4.2.2 item 4: 426 names 13)", viaHTTP, tc.name, resp.StatusCode, v)
 			}
 		}
 	}

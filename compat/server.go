@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/scheduler"
@@ -133,16 +134,10 @@ func keepaliveGranularity(interval time.Duration) time.Duration {
 
 // ServeHTTP upgrades the request to a WebSocket connection and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := checkKey(r.Header.Values("Sec-Websocket-Key")); err != nil {
+	// Before the hooks, as under Serve: a request that is no upgrade
+	// gets 400 (or 426 for its version), not a hook's refusal.
+	if err := checkRequest(r); err != nil {
 		s.refuse(w, err)
-		return
-	}
-	if len(r.Header.Values("Sec-Websocket-Version")) > 1 {
-		s.refuse(w, errManyVersions)
-		return
-	}
-	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		s.refuse(w, errRequestContent)
 		return
 	}
 	up, err := s.prepareUpgrade(r)
@@ -182,12 +177,20 @@ func (s *Server) refuse(w http.ResponseWriter, err error) {
 	if err == errTooManyConnections {
 		w.Header().Set("Retry-After", retryAfterFull)
 	}
-	var he *HTTPError
-	if errors.As(err, &he) {
-		http.Error(w, he.Message, he.Status)
-		return
+	if err == ws.ErrHandshakeUpgradeRequired {
+		// RFC 6455 §4.2.2 item 4, as Serve's Upgrader sends it.
+		w.Header().Set("Sec-WebSocket-Version", "13")
 	}
-	http.Error(w, err.Error(), http.StatusBadRequest)
+	var he *HTTPError
+	var rej *ws.ConnectionRejectedError
+	switch {
+	case errors.As(err, &he):
+		http.Error(w, he.Message, he.Status)
+	case errors.As(err, &rej) && rej.StatusCode() != 0:
+		http.Error(w, rej.Error(), rej.StatusCode())
+	default:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
 }
 
 // ListenAndServe listens on the TCP address addr and serves WebSocket

@@ -280,19 +280,71 @@ var errBadKey = &HTTPError{Status: http.StatusBadRequest, Message: "bad Sec-WebS
 // the first only and took 13 followed by anything, even an empty line.
 var errManyVersions = &HTTPError{Status: http.StatusBadRequest, Message: "more than one Sec-WebSocket-Version"}
 
-// checkKey checks the Sec-WebSocket-Key values of an upgrade request.
-// gobwas/ws checks only that the key is 24 characters long; a request
-// without one is left to it, as it refuses that too.
+// checkKey checks the Sec-WebSocket-Key values of an upgrade request:
+// exactly one, the base64 encoding of 16 bytes. gobwas/ws checks only
+// that the key is 24 characters long.
 func checkKey(values []string) error {
-	if len(values) > 1 {
+	if len(values) != 1 {
 		return errBadKey
 	}
-	for _, v := range values {
-		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v)); err != nil || len(b) != 16 {
-			return errBadKey
-		}
+	if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(values[0])); err != nil || len(b) != 16 {
+		return errBadKey
 	}
 	return nil
+}
+
+// checkVersion checks the Sec-WebSocket-Version values of an upgrade
+// request, each trimmed: one (errManyVersions), not empty (400, as
+// gobwas/ws answers a request without one), and 13. RFC 6455 §4.2.2 item 4: for
+// another version the server "MUST abort the WebSocket handshake" and
+// send "an appropriate HTTP error code (such as 426 Upgrade Required) and
+// a |Sec-WebSocket-Version| header field indicating the version(s) the
+// server is capable of understanding": ws.ErrHandshakeUpgradeRequired
+// carries both. Both paths check it after every other check of the
+// request (checkRequest, checkHeaders), so that a request that is not an
+// upgrade gets 400 whatever its version.
+func checkVersion(values []string) error {
+	switch {
+	case len(values) > 1:
+		return errManyVersions
+	case len(values) == 0 || values[0] == "":
+		return ws.ErrHandshakeBadSecVersion
+	case values[0] != "13":
+		return ws.ErrHandshakeUpgradeRequired
+	}
+	return nil
+}
+
+// checkRequest checks, for ServeHTTP, that a request net/http read is a
+// WebSocket upgrade (RFC 6455 §4.2.1), before any hook (CheckOrigin,
+// Authenticate, Compress) sees it: a GET of HTTP/1.1 or above, with a
+// Host, an Upgrade holding "websocket", a Connection holding "Upgrade",
+// one valid key, no content, and version 13. It refuses with the errors,
+// and in the order, Serve's Upgrader and checkHeaders do: 505, then 405,
+// then 400 for any fault of the headers, and 426 only for a request whose
+// sole fault is its version. gobwas/ws's HTTPUpgrader checks these only
+// once the hooks have run, so a request that was no upgrade got the
+// hook's refusal (403 from CheckOrigin, Authenticate's status) where
+// Serve answered 400 or 426.
+func checkRequest(r *http.Request) error {
+	switch {
+	case r.ProtoMajor != 1 || r.ProtoMinor < 1:
+		return ws.ErrHandshakeBadProtocol
+	case r.Method != http.MethodGet:
+		return ws.ErrHandshakeBadMethod
+	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
+		return errRequestContent
+	case r.Host == "":
+		return ws.ErrHandshakeBadHost
+	case !hasTokenFold(r.Header.Values("Upgrade"), "websocket"):
+		return ws.ErrHandshakeBadUpgrade
+	case !hasTokenFold(r.Header.Values("Connection"), "upgrade"):
+		return ws.ErrHandshakeBadConnection
+	}
+	if err := checkKey(r.Header.Values("Sec-Websocket-Key")); err != nil {
+		return err
+	}
+	return checkVersion(r.Header.Values("Sec-Websocket-Version"))
 }
 
 // maxHandshakeBytes bounds an upgrade request read from a raw listener:
@@ -403,12 +455,20 @@ func (r *headReader) unread() []byte {
 // Upgrader refused "Upgrade: h2c, websocket", and a Connection of two
 // lines, "keep-alive" then "Upgrade". checkHeaders still checks the
 // lines as they came.
+//
+// A Sec-WebSocket-Version line becomes "Sec-WebSocket-Version: 13", and
+// checkHeaders checks the version after every other fault (checkVersion):
+// the Upgrader answered 426 for a version it read before a line it
+// refuses with 400, and 400 for one after, where ServeHTTP, which cannot
+// see the order of the lines, answers by the rule alone.
 func fixRequestLine(line []byte) []byte {
 	switch name, value, _ := bytes.Cut(line, []byte(":")); {
 	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Upgrade"):
 		return tokenLine(value, "websocket", "Upgrade: websocket\r\n")
 	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection"):
 		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
+	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Sec-WebSocket-Version"):
+		return []byte("Sec-WebSocket-Version: 13\r\n")
 	}
 	return line
 }
@@ -516,15 +576,16 @@ func (r *handshakeReader) rest() []byte {
 //     them with 400;
 //   - more than one Host line, which the Upgrader reads one after the
 //     other (RFC 9112 §3.2: a server MUST answer 400);
-//   - more than one Sec-WebSocket-Version line (errManyVersions);
 //   - content: a Transfer-Encoding line, or a Content-Length other than 0
 //     (errRequestContent);
-//   - the request's Sec-WebSocket-Key lines (checkKey).
+//   - the request's Sec-WebSocket-Key lines (checkKey);
+//   - last, its Sec-WebSocket-Version lines (checkVersion), which
+//     fixRequestLine hid from the Upgrader.
 //
 // Lines end with CRLF or, as the Upgrader also reads them, a bare LF.
 func (r *handshakeReader) checkHeaders() error {
-	var keys, lengths []string
-	hosts, versions := 0, 0
+	var keys, lengths, versions []string
+	hosts := 0
 	requestLine := true
 	for line := range bytes.Lines(r.seen) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
@@ -553,9 +614,7 @@ func (r *handshakeReader) checkHeaders() error {
 		case strings.EqualFold(string(name), "Sec-WebSocket-Key"):
 			keys = append(keys, string(value))
 		case strings.EqualFold(string(name), "Sec-WebSocket-Version"):
-			if versions++; versions > 1 {
-				return errManyVersions
-			}
+			versions = append(versions, string(value))
 		case strings.EqualFold(string(name), "Transfer-Encoding"):
 			return errRequestContent
 		case strings.EqualFold(string(name), "Content-Length"):
@@ -565,7 +624,10 @@ func (r *handshakeReader) checkHeaders() error {
 	if !zeroLength(lengths) {
 		return errRequestContent
 	}
-	return checkKey(keys)
+	if err := checkKey(keys); err != nil {
+		return err
+	}
+	return checkVersion(versions)
 }
 
 // errRequestContent refuses an upgrade request that frames content (RFC
@@ -738,6 +800,9 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 		},
 		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
 			err := hr.checkHeaders()
+			if rej, ok := err.(*ws.ConnectionRejectedError); ok {
+				return nil, rej // its own status, and header (426)
+			}
 			if err == nil {
 				up, err = s.prepareUpgrade(r)
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,12 @@ var requestLine = regexp.MustCompile(`^GET /[!-~]* [!-~]*\r?\n`)
 // Requests with folded lines (folded) are not compared; neither path may
 // switch for one with Host, Sec-WebSocket-Key or -Version twice
 // (repeatedOnce), or with content (hasContent).
+//
+// A second server, whose Authenticate refuses every request with 401,
+// compares the refusals: for every request ServeHTTP's handler sees
+// (net/http answers the ones it cannot parse itself), both paths answer
+// with the same status, so the hooks run on neither or on both, and 400
+// and 426 come from the same rule (checkRequest, checkHeaders).
 func FuzzUpgradePaths(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -60,6 +67,13 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"HTTP/1.1\r\n", "HTTP/1.0\r\n"},
 		{"HTTP/1.1\r\n", "HTTP/1.2\r\n"},
 		{"HTTP/1.1\r\n", "HTTP/2.0\r\n"},
+		{"Upgrade: websocket\r\n", ""},
+		{"Connection: Upgrade\r\n", ""},
+		{"Sec-WebSocket-Version: 13\r\n", ""},
+		{"Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 8\r\n"},
+		{"Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version:\r\n"},
+		{"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 8\r\nConnection: Upgrade\r\n"},
+		{"Host: a\r\n", "Host:\r\n"},
 	} {
 		f.Add([]byte(strings.Replace(valid, r[0], r[1], 1)))
 	}
@@ -74,6 +88,23 @@ func FuzzUpgradePaths(f *testing.F) {
 	hs := &http.Server{Handler: s, ErrorLog: log.New(io.Discard, "", 0)}
 	go hs.Serve(ln)
 	f.Cleanup(func() { hs.Close() })
+	deny, err := NewServer(Options{Router: testRouter(), Logger: slog.New(slog.DiscardHandler), CheckOrigin: func(*http.Request) bool { return true },
+		Authenticate: func(*http.Request) (any, error) {
+			return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "refused"}
+		}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	denyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	denyHS := &http.Server{ErrorLog: log.New(io.Discard, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Handler", "ran") // net/http did not refuse it itself
+		deny.ServeHTTP(w, r)
+	})}
+	go denyHS.Serve(denyLn)
+	f.Cleanup(func() { denyHS.Close() })
 	f.Fuzz(func(t *testing.T, req []byte) {
 		if !requestLine.Match(req) || folded(req) {
 			return
@@ -82,17 +113,7 @@ func FuzzUpgradePaths(f *testing.F) {
 		_, rawErr := s.upgradeConn(c)
 		raw := rawErr == nil && bytes.HasPrefix(c.w.Bytes(), []byte("HTTP/1.1 101 "))
 
-		nc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		go func() {
-			nc.Write(req)
-			nc.(*net.TCPConn).CloseWrite()
-		}()
-		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		resp, err := sendRequest(t, ln.Addr().String(), req)
 		viaHTTP := err == nil && resp.StatusCode == http.StatusSwitchingProtocols
 		switch {
 		case (raw || viaHTTP) && repeatedOnce(req):
@@ -118,7 +139,39 @@ func FuzzUpgradePaths(f *testing.F) {
 				}
 			}
 		}
+
+		c = &scriptedConn{r: bytes.NewReader(req)}
+		deny.upgradeConn(c)
+		rawResp, rawErr := http.ReadResponse(bufio.NewReader(bytes.NewReader(c.w.Bytes())), nil)
+		resp, err = sendRequest(t, denyLn.Addr().String(), req)
+		if err != nil || resp.Header.Get("X-Handler") == "" {
+			return // net/http's own refusal, or none
+		}
+		if rawErr != nil {
+			t.Fatalf("with Authenticate refusing, ServeHTTP answered %d, Serve %q (%v): %q", resp.StatusCode, c.w.Bytes(), rawErr, req)
+		}
+		if rawResp.StatusCode != resp.StatusCode {
+			t.Fatalf("with Authenticate refusing, Serve answered %d, ServeHTTP %d: %q", rawResp.StatusCode, resp.StatusCode, req)
+		}
+		if a, b := rawResp.Header.Values("Sec-Websocket-Version"), resp.Header.Values("Sec-Websocket-Version"); !slices.Equal(a, b) {
+			t.Fatalf("with Authenticate refusing, Sec-WebSocket-Version: Serve %q, ServeHTTP %q: %q", a, b, req)
+		}
 	})
+}
+
+// sendRequest writes req to a server on addr and reads its answer.
+func sendRequest(t *testing.T, addr string, req []byte) (*http.Response, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	go func() {
+		nc.Write(req)
+		nc.(*net.TCPConn).CloseWrite()
+	}()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return http.ReadResponse(bufio.NewReader(nc), nil)
 }
 
 // headerCounts counts a request's header lines by canonical name, and
