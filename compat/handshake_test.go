@@ -826,6 +826,7 @@ func TestRFC6455_4_2_1_4_2_2_ChecksBeforeHooks(t *testing.T) {
 		{"a valid request (the hooks run)", request(get, host, upgrade, conn, key, version), http.StatusUnauthorized},
 		{"HTTP/1.0 (§4.2.1 item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, key, version), http.StatusHTTPVersionNotSupported},
 		{"POST (§4.2.1 item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, key, version, "Content-Length: 0"), http.StatusMethodNotAllowed},
+		{"POST of HTTP/1.0 (§4.2.1 item 1)", request("POST /ws HTTP/1.0", host, upgrade, conn, key, version), http.StatusHTTPVersionNotSupported},
 		{"an empty Host (§4.2.1 item 2)", request(get, "Host:", upgrade, conn, key, version), http.StatusBadRequest},
 		{"no Upgrade (§4.2.1 item 3)", request(get, host, conn, key, version), http.StatusBadRequest},
 		{"Upgrade: h2c (§4.2.1 item 3)", request(get, host, "Upgrade: h2c", conn, key, version), http.StatusBadRequest},

@@ -16,9 +16,10 @@ import (
 )
 
 // requestLine is a request line both paths read alike, whatever its
+// method (both answer 405 to any but GET, after 505 for the version) and
 // version (checkHeaders reads it as net/http does); gobwas/ws's own
 // reading of other targets (absolute URIs) differs from net/http's.
-var requestLine = regexp.MustCompile(`^GET /[!-~]* [!-~]*\r?\n`)
+var requestLine = regexp.MustCompile(`^[A-Z]+ /[!-~]* [!-~]*\r?\n`)
 
 // FuzzUpgradePaths is a differential of the two ways a server takes a
 // WebSocket upgrade: Serve (gobwas/ws's Upgrader on the raw connection,
@@ -69,6 +70,8 @@ func FuzzUpgradePaths(f *testing.F) {
 		{"HTTP/1.1\r\n", "HTTP/1.0\r\n"},
 		{"HTTP/1.1\r\n", "HTTP/1.2\r\n"},
 		{"HTTP/1.1\r\n", "HTTP/2.0\r\n"},
+		{"GET /ws HTTP/1.1\r\n", "POST /ws HTTP/1.1\r\n"},
+		{"GET /ws HTTP/1.1\r\n", "POST /ws HTTP/1.0\r\n"},
 		{"Upgrade: websocket\r\n", ""},
 		{"Connection: Upgrade\r\n", ""},
 		{"Sec-WebSocket-Version: 13\r\n", ""},
