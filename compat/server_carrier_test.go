@@ -15,14 +15,22 @@ import (
 
 // sendRawDatagram sends pkt, a whole packet, as a datagram of c's
 // carrier, as a client other than the Go one may (the Go client's Event
-// goes on the control stream).
+// goes on the control stream). On WebRTC the unreliable channel opens
+// after the control one, so it may not be open yet when Dial returns: a
+// datagram the carrier did not take is tried again, up to hangBound (a
+// CI run under -race failed at the first datagram).
 func sendRawDatagram(t *testing.T, c *Client, pkt []byte) {
 	t.Helper()
 	c.mu.Lock()
 	l := c.conn.link
 	c.mu.Unlock()
-	if _, ok := l.sendDatagram(pkt); !ok {
-		t.Fatal("the carrier took no datagram")
+	for deadline := time.Now().Add(hangBound); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := l.sendDatagram(pkt); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the carrier took no datagram")
+		}
 	}
 }
 
