@@ -806,7 +806,8 @@ func TestRFC6455_4_2_1_OpeningHandshake(t *testing.T) {
 // ServeHTTP. ServeHTTP ran the hooks first: a request without the
 // Upgrade token got Authenticate's 401, not 400. Serve's Upgrader
 // answered 426 or 400 for a wrong version and another fault by the order
-// of the lines: 400 wins.
+// of the lines: 400 wins. RFC 9110 §15.5.6: the 405 for a method other
+// than GET carries Allow: GET; neither path sent it.
 func TestRFC6455_4_2_1_4_2_2_ChecksBeforeHooks(t *testing.T) {
 	const (
 		get     = "GET /ws HTTP/1.1"
@@ -826,6 +827,7 @@ func TestRFC6455_4_2_1_4_2_2_ChecksBeforeHooks(t *testing.T) {
 		{"a valid request (the hooks run)", request(get, host, upgrade, conn, key, version), http.StatusUnauthorized},
 		{"HTTP/1.0 (§4.2.1 item 1)", request("GET /ws HTTP/1.0", host, upgrade, conn, key, version), http.StatusHTTPVersionNotSupported},
 		{"POST (§4.2.1 item 1)", request("POST /ws HTTP/1.1", host, upgrade, conn, key, version, "Content-Length: 0"), http.StatusMethodNotAllowed},
+		{"DELETE (§4.2.1 item 1)", request("DELETE /ws HTTP/1.1", host, upgrade, conn, key, version), http.StatusMethodNotAllowed},
 		{"POST of HTTP/1.0 (§4.2.1 item 1)", request("POST /ws HTTP/1.0", host, upgrade, conn, key, version), http.StatusHTTPVersionNotSupported},
 		{"an empty Host (§4.2.1 item 2)", request(get, "Host:", upgrade, conn, key, version), http.StatusBadRequest},
 		{"no Upgrade (§4.2.1 item 3)", request(get, host, conn, key, version), http.StatusBadRequest},
@@ -879,6 +881,11 @@ func TestRFC6455_4_2_1_4_2_2_ChecksBeforeHooks(t *testing.T) {
 			}
 			if v := resp.Header.Values("Sec-Websocket-Version"); (tc.want == http.StatusUpgradeRequired) != slices.Equal(v, []string{"13"}) {
 				t.Errorf("viaHTTP=%v, %s: %d with Sec-WebSocket-Version %q (§4.2.2 item 4: 426 names 13)", viaHTTP, tc.name, resp.StatusCode, v)
+			}
+			// RFC 9110 §15.5.6: "The origin server MUST generate an Allow
+			// header field in a 405 response"; no other answer has one.
+			if a := resp.Header.Values("Allow"); (tc.want == http.StatusMethodNotAllowed) != slices.Equal(a, []string{"GET"}) {
+				t.Errorf("viaHTTP=%v, %s: %d with Allow %q (RFC 9110 §15.5.6: 405 names GET)", viaHTTP, tc.name, resp.StatusCode, a)
 			}
 		}
 	}

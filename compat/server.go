@@ -181,6 +181,12 @@ func (s *Server) refuse(w http.ResponseWriter, err error) {
 		// RFC 6455 §4.2.2 item 4, as Serve's Upgrader sends it.
 		w.Header().Set("Sec-WebSocket-Version", "13")
 	}
+	if err == ws.ErrHandshakeBadMethod {
+		// RFC 9110 §15.5.6: "The origin server MUST generate an Allow
+		// header field in a 405 response", as handshakeReader.Write adds
+		// it to Serve's.
+		w.Header().Set("Allow", http.MethodGet)
+	}
 	var he *HTTPError
 	var rej *ws.ConnectionRejectedError
 	switch {

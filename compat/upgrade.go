@@ -360,14 +360,41 @@ var errHandshakeTooLarge = errors.New("compat: upgrade request over 64 KiB")
 // because the Upgrader hands Sec-WebSocket-Key to no hook (checkKey reads
 // it from them), and fails the read past that limit. It hands the
 // Upgrader the Upgrade and Connection lines as fixRequestLine rewrites
-// them.
+// them, and writes its 405 with Allow (Write).
 type handshakeReader struct {
 	headReader
+	answered bool // the answer's first bytes were written
+}
+
+// Write writes the Upgrader's answer, adding "Allow: GET" to the 405 it
+// gives a method other than GET (ws.ErrHandshakeBadMethod). RFC 9110
+// §15.5.6: "The origin server MUST generate an Allow header field in a
+// 405 response". The Upgrader writes that 405 before any hook runs, and
+// the one header it takes from us there, Upgrader.Header, it writes into
+// every answer, where the method alone does not tell its 405 from the 505
+// it answers first for a version below 1.1 (POST of HTTP/1.0): the status
+// line does. Its 512-byte buffer holds the status line whole, so the
+// first write starts with it. Hooks run only for a GET: a hook's 405
+// gets no Allow, as under ServeHTTP.
+func (r *handshakeReader) Write(p []byte) (int, error) {
+	if r.answered {
+		return r.Conn.Write(p)
+	}
+	r.answered = true
+	method, _, _ := bytes.Cut(r.seen[:r.first], []byte(" "))
+	status, rest, ok := bytes.Cut(p, []byte("\n"))
+	if string(method) == http.MethodGet || !ok || string(statusCode(status)) != "405" {
+		return r.Conn.Write(p)
+	}
+	if _, err := r.Conn.Write(slices.Concat(status, []byte("\nAllow: GET\r\n"), rest)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func newHandshakeReader(nc net.Conn) *handshakeReader {
 	fix := func(_, line []byte) []byte { return fixRequestLine(line) }
-	return &handshakeReader{headReader{Conn: nc, max: maxHandshakeBytes, fix: fix}}
+	return &handshakeReader{headReader: headReader{Conn: nc, max: maxHandshakeBytes, fix: fix}}
 }
 
 // headReader is the connection gobwas/ws reads an HTTP head through: an

@@ -36,7 +36,8 @@ var requestLine = regexp.MustCompile(`^[A-Z]+ /[!-~]* [!-~]*\r?\n`)
 // compares the refusals: for every request ServeHTTP's handler sees
 // (net/http answers the ones it cannot parse itself), both paths answer
 // with the same status, so the hooks run on neither or on both, and 400
-// and 426 come from the same rule (checkRequest, checkHeaders).
+// and 426 come from the same rule (checkRequest, checkHeaders), with the
+// same Sec-WebSocket-Version (426) and Allow (405) headers.
 func FuzzUpgradePaths(f *testing.F) {
 	valid := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n" +
 		"Sec-WebSocket-Protocol: " + Subprotocol + "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -164,8 +165,10 @@ func FuzzUpgradePaths(f *testing.F) {
 		if rawResp.StatusCode != resp.StatusCode {
 			t.Fatalf("with Authenticate refusing, Serve answered %d, ServeHTTP %d: %q", rawResp.StatusCode, resp.StatusCode, req)
 		}
-		if a, b := rawResp.Header.Values("Sec-Websocket-Version"), resp.Header.Values("Sec-Websocket-Version"); !slices.Equal(a, b) {
-			t.Fatalf("with Authenticate refusing, Sec-WebSocket-Version: Serve %q, ServeHTTP %q: %q", a, b, req)
+		for _, h := range []string{"Sec-Websocket-Version", "Allow"} {
+			if a, b := rawResp.Header.Values(h), resp.Header.Values(h); !slices.Equal(a, b) {
+				t.Fatalf("with Authenticate refusing, %s: Serve %q, ServeHTTP %q: %q", h, a, b, req)
+			}
 		}
 	})
 }
