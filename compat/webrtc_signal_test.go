@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,32 @@ func TestWebRTCSignallingOverHTTPSWithTLSConfig(t *testing.T) {
 	var out echoReq
 	if err := c.Call(ctx, "echo/say", echoReq{Text: "over https"}, &out); err != nil || out.Text != "over https" {
 		t.Fatalf("a call over the data channel: %+v, %v", out, err)
+	}
+}
+
+// RFC 9110 §15.5.6: "The origin server MUST generate an Allow header
+// field in a 405 response". The signalling endpoint takes POST only, and
+// answers another method before any hook runs.
+func TestRFC9110_15_5_6_WebRTCSignalAllow(t *testing.T) {
+	s, err := NewServer(Options{Router: NewRouter(), Logger: slog.New(slog.DiscardHandler),
+		Authenticate: func(*http.Request) (any, error) {
+			return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "no"}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.WebRTCHandler(WebRTCOptions{LoopbackOnly: true})
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(method, "http://127.0.0.1/rtc", nil))
+		if a := w.Header().Values("Allow"); w.Code != http.StatusMethodNotAllowed || !slices.Equal(a, []string{http.MethodPost}) {
+			t.Errorf("%s: %d with Allow %q, want 405 with POST", method, w.Code, a)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "http://127.0.0.1/rtc", strings.NewReader("{}")))
+	if a := w.Header().Values("Allow"); w.Code != http.StatusUnauthorized || a != nil {
+		t.Errorf("POST: %d with Allow %q, want 401 without", w.Code, a)
 	}
 }
 
