@@ -24,6 +24,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // rawUpgrade sends an upgrade request with the given Sec-WebSocket-Key
@@ -986,5 +987,56 @@ func TestCheckAnswerStatusLine(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errMalformedStatusLine)) {
 			t.Errorf("%q: %v, want ok %v", tc.status, err, tc.ok)
 		}
+	}
+}
+
+// A WebTransport server checks that an HTTP/3 request is an extended
+// CONNECT for WebTransport before CheckOrigin and Authenticate see it, as
+// ServeHTTP checks a WebSocket upgrade (checkRequest): a GET got the
+// hooks' refusal (here Authenticate's 401) where, with hooks that passed,
+// webtransport-go answered it 400. A real WebTransport Dial is the
+// control: the hooks run, and it is refused with their status.
+func TestWebTransportChecksConnectBeforeHooks(t *testing.T) {
+	var origins, auths atomic.Int32
+	e := newCarrierEnv(t, Options{
+		CheckOrigin: func(*http.Request) bool { origins.Add(1); return true },
+		Authenticate: func(*http.Request) (any, error) {
+			auths.Add(1)
+			return nil, &HTTPError{Status: http.StatusUnauthorized, Message: "no"}
+		},
+	})
+	url := e.urls[CarrierWebTransport]
+	rt := &http3.Transport{TLSClientConfig: e.cert.ClientTLSConfig()}
+	defer rt.Close()
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsp, err := rt.RoundTrip(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s over HTTP/3: %v", method, err)
+		}
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s over HTTP/3: status %d, want 400", method, rsp.StatusCode)
+		}
+	}
+	if n, m := origins.Load(), auths.Load(); n != 0 || m != 0 {
+		t.Errorf("CheckOrigin ran %d times and Authenticate %d for requests that are no CONNECT, want 0", n, m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	c, err := Dial(ctx, url, ClientOptions{TLSConfig: e.cert.ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+	if err == nil {
+		c.Close()
+	}
+	if he, ok := errors.AsType[*HTTPError](err); !ok || he.Status != http.StatusUnauthorized {
+		t.Errorf("a WebTransport Dial: %v, want Authenticate's 401", err)
+	}
+	if origins.Load() == 0 || auths.Load() == 0 {
+		t.Error("the hooks did not run for a WebTransport CONNECT")
 	}
 }

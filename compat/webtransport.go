@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,24 @@ func (s *Server) webTransport() *webtransport.Server {
 	return s.wt
 }
 
+// errNotConnect refuses an HTTP/3 request that is no WebTransport
+// session: not an extended CONNECT whose :protocol is WebTransport's.
+var errNotConnect = &HTTPError{Status: http.StatusBadRequest, Message: "not a WebTransport CONNECT"}
+
+// checkConnect checks, before any hook (CheckOrigin, Authenticate) sees
+// the request, that it is an extended CONNECT for WebTransport, as
+// checkRequest does for a WebSocket upgrade: webtransport-go checks it in
+// Upgrade, after the hooks, so a GET got their refusal (403, 401) where a
+// GET with hooks that passed got 400. Both :protocol values
+// webtransport-go takes ("webtransport-h3", and "webtransport" before
+// draft 15) begin with "webtransport"; it checks the value exactly.
+func checkConnect(r *http.Request) error {
+	if r.Method != http.MethodConnect || !strings.HasPrefix(r.Proto, "webtransport") {
+		return errNotConnect
+	}
+	return nil
+}
+
 // serveWebTransport upgrades a WebTransport CONNECT request and serves the
 // session: its first bidirectional stream is the control stream, as on
 // native QUIC (PROTOCOL.md §8.2), and its datagrams carry unreliable
@@ -66,6 +85,10 @@ func (s *Server) webTransport() *webtransport.Server {
 // control stream has come: 100 sessions that never opened one were all
 // accepted with MaxPendingQUIC 4, and Shutdown waited out their 10 s.
 func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
+	if err := checkConnect(r); err != nil {
+		s.refuse(w, err)
+		return
+	}
 	up, err := s.prepareUpgrade(r)
 	if err != nil {
 		s.refuse(w, err)
