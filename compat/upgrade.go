@@ -359,8 +359,8 @@ var errHandshakeTooLarge = errors.New("compat: upgrade request over 64 KiB")
 // upgrade request from: it keeps the bytes read, up to maxHandshakeBytes,
 // because the Upgrader hands Sec-WebSocket-Key to no hook (checkKey reads
 // it from them), and fails the read past that limit. It hands the
-// Upgrader the Upgrade and Connection lines as fixRequestLine rewrites
-// them, and writes its 405 with Allow (Write).
+// Upgrader the Upgrade, Connection and Sec-WebSocket-Version lines as
+// fixRequestLine rewrites them, and writes its 405 with Allow (Write).
 type handshakeReader struct {
 	headReader
 	answered bool // the answer's first bytes were written
