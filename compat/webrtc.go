@@ -149,15 +149,7 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		rc := http.NewResponseController(w)
 		rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		var offer webrtc.SessionDescription
-		body := io.LimitReader(r.Body, maxSignalBody)
-		dec := json.NewDecoder(body)
-		err = dec.Decode(&offer)
-		if err == nil {
-			err = offerEnd(dec)
-		}
-		if err == nil {
-			err = readBodyEnd(body, r.Body)
-		}
+		err = readSignal(r.Body, &offer)
 		if err != nil {
 			// The deadline stays: net/http reads what is left of a body
 			// before it answers, to keep the connection.
@@ -257,6 +249,22 @@ var errSignalTrailing = errors.New("body has more than its SDP offer")
 // more than whitespace after its JSON value, as errSignalTrailing refuses
 // such an offer.
 var errSignalAnswerTrailing = errors.New("more than one JSON value: the SDP answer is followed by more than whitespace")
+
+// readSignal reads a signalling body into sd: the offer at the server,
+// the answer at the client, each one JSON value within maxSignalBody,
+// whitespace around it (offerEnd), the body then read to its end
+// (readBodyEnd): one rule for both directions.
+func readSignal(body io.Reader, sd *webrtc.SessionDescription) error {
+	limited := io.LimitReader(body, maxSignalBody)
+	dec := json.NewDecoder(limited)
+	if err := dec.Decode(sd); err != nil {
+		return err
+	}
+	if err := offerEnd(dec); err != nil {
+		return err
+	}
+	return readBodyEnd(limited, body)
+}
 
 // offerEnd reads what follows the offer's JSON value in a signalling
 // body (or the answer's, on the client), through dec, which decoded it:
@@ -702,15 +710,7 @@ func (c *Client) signal(ctx context.Context, endpoint string, offer *webrtc.Sess
 	// reads an offer: one followed by more (a second value, garbage) was
 	// taken, the rest dropped unread, where the answer meant is in doubt.
 	var answer webrtc.SessionDescription
-	limited := io.LimitReader(rsp.Body, maxSignalBody)
-	dec := json.NewDecoder(limited)
-	err = dec.Decode(&answer)
-	if err == nil {
-		err = offerEnd(dec)
-	}
-	if err == nil {
-		err = readBodyEnd(limited, rsp.Body)
-	}
+	err = readSignal(rsp.Body, &answer)
 	if err == errSignalTrailing {
 		err = errSignalAnswerTrailing
 	}
