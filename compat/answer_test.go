@@ -113,3 +113,46 @@ func TestDialStatusLineWithoutReason(t *testing.T) {
 		}
 	}
 }
+
+// A refusal whose status line net/http reads, but gobwas/ws's Dialer did
+// not, is an *HTTPError with its status, message and Retry-After
+// (refusalLine): the Dialer refused a version below 1.1 before it read the
+// status, and read the code between the line's first two spaces only, so
+// Dial failed with a plain error and a caller looking for 401, 403 or 503
+// missed it. A 101 of HTTP/1.0 is still refused (RFC 6455 §4.1).
+func TestDialRefusalStatusLinesNetHTTPReads(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		code   int
+	}{
+		{"HTTP/1.0 403 Forbidden", 403},
+		{"HTTP/1.0 503", 503},
+		{"HTTP/1.1  401 Unauthorized", 401},
+		{"HTTP/1.1   503 Service Unavailable", 503},
+		{"HTTP/1.0  429 Too Many Requests", 429},
+		{"HTTP/2.0 503 Service Unavailable", 503},
+		{"HTTP/1.1 +03 x", 3},
+	} {
+		for _, eol := range []string{"\r\n", "\n"} {
+			_, err := dialAnswer(t, func(string) string {
+				return strings.ReplaceAll(tc.status+"\r\nRetry-After: 9\r\nContent-Length: 4\r\n\r\nnope", "\r\n", eol)
+			})
+			var he *HTTPError
+			if !errors.As(err, &he) {
+				t.Errorf("%q (EOL %q): Dial = %v, want an *HTTPError", tc.status, eol, err)
+				continue
+			}
+			if he.Status != tc.code || he.Message != "nope" || he.RetryAfter != 9*time.Second {
+				t.Errorf("%q (EOL %q): Dial's refusal %+v, want %d, \"nope\", Retry-After 9s", tc.status, eol, he, tc.code)
+			}
+		}
+	}
+	_, err := dialAnswer(t, func(accept string) string {
+		return "HTTP/1.0 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Protocol: " + Subprotocol +
+			"\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n"
+	})
+	var he *HTTPError
+	if err == nil || errors.As(err, &he) {
+		t.Errorf("a 101 of HTTP/1.0: Dial = %v, want a refused upgrade, not an *HTTPError", err)
+	}
+}

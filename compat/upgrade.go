@@ -545,12 +545,45 @@ func trimEOL(line []byte) []byte {
 // line without it, and some servers send it; the client takes it as
 // they do. checkAnswer still reads a 101's status line as it came, as
 // net/http does.
+//
+// A refusal (a status other than 101) that net/http reads but the Dialer
+// would not is handed on as "HTTP/1.1", its code, and its reason
+// (refusalLine), so that it reaches OnStatusError and Dial returns an
+// *HTTPError with its status and Retry-After, as net/http would: the
+// Dialer refuses a version below 1.1 before it reads the status
+// ("HTTP/1.0 403"), and reads the code between the line's first two
+// spaces only ("HTTP/1.1  403"). A 101 keeps its version: RFC 6455 §4.1
+// wants HTTP/1.1 or above, and the Dialer refuses "HTTP/1.0 101".
 func fixStatusLine(line []byte) []byte {
+	if fixed := refusalLine(line); fixed != nil {
+		return fixed
+	}
 	text := trimEOL(line)
 	if bytes.Count(text, []byte(" ")) != 1 {
 		return line
 	}
 	return slices.Concat(text, []byte(" "), line[len(text):])
+}
+
+// refusalLine returns a status line that net/http reads with a status
+// other than 101 as gobwas/ws's Dialer reads the same status: "HTTP/1.1",
+// the code in three digits, and the reason net/http reads. It returns nil
+// for a 101, a line net/http does not read, and one the Dialer already
+// reads alike.
+func refusalLine(line []byte) []byte {
+	text := trimEOL(line)
+	// net/http's own reading of the line, rather than a copy of its rules.
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(slices.Concat(text, []byte("\r\n\r\n")))), nil)
+	if err != nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	code := fmt.Sprintf("%03d", resp.StatusCode)
+	if resp.Proto == "HTTP/1.1" && bytes.HasPrefix(text, []byte("HTTP/1.1 "+code+" ")) {
+		return nil
+	}
+	// resp.Status is the code as it came (three bytes), then the reason.
+	reason := strings.TrimPrefix(resp.Status[3:], " ")
+	return slices.Concat([]byte("HTTP/1.1 "+code+" "+reason), line[len(text):])
 }
 
 // tokenLine returns fixed when the comma-separated list holds token,
