@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -608,6 +609,111 @@ func TestProtocolClientPongWithinTheServerLimit(t *testing.T) {
 	if len(pongs) > 0 {
 		if got := <-pongs; got != data {
 			t.Errorf("the Pong of a %d-byte Ping carried %d bytes", len(data), len(got))
+		}
+	}
+}
+
+// PROTOCOL.md §4.7 at the Go client: a batch's framing is checked whole
+// before any item is handled, then its items are handled one at a time,
+// in order, as the server handles a client's: a Result before a bad item
+// reaches its caller, and the bad item closes the connection. A batch
+// whose framing is bad (a nested batch, a compressed item) is refused
+// before any item. compat/js decoded every item first and lost the
+// Result; both clients now follow the rule the server does.
+func TestProtocolClientBatchItemsInOrder(t *testing.T) {
+	cases := []struct {
+		name      string
+		bad       []byte
+		reason    string
+		delivered bool
+	}{
+		{"an unknown kind", []byte{0x7f}, "HP_ERR_UNKNOWN_KIND", true},
+		{"a Call", wire.AppendCall(nil, dispatch.KindCall, 1, "a/b", 0, nil), "HP_ERR_UNKNOWN_KIND", true},
+		{"a Result without its id", []byte{byte(dispatch.KindResult)}, "HP_ERR_MALFORMED_PACKET", true},
+		{"a batch", batchOf([]byte{byte(dispatch.KindPong)}), "HP_ERR_MALFORMED_PACKET", false},
+		{"a compressed item", wire.AppendCompressed(nil, dispatch.KindResult, []byte{1}), "HP_ERR_MALFORMED_PACKET", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			closed := make(chan wsframe.CloseCode, 1)
+			go func() {
+				nc, err := ln.Accept()
+				if err != nil {
+					closed <- 0
+					return
+				}
+				closed <- rawClientConn(nc, func(p wire.Packet) {
+					switch p.Kind {
+					case dispatch.KindCapabilities:
+						pairs := wire.AppendPair(nil, "codec", "json")
+						wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+					case dispatch.KindCall:
+						wsutil.WriteServerBinary(nc, batchOf(wire.AppendResult(nil, p.ID, []byte(`"ok"`)), tc.bad))
+					}
+				})
+			}()
+			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+			var got string
+			err = callWithin(t, c, context.Background(), "any/method", nil, &got)
+			var ce *CloseError
+			switch {
+			case tc.delivered && (err != nil || got != "ok"):
+				t.Errorf("the Result before the bad item: %q, %v, want \"ok\"", got, err)
+			case !tc.delivered && (!errors.As(err, &ce) || ce.Reason != tc.reason):
+				t.Errorf("a call answered in a badly framed batch: %v, want this end's close %s", err, tc.reason)
+			}
+			select {
+			case code := <-closed:
+				if code != wsframe.ClosePolicyViolation {
+					t.Errorf("the client closed with %d, want 1008", code)
+				}
+			case <-time.After(hangBound):
+				t.Fatal("the client never closed the connection")
+			}
+			err = callWithin(t, c, context.Background(), "any/method", nil, nil)
+			if !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != tc.reason {
+				t.Errorf("a call after the bad item: %v, want this end's close 1008 %s", err, tc.reason)
+			}
+		})
+	}
+}
+
+// PROTOCOL.md §4.7 at the server: a batch's framing is checked whole
+// before any item is handled, then its items are handled in order up to
+// a bad one, which closes the connection. The clients follow the same
+// rule (TestProtocolClientBatchItemsInOrder).
+func TestProtocolServerBatchItemsInOrder(t *testing.T) {
+	r := testRouter()
+	var ran atomic.Int32
+	Handle(r, "test/count", func(context.Context, int) (int, error) { return int(ran.Add(1)), nil })
+	_, addr := newTestServer(t, Options{Router: r})
+	call := wire.AppendCall(nil, dispatch.KindCall, 1, "test/count", 0, []byte("0"))
+	for _, tc := range []struct {
+		name   string
+		bad    []byte
+		reason string
+		ran    int32
+	}{
+		{"an unknown kind", []byte{0x7f}, "HP_ERR_UNKNOWN_KIND", 1},
+		{"a Result", wire.AppendResult(nil, 1, nil), "HP_ERR_UNKNOWN_KIND", 1},
+		{"a Call without its method", []byte{byte(dispatch.KindCall), 2}, "HP_ERR_MALFORMED_PACKET", 1},
+		{"a batch", batchOf(call), "HP_ERR_MALFORMED_PACKET", 0},
+		{"a compressed item", wire.AppendCompressed(nil, dispatch.KindCall, []byte{1}), "HP_ERR_MALFORMED_PACKET", 0},
+	} {
+		ran.Store(0)
+		c := dial(t, addr)
+		c.WriteMessage(wsframe.OpBinary, batchOf(call, tc.bad))
+		if code, reason := c.ReadClose(hangBound); code != wsframe.ClosePolicyViolation || reason != tc.reason {
+			t.Errorf("%s: close %d %s, want 1008 %s", tc.name, code, reason, tc.reason)
+		}
+		// An inline handler has run by the time its batch's next item is read.
+		if got := ran.Load(); got != tc.ran {
+			t.Errorf("%s: the Call before it ran %d times, want %d", tc.name, got, tc.ran)
 		}
 	}
 }

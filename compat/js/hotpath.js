@@ -1502,18 +1502,33 @@ export class Client {
       this.#violate(conn, 1008, 'HP_ERR_UNKNOWN_KIND');
       return;
     }
-    let packets;
+    const p = this.#decode(conn, decodePacket, b);
+    if (p === undefined) return;
+    if (p.kind !== 'batch') {
+      this.#onPacket(conn, p);
+      return;
+    }
+    // A batch's framing was checked whole by decodePacket; its items are
+    // decoded and handled one at a time, in order, as the Go ends handle
+    // them (§4.7): a bad item closes the connection, and the items before
+    // it have been handled. (This end decoded every item first, so a
+    // Result before a bad item was lost here and delivered in Go.)
+    for (const item of p.items) {
+      if (conn !== this.#conn) return; // a listener closed the client, or an item broke the protocol
+      const ip = this.#decode(conn, decodeItem, item);
+      if (ip !== undefined) this.#onPacket(conn, ip);
+    }
+  }
+
+  // decode returns decoder(b), or undefined when it throws a WireError,
+  // having closed conn with its code.
+  #decode(conn, decoder, b) {
     try {
-      const p = decodePacket(b);
-      packets = p.kind === 'batch' ? p.items.map(decodeItem) : [p];
+      return decoder(b);
     } catch (err) {
       if (!(err instanceof WireError)) throw err;
       this.#violate(conn, err.closeCode, err.code);
-      return;
-    }
-    for (const p of packets) {
-      if (conn !== this.#conn) return; // a listener closed the client
-      this.#onPacket(conn, p);
+      return undefined;
     }
   }
 

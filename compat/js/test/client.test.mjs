@@ -946,6 +946,41 @@ test('kinds only clients send, and batches holding what no batch may, close with
   }
 });
 
+// PROTOCOL.md §4.7: a batch's framing is checked whole, then its items
+// are handled one at a time, in order, as the server and the Go client
+// handle them: a Result before a bad item is delivered, and the bad item
+// closes the connection. This client decoded every item first, so the
+// Result was lost here where the Go client delivered it. A batch whose
+// framing is bad is refused before any item.
+test('a batch\'s items are handled in order up to a bad one; bad framing refuses it whole (§4.7)', async () => {
+  const batch = (...items) => {
+    const out = [0x07, items.length];
+    for (const it of items) out.push(it.length, ...it);
+    return new Uint8Array(out);
+  };
+  for (const [name, bad, reason, delivered] of [
+    ['an unknown kind', [0x7f], 'HP_ERR_UNKNOWN_KIND', true],
+    ['a call', [...encodePacket({ kind: 'call', id: 1, method: 'a/b', timeout: 0, payload: '' })], 'HP_ERR_UNKNOWN_KIND', true],
+    ['a result without its id', [2], 'HP_ERR_MALFORMED_PACKET', true],
+    ['an event without its name', [4], 'HP_ERR_MALFORMED_PACKET', true],
+    ['a batch', [...batch([4, 1, 0x65])], 'HP_ERR_MALFORMED_PACKET', false],
+    ['a compressed item', [0x84, 0], 'HP_ERR_MALFORMED_PACKET', false],
+  ]) {
+    const { client, net } = connected();
+    const first = client.call('a/b');
+    const second = client.call('a/b');
+    await settle();
+    const [one, two] = net.last.packets[0].items.map(decodePacket);
+    net.last.receive(batch([...encodePacket({ kind: 'result', id: one.id, payload: json('ok') })], bad,
+      [...encodePacket({ kind: 'result', id: two.id, payload: json('late') })]));
+    assert.deepEqual(net.last.closedWith, { code: 4008, reason }, name);
+    if (delivered) assert.equal(await first, 'ok', name);
+    else await assert.rejects(first, (err) => err instanceof CloseError && err.reason === reason, name);
+    await assert.rejects(second, (err) => err instanceof CloseError && err.code === 1008 && err.reason === reason, name);
+    client.close();
+  }
+});
+
 // PROTOCOL.md §4.9: a server sends its capabilities once per connection;
 // a repeat closes it with 4008 HP_ERR_REPEATED_CAPABILITIES (it took the
 // repeat's limits). The next connection takes its own first ones.
