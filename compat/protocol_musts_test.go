@@ -717,3 +717,44 @@ func TestProtocolServerBatchItemsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// PROTOCOL.md §4.9 at the Go client: a server that announces no
+// maxMessage sets no limit of its own, as a client that announces none,
+// so a Ping of any size the carrier and the client take is answered
+// (§4.8), here one over compat/js's 1 MiB default maxMessage option, which
+// that client took for a silent server's limit.
+func TestProtocolClientPongWithoutServerLimit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := strings.Repeat("p", 2<<20)
+	pong := make(chan int, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		rawClientConn(nc, func(p wire.Packet) {
+			switch p.Kind {
+			case dispatch.KindCapabilities:
+				pairs := wire.AppendPair(nil, "codec", "json")
+				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)}))
+			case dispatch.KindPong:
+				pong <- len(p.Payload)
+			}
+		})
+	}()
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 4 << 20}})
+	defer c.Close()
+	select {
+	case n := <-pong:
+		if n != len(data) {
+			t.Errorf("a Pong of %d bytes, want %d", n, len(data))
+		}
+	case <-time.After(hangBound):
+		t.Fatal("a Ping of 2 MiB from a server that announced no maxMessage was not answered")
+	}
+}

@@ -1571,7 +1571,7 @@ export class Client {
         // maxMessage would have it close with 1009, so this end closes so
         // instead, as the server does on a client's such Ping. Before the
         // server's capabilities the Pong waits in the queue for its limit.
-        if (conn.ready && 1 + p.data.length > this.#packetLimit(conn)) {
+        if (conn.ready && 1 + p.data.length > this.#pongLimit(conn)) {
           this.#violate(conn, 1009, 'HP_ERR_MESSAGE_TOO_BIG');
           return;
         }
@@ -1796,6 +1796,19 @@ export class Client {
   // or the carrier's message limit when lower (a WebRTC data channel's).
   #packetLimit(conn) {
     return Math.min(this.#maxMessage, conn?.ws.maxMessageSize ?? Infinity);
+  }
+
+  // pongLimit is the largest Pong conn takes (§4.8): the maxMessage the
+  // server announced, or the carrier's message limit when lower. A server
+  // that announced none set no limit of its own (§4.9), as the Go client
+  // reads it: this client's maxMessage option, which caps what it sends
+  // of its own accord, said nothing of what that server takes, and a
+  // Ping over 1 MiB (the option's default) closed the connection here
+  // where the Go client answered it.
+  #pongLimit(conn) {
+    const announced = Number(this.#capabilities?.maxMessage);
+    const server = Number.isInteger(announced) && announced > 0 ? announced : Infinity;
+    return Math.min(server, conn?.ws.maxMessageSize ?? Infinity);
   }
 
   #limitOwner(conn) {

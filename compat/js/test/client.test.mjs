@@ -880,6 +880,30 @@ test('a server Ping whose Pong would be over the server\'s maxMessage closes wit
   client.close();
 });
 
+// PROTOCOL.md §4.9: a server that announces no maxMessage sets no limit
+// of its own, as a client that announces none; only the carrier's holds
+// a Pong. This client took its own maxMessage option (1 MiB by default)
+// for the server's and closed with 4009 on a larger Ping, which the Go
+// client answers.
+test('a server that announced no maxMessage gets a Pong of any size within the carrier\'s limit (§4.8, §4.9)', async () => {
+  for (const options of [{}, { maxMessage: 100 }]) {
+    const { client, net } = newClient(options);
+    const ws = net.last;
+    ws.open({ capabilities: false });
+    ws.receive({ kind: 'capabilities', pairs: [['codec', 'json']] });
+    const data = 'p'.repeat(1 << 20); // a Pong over the option's limit
+    ws.receive({ kind: 'ping', data });
+    await settle();
+    assert.equal(ws.closedWith, null, `maxMessage option ${options.maxMessage}: the Ping closed the connection`);
+    assert.deepEqual(ws.packets.map((p) => [p.kind, p.data.length]), [['pong', data.length]]);
+    // The carrier's limit (a data channel's) still holds.
+    ws.maxMessageSize = data.length;
+    ws.receive({ kind: 'ping', data });
+    assert.deepEqual(ws.closedWith, { code: 4009, reason: 'HP_ERR_MESSAGE_TOO_BIG' });
+    client.close();
+  }
+});
+
 test('protocol violations close the connection, then it reconnects (§7)', async () => {
   for (const [send, code, reason, wire, capabilities = true] of [
     [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
