@@ -252,6 +252,9 @@ type clientConn struct {
 	// serverMaxMessage is the server's maxMessage capability, 0 until
 	// known.
 	serverMaxMessage atomic.Int64
+	// serverMaxEmit is the server's maxEmit capability: the largest room
+	// emit payload it relays, 0 when it announced none.
+	serverMaxEmit atomic.Int64
 	// asksCtx is the parent of the ask handlers' contexts, canceled
 	// when the connection ends: a handler waiting on its ctx ran on after
 	// Close until the ask's timeout (30 s by default; a reconnect audit).
@@ -1823,8 +1826,11 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 // its Join, or the server's Server.Join): the server drops an emit from a
 // non-member, or one Options.AllowEmit refuses, without an answer (it
 // counts it in Metrics.DroppedEvents), and Emit returns nil once the
-// packet is queued. Event names starting with $ are the server's presence
-// events: refused with ErrBadRequest.
+// packet is queued. A payload over the server's emit limit (its maxEmit
+// capability, Limits.MaxEmitSize), which the server would drop likewise,
+// is refused unsent with an error matching ErrMessageTooBig, as a packet
+// over its maxMessage is. Event names starting with $ are the server's
+// presence events: refused with ErrBadRequest.
 func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
 		return err
@@ -1837,9 +1843,13 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 	if exceptSelf {
 		flags = wire.EmitExceptSender
 	}
-	b, err := marshal(c.opts.Codec, wire.AppendEmit(beginFrame(nil), room, event, flags, nil), v)
+	head := wire.AppendEmit(beginFrame(nil), room, event, flags, nil)
+	b, err := marshal(c.opts.Codec, head, v)
 	if err != nil {
 		return err
+	}
+	if err := cc.checkEmitSize(len(b) - len(head)); err != nil {
+		return cc.refusedError(err)
 	}
 	return cc.refusedError(cc.enqueue(b, true))
 }
@@ -1851,7 +1861,7 @@ func (c *Client) Emit(room, event string, v any, exceptSelf bool) error {
 // members the same way where their carriers allow (Server.EmitUnreliable);
 // on WebSocket, or when it is too large for a datagram, it goes as Emit
 // sends it. Like Emit, it fails with ErrMessageTooBig over the server's
-// limit, and on a connection just reestablished first waits for the
+// limits, and on a connection just reestablished first waits for the
 // server's capabilities, which tell that limit.
 func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) error {
 	if err := checkEmitNames(room, event); err != nil {
@@ -1865,16 +1875,17 @@ func (c *Client) EmitUnreliable(room, event string, v any, exceptSelf bool) erro
 	if exceptSelf {
 		flags = wire.EmitExceptSender
 	}
-	b, err := marshal(c.opts.Codec, wire.AppendEmit(beginFrame(nil), room, event, flags, nil), v)
+	head := wire.AppendEmit(beginFrame(nil), room, event, flags, nil)
+	b, err := marshal(c.opts.Codec, head, v)
 	if err != nil {
 		return err
 	}
-	// Held to the server's limit as Emit is: the server closes the
-	// connection on a datagram over it (1009). The limit is known once
-	// the server's capabilities came (awaitReady, as enqueue waits):
-	// a reconnected connection is current before, and its first
-	// datagrams went unchecked.
-	if err := cc.awaitReady(); err != nil {
+	// Held to the server's limits as Emit is: the server closes the
+	// connection on a datagram over maxMessage (1009), and drops one over
+	// maxEmit. The limits are known once the server's capabilities came
+	// (checkEmitSize waits, as enqueue does): a reconnected connection is
+	// current before, and its first datagrams went unchecked.
+	if err := cc.checkEmitSize(len(b) - len(head)); err != nil {
 		return err
 	}
 	if err := cc.checkSize(len(b) - frameHeadroom); err != nil {
@@ -2090,6 +2101,21 @@ func (cc *clientConn) packetLimit() int {
 func (cc *clientConn) checkSize(n int) error {
 	if limit := cc.packetLimit(); limit > 0 && n > limit {
 		return fmt.Errorf("%w: a packet of %d bytes, over the limit of %d", ErrMessageTooBig, n, limit)
+	}
+	return nil
+}
+
+// checkEmitSize refuses a room emit whose payload, n bytes as the codec
+// encoded it, is over the server's maxEmit: the server would drop it
+// without a word (an emit has no answer), and Emit would have returned
+// nil for an emit nobody receives. It waits for the server's
+// capabilities first, which tell the limit, as enqueue waits.
+func (cc *clientConn) checkEmitSize(n int) error {
+	if err := cc.awaitReady(); err != nil {
+		return err
+	}
+	if limit := cc.serverMaxEmit.Load(); limit > 0 && int64(n) > limit {
+		return fmt.Errorf("%w: a room emit's payload of %d bytes, over the server's emit limit (maxEmit) of %d", ErrMessageTooBig, n, limit)
 	}
 	return nil
 }
@@ -2423,6 +2449,10 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 			case "maxMessage":
 				if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
 					cc.serverMaxMessage.Store(n)
+				}
+			case "maxEmit":
+				if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+					cc.serverMaxEmit.Store(n)
 				}
 			}
 		}

@@ -186,6 +186,15 @@ func (p *Peer) onCapabilities(body []byte) error {
 	pairs = wire.AppendPair(pairs, "maxBatch", strconv.Itoa(lim.MaxBatch))
 	pairs = wire.AppendPair(pairs, "server", "hotpath/"+Version)
 	n := uint32(5)
+	// maxEmit only when it bounds more than maxMessage does: without it a
+	// client's emit over the bound was dropped unseen (an emit has no
+	// answer), and its Emit returned success. Left out otherwise, so that
+	// a server without the bound answers as before; absent, a client
+	// holds an emit to maxMessage alone, as it holds an older server's.
+	if m := lim.MaxEmitSize; m > 0 && int64(m) < lim.MaxMessageSize {
+		pairs = wire.AppendPair(pairs, "maxEmit", strconv.Itoa(m))
+		n++
+	}
 	if chosen != nil {
 		pairs = wire.AppendPair(pairs, "dict", chosen.name)
 		n++

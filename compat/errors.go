@@ -204,8 +204,9 @@ var ErrClosed = errors.New("hotpath: closed")
 // ErrMessageTooBig is returned, wrapped with the sizes, by a client's Call,
 // Join, Leave, Emit or Event whose packet is over the server's message
 // limit (its maxMessage capability, PROTOCOL.md §4.9) or over the largest
-// message its carrier takes (256 KiB on a WebRTC data channel), and by
+// message its carrier takes (256 KiB on a WebRTC data channel), by an Emit
+// whose payload is over the server's emit limit (maxEmit), and by
 // Peer.Event and Peer.Ask for a packet over the client's announced limit. The packet
 // is not sent and the connection stays up; sent, it would make the other
-// end close the connection with 1009.
+// end close the connection with 1009 (or drop the emit, unseen).
 var ErrMessageTooBig = errors.New("hotpath: message too big")

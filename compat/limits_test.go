@@ -579,3 +579,73 @@ func TestEmitSizeBound(t *testing.T) {
 		t.Errorf("%d log lines about MaxEmitSize, want 1:\n%s", n, log.String())
 	}
 }
+
+// The server announces Limits.MaxEmitSize (maxEmit, PROTOCOL.md §4.9), and
+// the Go client holds Emit and EmitUnreliable to it, measuring the payload
+// as the server does (the codec's bytes): over it, an error matching
+// ErrMessageTooBig that names the limit, and nothing sent, where the
+// server dropped it unseen and Emit returned nil; at it, delivered.
+func TestClientHoldsEmitsToMaxEmitSize(t *testing.T) {
+	const limit = 16
+	e := newCarrierEnv(t, Options{Limits: Limits{MaxEmitSize: limit}})
+	fits := `"` + strings.Repeat("x", limit-2) + `"` // raw JSON, 16 bytes
+	over := strings.Repeat("x", limit-1)             // JSON-encoded: 17 bytes
+	for _, carrier := range append([]Carrier{CarrierWebSocket}, goCarriers...) {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			room := "r-" + carrierName(carrier)
+			a := e.dial(t, carrier, ClientOptions{})
+			b := e.dial(t, carrier, ClientOptions{})
+			got := make(chan string, 64)
+			b.OnRoom(room, "e", func(m Message) {
+				select {
+				case got <- string(m.Data):
+				default:
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for _, c := range []*Client{a, b} {
+				if _, err := c.Join(ctx, room); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dropped := e.srv.Metrics().DroppedEvents
+			for name, emit := range map[string]func(string, string, any, bool) error{"Emit": a.Emit, "EmitUnreliable": a.EmitUnreliable} {
+				err := emit(room, "e", over, true)
+				if !errors.Is(err, ErrMessageTooBig) || !strings.Contains(err.Error(), fmt.Sprint(limit)) {
+					t.Errorf("%s of a %d-byte payload: %v, want ErrMessageTooBig naming the limit %d", name, limit+1, err, limit)
+				}
+			}
+			if err := a.Emit(room, "e", []byte(fits), true); err != nil {
+				t.Fatalf("Emit at the limit: %v", err)
+			}
+			select {
+			case m := <-got:
+				if m != fits {
+					t.Fatalf("the other member received %q, want %q", m, fits)
+				}
+			case <-ctx.Done():
+				t.Fatal("an Emit at the limit never arrived")
+			}
+			// A datagram may be lost: sent again until one arrives.
+			resend := time.NewTicker(50 * time.Millisecond)
+			defer resend.Stop()
+		unreliable:
+			for {
+				if err := a.EmitUnreliable(room, "e", []byte(fits), true); err != nil {
+					t.Fatalf("EmitUnreliable at the limit: %v", err)
+				}
+				select {
+				case <-got:
+					break unreliable
+				case <-ctx.Done():
+					t.Fatal("no EmitUnreliable at the limit arrived")
+				case <-resend.C:
+				}
+			}
+			if n := e.srv.Metrics().DroppedEvents - dropped; n != 0 {
+				t.Errorf("the server dropped %d emits: the client sent what it should have refused", n)
+			}
+		})
+	}
+}

@@ -234,8 +234,10 @@ type Limits struct {
 	// connection (an emit has no answer to carry an error, and a log line
 	// per emit would let one client flood the log). Server emits are not
 	// held to it. 0, the default, sets no bound beyond MaxMessageSize.
-	// Server only: it is not announced, so a client cannot check it
-	// before it sends.
+	// Server only. One below MaxMessageSize is announced to clients (the
+	// maxEmit capability, PROTOCOL.md §4.9), and the Go and JavaScript
+	// clients refuse a larger emit themselves, with an error, instead of
+	// sending it to be dropped.
 	MaxEmitSize int
 }
 

@@ -116,9 +116,40 @@ func TestProtocolCapabilitiesAnswer(t *testing.T) {
 	if _, ok := got["dict"]; ok {
 		t.Errorf("dict chosen without an offer: %v", got)
 	}
+	if _, ok := got["maxEmit"]; ok {
+		t.Errorf("maxEmit announced without Limits.MaxEmitSize: %v", got)
+	}
 	c.WriteMessage(wsframe.OpBinary, wire.AppendCall(nil, dispatch.KindCall, 2, "echo/raw", 0, []byte("y")))
 	if p := readPacket(t, c); p.Kind != dispatch.KindResult || p.ID != 2 {
 		t.Errorf("after capabilities with unknown keys: %+v, want the Result", p)
+	}
+}
+
+// PROTOCOL.md §4.9: the server announces Limits.MaxEmitSize as maxEmit
+// when it bounds an emit below maxMessage, and not otherwise (one at or
+// over maxMessage bounds nothing more than maxMessage does).
+func TestProtocolCapabilitiesMaxEmit(t *testing.T) {
+	for _, tc := range []struct {
+		maxEmit int
+		want    string // "" for absent
+	}{{100, "100"}, {4999, "4999"}, {5000, ""}, {6000, ""}, {0, ""}, {-1, ""}} {
+		_, addr := newTestServer(t, Options{Limits: Limits{MaxMessageSize: 5000, MaxEmitSize: tc.maxEmit}})
+		c := dial(t, addr)
+		c.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities}))
+		p := readPacket(t, c)
+		if p.Kind != dispatch.KindCapabilities {
+			t.Fatalf("capabilities answered with %+v", p)
+		}
+		got, ok := "", false
+		for k, v := range p.Pairs() {
+			if string(k) == "maxEmit" {
+				got, ok = string(v), true
+			}
+		}
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("MaxEmitSize %d: maxEmit %q (announced %v), want %q", tc.maxEmit, got, ok, tc.want)
+		}
+		c.NC.Close()
 	}
 }
 
@@ -544,6 +575,84 @@ func TestProtocolClientClosesOnRepeatedCapabilities(t *testing.T) {
 	}
 	if err := callWithin(t, c, context.Background(), "any/method", nil, &out); err != nil || out != "second" {
 		t.Errorf("a call after reconnecting: %q, %v; want \"second\"", out, err)
+	}
+}
+
+// PROTOCOL.md §4.9 at the Go client: a server's maxEmit holds for its
+// connection, and a reconnection takes the next server's (here none, so
+// maxMessage alone bounds an emit).
+func TestProtocolClientTakesEachConnectionsMaxEmit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	emits := make(chan string, 8)
+	drop := make(chan struct{}) // closed to drop the first connection
+	dropped := false
+	defer func() {
+		if !dropped {
+			close(drop) // a test that failed first ends the connection too
+		}
+	}()
+	go func() {
+		for i := range 2 {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if i == 0 {
+				go func() { <-drop; nc.Close() }()
+			}
+			rawClientConn(nc, func(p wire.Packet) {
+				switch p.Kind {
+				case dispatch.KindCapabilities:
+					pairs := wire.AppendPair(nil, "codec", "json")
+					n := uint32(1)
+					if i == 0 {
+						pairs = wire.AppendPair(pairs, "maxEmit", "16")
+						n++
+					}
+					wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
+				case dispatch.KindEmit:
+					emits <- strconv.Itoa(i) + " " + string(p.Payload)
+				}
+			})
+		}
+	}()
+	states := make(chan State, 8)
+	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{MinDelay: time.Millisecond}, OnState: sendState(states)})
+	over := strings.Repeat("x", 15) // 17 bytes encoded
+	if err := c.Emit("r", "e", over, false); !errors.Is(err, ErrMessageTooBig) {
+		t.Errorf("an emit over the server's maxEmit: %v, want ErrMessageTooBig", err)
+	}
+	if err := c.Emit("r", "e", strings.Repeat("x", 14), false); err != nil {
+		t.Fatalf("an emit at the server's maxEmit: %v", err)
+	}
+	for _, want := range []string{`0 "` + strings.Repeat("x", 14) + `"`, `1 "` + over + `"`} {
+		select {
+		case got := <-emits:
+			if got != want {
+				t.Fatalf("the server received %q, want %q", got, want)
+			}
+		case <-time.After(hangBound):
+			t.Fatalf("the server never received %q", want)
+		}
+		if want[0] == '1' {
+			break
+		}
+		close(drop) // the client reconnects
+		dropped = true
+		for s := State(0); s != Connected; {
+			select {
+			case s = <-states:
+			case <-time.After(hangBound):
+				t.Fatal("the client did not reconnect")
+			}
+		}
+		if err := c.Emit("r", "e", over, false); err != nil {
+			t.Errorf("an emit of 17 bytes to a server that announced no maxEmit: %v", err)
+		}
 	}
 }
 

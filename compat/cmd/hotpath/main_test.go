@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -454,7 +455,9 @@ func demoListeners(t *testing.T, srv *compat.Server, quicAddr, sctpAddr string) 
 
 // The demo relays a chat line the page can send, and drops a longer
 // one: a client that is not the page could otherwise send every member
-// lines up to -max-message.
+// lines up to -max-message. The server announces the bound (maxEmit), so
+// the Go client refuses the longer one itself (the server's drop of one
+// sent anyway: compat's TestEmitSizeBound).
 func TestDemoChatLinesAreBounded(t *testing.T) {
 	srv, err := compat.NewServer(compat.Options{Router: demoRouter(), Logger: slog.New(slog.DiscardHandler), Limits: demoLimits(1<<20, maxChatEmit), AllowEmit: demoAllowEmit})
 	if err != nil {
@@ -494,7 +497,10 @@ func TestDemoChatLinesAreBounded(t *testing.T) {
 	}
 	// The page's longest line, in the characters JSON escapes most.
 	longest := line{Name: strings.Repeat("\x01", 32), Text: strings.Repeat("\x01", 1000), At: time.Now().UnixMilli()}
-	for _, l := range []line{{Name: "flood", Text: strings.Repeat("x", 100_000)}, longest, {Name: "after", Text: "hi"}} {
+	if err := clients[0].Emit("lobby", "message", line{Name: "flood", Text: strings.Repeat("x", 100_000)}, false); !errors.Is(err, compat.ErrMessageTooBig) {
+		t.Fatalf("a line over the demo's bound: %v, want ErrMessageTooBig", err)
+	}
+	for _, l := range []line{longest, {Name: "after", Text: "hi"}} {
 		if err := clients[0].Emit("lobby", "message", l, false); err != nil {
 			t.Fatal(err)
 		}
