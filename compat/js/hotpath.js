@@ -1021,12 +1021,13 @@ export class Client {
   #url; #WebSocket; #timers; #random; #carriers;
   #callTimeout; #connectTimeout; #keepaliveInterval; #idleTimeout; #reconnect; #maxBatch; #maxMessage; #maxQueue; #maxQueueBytes; #maxAsks; #maxReceive; #maxBuffered;
   #options; // maxBatch and maxMessage as given, before a server's capabilities
+  #maxEmit = Infinity; // the server's maxEmit (§4.9): largest emit payload it relays
   #state = 'connecting';
   #closed = false;
   #conn = null; // {ws, carrier, openedAt, ready, servedAt, timer, asks, lastRead, pingedAt, liveTimer, draining, drainTimer, shareTimer, startedAt, answering: answers queued}; null while disconnected
   #unreliableSent = 0; #unreliableDropped = 0;
   #queueBytes = 0; // what the queue's items hold (queuedBytes), kept by #add and #requeue
-  #queue = []; // pending entries and {packet, conn?, answers?, held?} items (answers: the id of the ask answered; held: counted in conn.answering), in order
+  #queue = []; // pending entries and {packet, conn?, answers?, held?, emitted?} items (answers: the id of the ask answered; held: counted in conn.answering; emitted: an emit's payload bytes), in order
   #flushScheduled = false;
   #pending = new Map(); // id → entry of a call, join or leave
   #nextId = 0;
@@ -1192,25 +1193,37 @@ export class Client {
   /**
    * Sends event with data to every member of room, this client included
    * unless exceptSelf (§4.6). The client must have joined room: the server
-   * drops emits from non-members, so this throws instead.
+   * drops emits from non-members, so this throws instead. It throws a
+   * RangeError likewise for data whose encoding is over the server's
+   * maxEmit (§4.9), which the server would drop; one made before the
+   * server's capabilities is reported (onError) instead of sent.
    * @param {string} room
    * @param {string} event
    * @param {*} [data]
    * @param {{exceptSelf?: boolean}} [options]
    */
   emit(room, event, data, { exceptSelf = false } = {}) {
-    this.#add({ packet: this.#emitPacket(room, event, data, exceptSelf) });
+    this.#add(this.#emitPacket(room, event, data, exceptSelf));
   }
 
-  // emitPacket checks and encodes an Emit of this client.
+  // emitPacket checks and encodes an Emit of this client, as a queue item.
   #emitPacket(room, event, data, exceptSelf) {
     if (!this.#rooms.has(room)) throw new Error(`hotpath: not a member of room ${JSON.stringify(room)}; join it first`);
     checkName(event, 'event');
     if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
     const flags = exceptSelf ? EXCEPT_SENDER : 0;
-    const packet = encodePacket({ kind: 'emit', room, event, flags, payload: encodeJSON(data) });
+    const payload = encodeJSON(data);
+    if (this.#capabilities !== null) this.#checkEmit(payload.length);
+    const packet = encodePacket({ kind: 'emit', room, event, flags, payload });
     this.#checkSize(packet.length);
-    return packet;
+    return { packet, emitted: payload.length };
+  }
+
+  // checkEmit refuses an emit whose payload, n bytes as encoded, is over
+  // the server's maxEmit (§4.9): the server would drop it unseen, since
+  // an emit has no answer.
+  #checkEmit(n) {
+    if (n > this.#maxEmit) throw new RangeError(`hotpath: an emit's payload of ${n} bytes is over the server's emit limit (maxEmit) of ${this.#maxEmit}`);
   }
 
   /**
@@ -1229,7 +1242,8 @@ export class Client {
    * @param {{exceptSelf?: boolean}} [options]
    */
   emitUnreliable(room, event, data, { exceptSelf = false } = {}) {
-    const packet = this.#emitPacket(room, event, data, exceptSelf);
+    const item = this.#emitPacket(room, event, data, exceptSelf);
+    const { packet } = item;
     const ws = this.#conn?.ready ? this.#conn.ws : null;
     if (ws?.transmitUnreliable !== undefined) {
       // Datagram writes nobody waited for piled up in the stream's queue
@@ -1243,7 +1257,7 @@ export class Client {
         return;
       }
     }
-    this.#add({ packet });
+    this.#add(item);
   }
 
   /** How many emitUnreliable calls left unreliably (as datagrams or on the
@@ -1597,11 +1611,13 @@ export class Client {
         this.#capabilities = caps;
         const maxBatch = Number(this.#capabilities.maxBatch);
         const maxMessage = Number(this.#capabilities.maxMessage);
+        const maxEmit = Number(this.#capabilities.maxEmit);
         // Each server's limits hold for its connection only: another
         // server (a restart, the next one behind a balancer) has its own.
         const options = this.#options;
         this.#maxBatch = Number.isInteger(maxBatch) && maxBatch > 0 ? Math.min(options.maxBatch, maxBatch) : options.maxBatch;
         this.#maxMessage = Number.isInteger(maxMessage) && maxMessage > 0 ? maxMessage : options.maxMessage;
+        this.#maxEmit = Number.isInteger(maxEmit) && maxEmit > 0 ? maxEmit : Infinity;
         // What waited for the server's limits leaves now (see #flush).
         this.#onReady(conn);
         return;
@@ -1895,6 +1911,10 @@ export class Client {
       const q = queue[i];
       let packet = this.#packetOf(q, conn, now);
       if (packet === null) continue;
+      if (q.emitted !== undefined) {
+        // An emit made before this server's maxEmit was known.
+        try { this.#checkEmit(q.emitted); } catch (err) { this.#fail(q, err); continue; }
+      }
       if (packet.length > limit) {
         const err = new RangeError(`hotpath: a packet of ${packet.length} bytes is over ${this.#limitOwner(conn)} limit of ${limit}`);
         if (q.answers === undefined) {

@@ -696,6 +696,68 @@ test('emit sends room, event, flags and JSON payload (§4.6)', async () => {
   client.close();
 });
 
+// PROTOCOL.md §4.9: a server drops, unseen, an emit whose payload is over
+// its maxEmit, so the client refuses it itself, measuring the payload as
+// the server does (the JSON bytes, not the packet). emit returned as if
+// it were sent.
+test('an emit whose payload is over the server\'s maxEmit throws; one at it leaves; emitUnreliable too (§4.9)', async () => {
+  const { client, net } = newClient();
+  const ws = net.last;
+  const datagrams = [];
+  ws.transmitUnreliable = (packet) => { datagrams.push(decodePacket(packet)); return true; };
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1024'], ['maxEmit', '16']] });
+  const joined = client.join('r');
+  await settle();
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json({ room: 'r', members: 1 }) });
+  await joined;
+  const over = 'x'.repeat(15); // "xxx…": 17 bytes of JSON
+  const refused = (err) => err instanceof RangeError && /payload of 17 bytes is over the server's emit limit \(maxEmit\) of 16/.test(err.message);
+  assert.throws(() => client.emit('r', 'e', over), refused);
+  assert.throws(() => client.emitUnreliable('r', 'e', over), refused);
+  assert.throws(() => client.emit('r', 'e', new Uint8Array(17)), RangeError);
+  client.emit('r', 'e', 'x'.repeat(14));
+  client.emit('r', 'e', new Uint8Array(16));
+  client.emitUnreliable('r', 'e', 'y'.repeat(14));
+  await settle();
+  const sent = ws.packets.slice(1).flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(sent.map((p) => [p.kind, p.payload.length]), [['emit', 16], ['emit', 16]]);
+  assert.deepEqual(datagrams.map((p) => text(p.payload)), [JSON.stringify('y'.repeat(14))]);
+  client.close();
+});
+
+test('an emit queued before the server\'s capabilities is held to its maxEmit; each connection takes its server\'s (§4.9)', async () => {
+  const { client, net, clock } = connected(); // a server that announces no maxEmit
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  const joined = client.join('r');
+  await settle();
+  net.last.receive({ kind: 'result', id: net.last.packets[0].id, payload: json({ room: 'r', members: 1 }) });
+  await joined;
+  const over = 'x'.repeat(15); // 17 bytes of JSON
+  net.last.drop(1006);
+  client.emit('r', 'e', over); // the next server's limit is not known yet
+  clock.advance(250);
+  let ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxEmit', '16']] });
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => [p.kind, p.room]), [['join', 'r']], 'the emit over maxEmit is not sent');
+  assert.equal(reported.length, 1);
+  assert.match(reported[0].message, /over the server's emit limit \(maxEmit\) of 16/);
+  assert.throws(() => client.emit('r', 'e', over), RangeError);
+
+  ws.drop(1006);
+  clock.advance(10_000);
+  ws = net.last;
+  ws.open(); // a server that announces none again
+  client.emit('r', 'e', over);
+  await settle();
+  const sent = ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(sent.map((p) => [p.kind, p.payload?.length]), [['join', undefined], ['emit', 17]]);
+  client.close();
+});
+
 test('room emits, presence and server events reach their listeners; off stops them', () => {
   const { client, net } = connected();
   const ws = net.last;
