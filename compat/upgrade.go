@@ -489,12 +489,13 @@ func (r *headReader) unread() []byte {
 // refuses with 400, and 400 for one after, where ServeHTTP, which cannot
 // see the order of the lines, answers by the rule alone.
 func fixRequestLine(line []byte) []byte {
-	switch name, value, _ := bytes.Cut(line, []byte(":")); {
-	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Upgrade"):
+	name, value, _ := bytes.Cut(line, []byte(":"))
+	switch name := bytes.Trim(name, " \t"); {
+	case bytes.EqualFold(name, []byte("Upgrade")):
 		return tokenLine(value, "websocket", "Upgrade: websocket\r\n")
-	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Connection"):
+	case bytes.EqualFold(name, []byte("Connection")):
 		return tokenLine(value, "upgrade", "Connection: Upgrade\r\n")
-	case strings.EqualFold(string(bytes.Trim(name, " \t")), "Sec-WebSocket-Version"):
+	case bytes.EqualFold(name, []byte("Sec-WebSocket-Version")):
 		return []byte("Sec-WebSocket-Version: 13\r\n")
 	}
 	return line
