@@ -1,6 +1,7 @@
 package deflatecache
 
 import (
+	"bytes"
 	stdflate "compress/flate"
 	"fmt"
 	"io"
@@ -308,6 +309,42 @@ func BenchmarkInflate(b *testing.B) {
 				reportRate(b, i, cpuTime()-startCPU-setupCPU)
 			})
 		}
+	}
+}
+
+// BenchmarkInflateBomb is what a compression bomb costs the receiver: a
+// message of zeros compressed as tightly as DEFLATE allows (level 9),
+// inflated whole. Memory is capped by the max Inflate takes; CPU is not,
+// and this measures it. MB/s counts received (compressed) bytes, so it
+// reads as the rate of such frames that keeps one core inflating; ratio
+// is the inflated bytes per received byte.
+func BenchmarkInflateBomb(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("zeros-%dKiB", size>>10), func(b *testing.B) {
+			var buf bytes.Buffer
+			w, err := stdflate.NewWriter(&buf, stdflate.BestCompression)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.Write(make([]byte, size))
+			w.Flush()
+			// A sender strips the flush's empty block tail (RFC 7692
+			// §7.2.1); Inflate puts it back.
+			payload := bytes.TrimSuffix(buf.Bytes(), []byte{0, 0, 0xff, 0xff})
+			receiver := mustConn(b, Params{ClientNoContextTakeover: true}, wsframe.Server, Options{})
+			dst := make([]byte, 0, size)
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				out, err := receiver.Inflate(dst[:0], payload, int64(size))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(out) != size {
+					b.Fatalf("inflated %d bytes, want %d", len(out), size)
+				}
+			}
+			b.ReportMetric(float64(size)/float64(len(payload)), "ratio")
+		})
 	}
 }
 
