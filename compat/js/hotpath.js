@@ -1584,8 +1584,9 @@ export class Client {
         // A Pong is as long as its Ping (§4.8): one over the server's
         // maxMessage would have it close with 1009, so this end closes so
         // instead, as the server does on a client's such Ping. Before the
-        // server's capabilities the Pong waits in the queue for its limit.
-        if (conn.ready && 1 + p.data.length > this.#pongLimit(conn)) {
+        // server's capabilities only the carrier's limit is known, and the
+        // Pong leaves at once (see #control), as the Go client's does.
+        if (1 + p.data.length > this.#pongLimit(conn)) {
           this.#violate(conn, 1009, 'HP_ERR_MESSAGE_TOO_BIG');
           return;
         }
@@ -1627,16 +1628,21 @@ export class Client {
     }
   }
 
-  // control sends a Ping or a Pong on conn, once the server's
-  // capabilities are in, ahead of the queue: there a keepalive Ping waited
-  // out a backlog, or was dropped with the queue full, and a live server
-  // reading slowly was given up at idleTimeout. It waits only behind what
-  // the carrier holds (about maxBuffered), as the Go client's behind its
-  // outbox. A Pong is dropped while the carrier is over maxBuffered: a
-  // server pinging without reading would grow it, and one that reads sees
-  // life in what it reads (§4.8).
+  // control sends a Ping or a Pong on conn ahead of the queue: there a
+  // keepalive Ping waited out a backlog, or was dropped with the queue
+  // full, and a live server reading slowly was given up at idleTimeout.
+  // It waits only behind what the carrier holds (about maxBuffered), as
+  // the Go client's behind its outbox. A Ping of the client's own waits
+  // for the server's capabilities; a Pong leaves at once, as the Go
+  // client's does, checked by #pongLimit against the limit known then:
+  // queued, it was held at flush to limits that do not bound a Pong (this
+  // client's maxMessage option), and one over them was dropped without
+  // the 1009 that a Ping over the server's limit gets. A Pong is dropped
+  // while the carrier is over maxBuffered: a server pinging without
+  // reading would grow it, and one that reads sees life in what it reads
+  // (§4.8).
   #control(conn, packet) {
-    if (!conn.ready) {
+    if (!conn.ready && packet[0] !== KIND_NUMBER.pong) {
       this.#add({ packet, conn });
       return;
     }
@@ -1820,9 +1826,11 @@ export class Client {
   // reads it: this client's maxMessage option, which caps what it sends
   // of its own accord, said nothing of what that server takes, and a
   // Ping over 1 MiB (the option's default) closed the connection here
-  // where the Go client answered it.
+  // where the Go client answered it. Before conn's server sent its
+  // capabilities only the carrier's limit holds (#capabilities may still
+  // be the previous server's).
   #pongLimit(conn) {
-    const announced = Number(this.#capabilities?.maxMessage);
+    const announced = conn.ready ? Number(this.#capabilities?.maxMessage) : NaN;
     const server = Number.isInteger(announced) && announced > 0 ? announced : Infinity;
     return Math.min(server, conn?.ws.maxMessageSize ?? Infinity);
   }
@@ -1842,7 +1850,7 @@ export class Client {
     const full = () => this.#queue.length >= this.#maxQueue || this.#queueBytes + bytes > this.#maxQueueBytes;
     if (!open && full()) {
       // Calls, joins and leaves settled while queued (their timeout
-      // passed), and packets for a connection that dropped (a Pong, an
+      // passed), and packets for a connection that dropped (a Ping, an
       // answer), wait no more: they leave room before anything is refused.
       this.#requeue(this.#queue.filter((q) => (q.packet !== undefined
         ? q.conn === undefined || q.conn === this.#conn
@@ -1859,8 +1867,8 @@ export class Client {
       err = new RPCError(Code.Overloaded, `hotpath: ${this.#queue.length} packets of ${this.#queueBytes} bytes already wait for the connection`);
     }
     if (err !== null) {
-      // A packet of the client's own for one connection (a Ping or a Pong
-      // before the server's capabilities, an Overloaded answer) has no
+      // A packet of the client's own for one connection (a Ping before
+      // the server's capabilities, an Overloaded answer) has no
       // caller to throw to: it was thrown out of the liveness timer or the
       // message handler, an uncaught exception that also stopped the
       // liveness watch. It is dropped: the server that sent no

@@ -966,6 +966,43 @@ test('a server that announced no maxMessage gets a Pong of any size within the c
   }
 });
 
+// A Ping before the server's capabilities (a conforming server sends
+// none) had its Pong queued: at flush one over this client's maxMessage
+// option or the server's later maxMessage was dropped and reported, and
+// one over the carrier's limit never closed with 1009. The Go client
+// answers at once within the carrier's limit, and closes past it.
+test('a server Ping before its capabilities is answered at once within the carrier\'s limit, and closes with 4009 past it (§4.8)', async () => {
+  const { client, net, clock } = newClient();
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  let ws = net.last;
+  ws.open({ capabilities: false });
+  const data = 'p'.repeat(1 << 20); // a Pong over the default maxMessage option
+  ws.receive({ kind: 'ping', data });
+  assert.deepEqual(ws.packets.map((p) => [p.kind, p.data.length]), [['pong', data.length]], 'the Pong waited for the capabilities');
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '50']] });
+  await settle();
+  assert.deepEqual(ws.packets.map((p) => p.kind), ['pong']);
+  assert.deepEqual(reported, []);
+  assert.equal(ws.closedWith, null);
+
+  // The next connection: the last server's maxMessage (50) is not its
+  // server's, and a data channel's limit holds from the start.
+  ws.drop(1006);
+  clock.advance(250);
+  ws = net.last;
+  ws.maxMessageSize = 100;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'ping', data: 'q'.repeat(99) });
+  assert.deepEqual(ws.packets.map((p) => [p.kind, p.data.length]), [['pong', 99]]);
+  ws.receive({ kind: 'ping', data: 'q'.repeat(100) });
+  assert.deepEqual(ws.closedWith, { code: 4009, reason: 'HP_ERR_MESSAGE_TOO_BIG' });
+  assert.equal(ws.packets.length, 1, 'the Ping over the carrier\'s limit was answered');
+  await settle();
+  assert.deepEqual(reported, []);
+  client.close();
+});
+
 test('protocol violations close the connection, then it reconnects (§7)', async () => {
   for (const [send, code, reason, wire, capabilities = true] of [
     [(ws) => ws.receiveText('hi'), 1003, 'HP_ERR_TEXT_MESSAGE', 4003],
