@@ -1196,7 +1196,9 @@ export class Client {
    * drops emits from non-members, so this throws instead. It throws a
    * RangeError likewise for data whose encoding is over the server's
    * maxEmit (§4.9), which the server would drop; one made before the
-   * server's capabilities is reported (onError) instead of sent.
+   * server's capabilities (on a reconnection too: the limit is each
+   * connection's) is checked once they arrive, and one found over it then
+   * is reported (onError) instead of sent.
    * @param {string} room
    * @param {string} event
    * @param {*} [data]
@@ -1213,7 +1215,10 @@ export class Client {
     if (event.startsWith('$')) throw new RangeError('hotpath: event names starting with $ are reserved');
     const flags = exceptSelf ? EXCEPT_SENDER : 0;
     const payload = encodeJSON(data);
-    if (this.#capabilities !== null) this.#checkEmit(payload.length);
+    // A maxEmit is its connection's (§4.9): until this connection's server
+    // sent its own, the last server's held a reconnection's emits to a
+    // limit the next server may not have. #flush checks them then.
+    if (this.#conn?.ready) this.#checkEmit(payload.length);
     const packet = encodePacket({ kind: 'emit', room, event, flags, payload });
     this.#checkSize(packet.length);
     return { packet, emitted: payload.length };

@@ -758,6 +758,37 @@ test('an emit queued before the server\'s capabilities is held to its maxEmit; e
   client.close();
 });
 
+// A maxEmit is its connection's: after a drop, emits made while
+// reconnecting were still held to the last server's, and refused with a
+// RangeError though the next server might take them. The Go client waits
+// for the new server's capabilities before it checks an emit.
+test('while reconnecting, an emit is not held to the last server\'s maxEmit (§4.9)', async () => {
+  const { client, net, clock } = newClient();
+  const reported = [];
+  client.onError((err) => reported.push(err));
+  let ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxEmit', '16']] });
+  const joined = client.join('r');
+  await settle();
+  ws.receive({ kind: 'result', id: ws.packets[0].id, payload: json({ room: 'r', members: 1 }) });
+  await joined;
+  const over = 'x'.repeat(15); // 17 bytes of JSON
+  assert.throws(() => client.emit('r', 'e', over), RangeError);
+  ws.drop(1006);
+  assert.doesNotThrow(() => client.emit('r', 'e', over), 'held to the last server\'s maxEmit while disconnected');
+  clock.advance(250);
+  ws = net.last;
+  ws.open({ capabilities: false });
+  assert.doesNotThrow(() => client.emitUnreliable('r', 'e', over), 'held to the last server\'s maxEmit before the new one\'s capabilities');
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json']] }); // a server that sets no maxEmit
+  await settle();
+  const sent = ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(sent.map((p) => [p.kind, p.payload?.length]), [['join', undefined], ['emit', 17], ['emit', 17]]);
+  assert.deepEqual(reported, []);
+  client.close();
+});
+
 test('room emits, presence and server events reach their listeners; off stops them', () => {
   const { client, net } = connected();
   const ws = net.last;
