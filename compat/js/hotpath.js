@@ -1811,10 +1811,11 @@ export class Client {
   }
 
   // checkSize refuses a packet of at least n bytes over the limit of the
-  // current connection. Before the first server capabilities the limit is
-  // not known: the flush checks the packet once it is.
+  // current connection. Before its server's capabilities the limit is not
+  // known (on a reconnection the last server's is no guide: the next one
+  // may take more): the flush checks the packet once it is.
   #checkSize(n) {
-    if (this.#capabilities === null) return;
+    if (!this.#conn?.ready) return;
     const limit = this.#packetLimit(this.#conn);
     if (n > limit) throw new RangeError(`hotpath: a packet of ${n} bytes is over ${this.#limitOwner(this.#conn)} limit of ${limit}`);
   }

@@ -655,6 +655,31 @@ test('a call over the default limit waits for the server\'s: a server that takes
   client.close();
 });
 
+// While reconnecting, a call, event or emit over the last server's
+// maxMessage was refused at once (RangeError), though the next server may
+// take it; the Go client checks a packet against the new server's limit.
+test('while reconnecting, a packet is not held to the last server\'s maxMessage (§4.9)', async () => {
+  const { client, net, clock } = newClient();
+  let ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '1024']] });
+  await assert.rejects(client.call('a/b', new Uint8Array(2000), { raw: true }), RangeError);
+  assert.throws(() => client.event('e', 'x'.repeat(2000)), RangeError);
+  ws.drop(1006);
+  const big = client.call('a/b', new Uint8Array(2000), { raw: true });
+  assert.doesNotThrow(() => client.event('e', 'x'.repeat(2000)), 'held to the last server\'s maxMessage');
+  clock.advance(250);
+  ws = net.last;
+  ws.open({ capabilities: false });
+  ws.receive({ kind: 'capabilities', pairs: [['codec', 'json'], ['maxMessage', '4096']] });
+  await settle();
+  const sent = ws.packets.flatMap((p) => (p.kind === 'batch' ? p.items.map((i) => decodePacket(i)) : [p]));
+  assert.deepEqual(sent.map((p) => p.kind), ['call', 'event']);
+  ws.receive({ kind: 'result', id: sent[0].id, payload: json('ok') });
+  assert.deepEqual(new Uint8Array(await big), json('ok'));
+  client.close();
+});
+
 test('batches and packets stay within the carrier\'s message limit (a WebRTC data channel\'s)', async () => {
   const { client, net } = newClient();
   const ws = net.last;
