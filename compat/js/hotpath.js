@@ -980,8 +980,13 @@ const defaultTimers = {
  * @property {ReconnectOptions|false} [reconnect] backoff; false: do not reconnect
  * @property {number} [maxBatch=1024] most packets in one Batch; lowered to the server's maxBatch
  * @property {number} [maxMessage=1048576] largest message sent, bytes; set to the server's maxMessage
- *   when its capabilities arrive (nothing but the client's own leaves before
- *   them, so no packet goes out over a limit not yet known)
+ *   when its capabilities arrive (nothing but the client's own and a Pong
+ *   leaves before them, so no packet goes out over a limit not yet known),
+ *   kept when the server names none: such a server, or a proxy before it,
+ *   may still have a limit, and a message over it would close the
+ *   connection with every call in flight instead of failing alone (a Pong,
+ *   the server's own Ping echoed, is held to the carrier's limit only);
+ *   2^32-1: no cap
  * @property {number} [maxQueue=1024] most packets queued while not connected,
  *   or while the carrier holds more than maxBuffered bytes unsent
  * @property {number} [maxQueueBytes=16777216] most bytes those packets hold
