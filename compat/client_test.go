@@ -1181,36 +1181,9 @@ func TestCodecOfferAbsent(t *testing.T) {
 // another codec (one that does not check the client's offer) gets a close
 // frame with 1008 HP_ERR_UNSUPPORTED_CODEC, and Dial fails with it.
 func TestClientRefusesServerCodec(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan ws.StatusCode, 1)
-	go func() {
-		nc, err := acceptRaw(ln, "msgpack")
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		for {
-			frame, err := ws.ReadFrame(nc)
-			if err != nil {
-				got <- 0
-				return
-			}
-			if frame.Header.OpCode == ws.OpClose {
-				frame = ws.UnmaskFrameInPlace(frame)
-				code, reason := ws.ParseCloseFrameData(frame.Payload)
-				if reason != "HP_ERR_UNSUPPORTED_CODEC" {
-					code = 0
-				}
-				got <- code
-				return
-			}
-		}
-	}()
+	ln := listenLoopback(t)
+	got := make(chan rawClose, 1)
+	go func() { got <- rawServer(ln, "msgpack", nil) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{})
@@ -1221,14 +1194,7 @@ func TestClientRefusesServerCodec(t *testing.T) {
 		}
 		t.Errorf("Dial: %v, want the client's own close 1008 HP_ERR_UNSUPPORTED_CODEC", err)
 	}
-	select {
-	case code := <-got:
-		if code != 1008 {
-			t.Fatalf("the client closed with %d, want 1008 HP_ERR_UNSUPPORTED_CODEC", code)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client never closed the connection")
-	}
+	wantClientClose(t, got, 1008, "HP_ERR_UNSUPPORTED_CODEC")
 }
 
 // Room membership under churn: 40 clients join and leave one room 30 times
@@ -1368,80 +1334,31 @@ func TestClientBadServerInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			got := make(chan wsframe.CloseCode, 1)
-			go func() {
-				got <- badServer(ln, tc.bad)
-			}()
+			ln := listenLoopback(t)
+			got := make(chan rawClose, 1)
+			go func() { got <- badServer(ln, tc.bad) }()
 			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 1 << 20}})
-			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+			err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
 			var ce *CloseError
 			if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != tc.code || errors.As(err, &ce) && (ce.Remote || tc.reason != "" && ce.Reason != tc.reason) {
 				t.Errorf("call: %v, want ErrDisconnected with this end's close %d %s", err, tc.code, tc.reason)
 			}
-			select {
-			case code := <-got:
-				if code != tc.code {
-					t.Errorf("the client closed with %d, want %d", code, tc.code)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the client never closed the connection")
-			}
+			wantClientClose(t, got, tc.code, "")
 		})
 	}
 }
 
-// acceptRaw is the start of a hand-made server: it accepts one connection
-// on ln, upgrades it with gobwas/ws and sends capabilities naming codec.
-func acceptRaw(ln net.Listener, codec string) (net.Conn, error) {
-	nc, err := ln.Accept()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", codec)})
-	if err := wsutil.WriteServerBinary(nc, caps); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return nc, nil
-}
-
-// badServer accepts one connection on ln, upgrades it, waits for the
-// client's first call and answers it with bad, then returns the code of the
-// client's close frame (0 when the connection ended without one).
-func badServer(ln net.Listener, bad []byte) wsframe.CloseCode {
-	nc, err := acceptRaw(ln, "json")
-	if err != nil {
-		return 0
-	}
-	defer nc.Close()
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+// badServer is a raw server that sends its capabilities, answers the
+// client's first call (or batch) with the bytes bad, written as they are,
+// and returns the client's close.
+func badServer(ln net.Listener, bad []byte) rawClose {
 	sent := false
-	for {
-		f, err := ws.ReadFrame(nc)
-		if err != nil {
-			return 0
+	return rawServer(ln, "json", func(nc net.Conn, p wire.Packet) {
+		if !sent && (p.Kind == dispatch.KindCall || p.Kind == dispatch.KindBatch) {
+			nc.Write(bad)
+			sent = true
 		}
-		f = ws.UnmaskFrameInPlace(f)
-		switch {
-		case f.Header.OpCode == ws.OpClose:
-			code, _ := ws.ParseCloseFrameData(f.Payload)
-			return wsframe.CloseCode(code)
-		case !sent && f.Header.OpCode == ws.OpBinary:
-			if p, err := wire.Decode(f.Payload); err == nil && (p.Kind == dispatch.KindCall || p.Kind == dispatch.KindBatch) {
-				nc.Write(bad)
-				sent = true
-			}
-		}
-	}
+	})
 }
 
 // ClientOptions.IdleTimeout: a server that stops answering (its host died,
@@ -1450,11 +1367,7 @@ func badServer(ln net.Listener, bad []byte) wsframe.CloseCode {
 // ErrDisconnected with close 1001 HP_IDLE_TIMEOUT instead of waiting for
 // the kernel to give up on the socket.
 func TestClientIdleTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	seen := make(chan []ws.OpCode, 1)
 	go func() {
 		// A server that upgrades, says its capabilities, then reads and
@@ -1480,7 +1393,7 @@ func TestClientIdleTimeout(t *testing.T) {
 	}()
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true},
 		KeepaliveInterval: 50 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
-	err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+	err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
 	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseGoingAway || !strings.Contains(err.Error(), "HP_IDLE_TIMEOUT") {
 		t.Fatalf("call to a silent server: %v want ErrDisconnected with close 1001 HP_IDLE_TIMEOUT", err)
 	}
@@ -1858,11 +1771,7 @@ func TestCallDeadlineMatchesContext(t *testing.T) {
 // its ctx ends, as a call waiting for its answer would, instead of
 // waiting for the connection to be given up.
 func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	silent := make(chan net.Conn, 1)
 	go func() {
 		first, err := acceptRaw(ln, "json") // capabilities, then a drop
@@ -1870,12 +1779,8 @@ func TestCallAwaitingCapabilitiesKeepsItsDeadline(t *testing.T) {
 			return
 		}
 		first.Close()
-		nc, err := ln.Accept() // upgraded, then silent
+		nc, err := acceptRaw(ln, "") // upgraded, then silent
 		if err != nil {
-			return
-		}
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			nc.Close()
 			return
 		}
 		silent <- nc
@@ -2564,11 +2469,7 @@ func TestCallFromListenerFailsWhenTheConnectionIsGivenUp(t *testing.T) {
 // instead of waiting for as long as the connection lives (its pings are
 // answered, so IdleTimeout never ends it).
 func TestCallTimeoutBoundsJoinAndLeave(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	go func() {
 		nc, err := acceptRaw(ln, "json")
 		if err != nil {
@@ -2614,40 +2515,22 @@ func TestRepeatedCapabilitiesKeepTheDictionary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := func(dict string) []byte {
-		pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "dict", dict)
-		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs})
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	go func() {
-		nc, err := ln.Accept()
+		nc, err := acceptRaw(ln, "")
 		if err != nil {
 			return
 		}
-		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
-		nc.SetReadDeadline(time.Now().Add(hangBound))
-		wsutil.WriteServerBinary(nc, caps("zstd:"+d.ID()))
-		for {
-			f, err := ws.ReadFrame(nc)
-			if err != nil || f.Header.OpCode == ws.OpClose {
-				return
-			}
-			f = ws.UnmaskFrameInPlace(f)
-			if p, err := wire.Decode(f.Payload); err == nil && p.Kind == dispatch.KindCall {
+		wsutil.WriteServerBinary(nc, capsOf("codec", "json", "dict", "zstd:"+d.ID()))
+		serveRaw(nc, func(p wire.Packet) {
+			if p.Kind == dispatch.KindCall {
 				// Capabilities again, naming the other codec, then the answer.
 				for range 20 {
-					wsutil.WriteServerBinary(nc, caps("deflate:"+d.ID()))
+					wsutil.WriteServerBinary(nc, capsOf("codec", "json", "dict", "deflate:"+d.ID()))
 				}
 				wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`{"text":"hi"}`)))
 			}
-		}
+		})
 	}()
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Dictionary: d})
 	c.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime"
 	"testing"
@@ -104,21 +103,14 @@ func TestDialWebTransportUnansweredConnect(t *testing.T) {
 // so without a clock.
 func TestDialCanceledBeforeCapabilities(t *testing.T) {
 	// Not parallel: it counts the process's goroutines.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listenLoopback(t)
 	upgraded, ended := make(chan struct{}, 1), make(chan bool, 1)
 	go func() { // upgrades one connection, then only reads it
-		nc, err := ln.Accept()
+		nc, err := acceptRaw(ln, "")
 		if err != nil {
 			return
 		}
 		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
 		if _, err := ws.ReadFrame(nc); err != nil { // the client's capabilities: Dial waits for the server's
 			return
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -117,50 +116,18 @@ func TestProtocolClientInflateLimit(t *testing.T) {
 		}
 		return wire.AppendCompressed(nil, dispatch.KindEvent, body)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type closed struct {
-		code   wsframe.CloseCode
-		reason string
-	}
-	got := make(chan closed, 1)
+	ln := listenLoopback(t)
+	got := make(chan rawClose, 1)
 	go func() {
-		defer close(got)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		for binary := 0; ; {
-			f, err := ws.ReadFrame(nc)
-			if err != nil {
-				return
+		got <- rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
+			switch p.Kind {
+			case dispatch.KindCapabilities: // choose the client's dictionary
+				wsutil.WriteServerBinary(nc, capsOf("codec", "json", "dict", "deflate:"+d.ID()))
+			case dispatch.KindCall: // the events instead of its answer
+				wsutil.WriteServerBinary(nc, event(limit))
+				wsutil.WriteServerBinary(nc, event(limit+1))
 			}
-			f = ws.UnmaskFrameInPlace(f)
-			switch f.Header.OpCode {
-			case ws.OpClose:
-				code, reason := ws.ParseCloseFrameData(f.Payload)
-				got <- closed{wsframe.CloseCode(code), reason}
-				return
-			case ws.OpBinary:
-				binary++
-				switch binary {
-				case 1: // the client's capabilities: choose its dictionary
-					pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "dict", "deflate:"+d.ID())
-					wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs}))
-				case 2: // the client's call: the events instead of its answer
-					wsutil.WriteServerBinary(nc, event(limit))
-					wsutil.WriteServerBinary(nc, event(limit+1))
-				}
-			}
-		}
+		})
 	}()
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Dictionary: d, Limits: Limits{MaxMessageSize: limit}, Reconnect: Reconnect{Disabled: true}})
 	sizes := make(chan int, 2)
@@ -171,14 +138,7 @@ func TestProtocolClientInflateLimit(t *testing.T) {
 	if !errors.Is(err, ErrDisconnected) || CloseStatus(err) != wsframe.CloseMessageTooBig {
 		t.Errorf("the call: %v, want ErrDisconnected with 1009", err)
 	}
-	select {
-	case cl := <-got:
-		if cl.code != wsframe.CloseMessageTooBig || cl.reason != "HP_ERR_INFLATED_TOO_LARGE" {
-			t.Errorf("the client closed with %d %q, want 1009 HP_ERR_INFLATED_TOO_LARGE", cl.code, cl.reason)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client did not close")
-	}
+	wantClientClose(t, got, wsframe.CloseMessageTooBig, "HP_ERR_INFLATED_TOO_LARGE")
 	select {
 	case n := <-sizes:
 		if n != limit-5 {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
 	"github.com/hotpath-go/hotpath/compat/wire"
@@ -293,27 +292,16 @@ func TestProtocolClientClosesWithCodeAndReason(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			got := make(chan wsframe.CloseCode, 1)
+			ln := listenLoopback(t)
+			got := make(chan rawClose, 1)
 			go func() { got <- badServer(ln, frame(tc.pkt)) }()
 			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
-			err = callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
+			err := callWithin(t, c, context.Background(), "echo/say", echoReq{Text: "hi"}, nil)
 			var ce *CloseError
 			if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != tc.reason {
 				t.Errorf("call: %v, want ErrDisconnected with this end's close 1008 %s", err, tc.reason)
 			}
-			select {
-			case code := <-got:
-				if code != wsframe.ClosePolicyViolation {
-					t.Errorf("the client closed with %d, want 1008", code)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the client never closed the connection")
-			}
+			wantClientClose(t, got, wsframe.ClosePolicyViolation, "")
 		})
 	}
 }
@@ -446,69 +434,19 @@ func TestProtocolPresenceJoinerIncludedLeaverExcluded(t *testing.T) {
 // PROTOCOL.md §4.9 at the Go client: unknown capability keys are
 // ignored; the client goes on with what it knows.
 func TestProtocolClientIgnoresUnknownCapabilities(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
+	ln := listenLoopback(t)
+	go rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
+		switch p.Kind {
+		case dispatch.KindCapabilities:
+			wsutil.WriteServerBinary(nc, capsOf("future", "x", "codec", "json", "", ""))
+		case dispatch.KindCall:
+			wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"ok"`)))
 		}
-		defer nc.Close()
-		if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-			return
-		}
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		for {
-			f, err := ws.ReadFrame(nc)
-			if err != nil || f.Header.OpCode == ws.OpClose {
-				return
-			}
-			p, err := wire.Decode(ws.UnmaskFrameInPlace(f).Payload)
-			switch {
-			case err != nil:
-				return
-			case p.Kind == dispatch.KindCapabilities:
-				pairs := wire.AppendPair(wire.AppendPair(wire.AppendPair(nil, "future", "x"), "codec", "json"), "", "")
-				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 3, Payload: pairs}))
-			case p.Kind == dispatch.KindCall:
-				wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"ok"`)))
-			}
-		}
-	}()
+	})
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
 	var out string
 	if err := callWithin(t, c, context.Background(), "any/method", nil, &out); err != nil || out != "ok" {
 		t.Errorf("a call after capabilities with unknown keys: %q, %v", out, err)
-	}
-}
-
-// rawClientConn serves one connection of a test that plays a server to the
-// Go client: it upgrades nc and calls on with each packet the client
-// sends, until the client's close frame, whose code it returns (0 when
-// the connection ended without one). The connection is bounded by
-// hangBound.
-func rawClientConn(nc net.Conn, on func(p wire.Packet)) wsframe.CloseCode {
-	defer nc.Close()
-	if _, err := (ws.Upgrader{Protocol: func(p []byte) bool { return string(p) == Subprotocol }}).Upgrade(nc); err != nil {
-		return 0
-	}
-	nc.SetDeadline(time.Now().Add(hangBound))
-	for {
-		f, err := ws.ReadFrame(nc)
-		if err != nil {
-			return 0
-		}
-		f = ws.UnmaskFrameInPlace(f)
-		if f.Header.OpCode == ws.OpClose {
-			code, _ := ws.ParseCloseFrameData(f.Payload)
-			return wsframe.CloseCode(code)
-		}
-		if p, err := wire.Decode(f.Payload); err == nil {
-			on(p)
-		}
 	}
 }
 
@@ -518,54 +456,35 @@ func rawClientConn(nc net.Conn, on func(p wire.Packet)) wsframe.CloseCode {
 // a repeat's limits (not its dictionary) and went on. A reconnection is a
 // new connection, whose first Capabilities are taken.
 func TestProtocolClientClosesOnRepeatedCapabilities(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	caps := func(maxMessage string) []byte {
-		pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "maxMessage", maxMessage)
-		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs})
-	}
-	closed := make(chan wsframe.CloseCode, 1)
+	ln := listenLoopback(t)
+	closed := make(chan rawClose, 1)
 	go func() {
 		for i := range 2 {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			code := rawClientConn(nc, func(p wire.Packet) {
+			cl := rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
 				switch {
 				case p.Kind == dispatch.KindCapabilities:
-					wsutil.WriteServerBinary(nc, caps("4194304"))
+					wsutil.WriteServerBinary(nc, capsOf("codec", "json", "maxMessage", "4194304"))
 				case p.Kind == dispatch.KindCall && i == 0:
-					wsutil.WriteServerBinary(nc, caps("64")) // the repeat
+					wsutil.WriteServerBinary(nc, capsOf("codec", "json", "maxMessage", "64")) // the repeat
 					wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"first"`)))
 				case p.Kind == dispatch.KindCall:
 					wsutil.WriteServerBinary(nc, wire.AppendResult(nil, p.ID, []byte(`"second"`)))
 				}
 			})
 			if i == 0 {
-				closed <- code
+				closed <- cl
 			}
 		}
 	}()
 	states := make(chan State, 8)
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{MinDelay: time.Millisecond}, OnState: sendState(states)})
 	var out string
-	err = callWithin(t, c, context.Background(), "any/method", nil, &out)
+	err := callWithin(t, c, context.Background(), "any/method", nil, &out)
 	var ce *CloseError
 	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != errRepeatedCapabilities.Reason {
 		t.Errorf("a call answered after a repeat of the capabilities: %q, %v; want ErrDisconnected with this end's close 1008 %s", out, err, errRepeatedCapabilities.Reason)
 	}
-	select {
-	case code := <-closed:
-		if code != wsframe.ClosePolicyViolation {
-			t.Errorf("the client closed with %d, want 1008", code)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("the client never closed the connection")
-	}
+	wantClientClose(t, closed, wsframe.ClosePolicyViolation, "")
 	for s := State(0); s != Connected; {
 		select {
 		case s = <-states:
@@ -582,11 +501,7 @@ func TestProtocolClientClosesOnRepeatedCapabilities(t *testing.T) {
 // connection, and a reconnection takes the next server's (here none, so
 // maxMessage alone bounds an emit).
 func TestProtocolClientTakesEachConnectionsMaxEmit(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	emits := make(chan string, 8)
 	drop := make(chan struct{}) // closed to drop the first connection
 	dropped := false
@@ -597,23 +512,21 @@ func TestProtocolClientTakesEachConnectionsMaxEmit(t *testing.T) {
 	}()
 	go func() {
 		for i := range 2 {
-			nc, err := ln.Accept()
+			nc, err := acceptRaw(ln, "")
 			if err != nil {
 				return
 			}
 			if i == 0 {
 				go func() { <-drop; nc.Close() }()
 			}
-			rawClientConn(nc, func(p wire.Packet) {
+			serveRaw(nc, func(p wire.Packet) {
 				switch p.Kind {
 				case dispatch.KindCapabilities:
-					pairs := wire.AppendPair(nil, "codec", "json")
-					n := uint32(1)
 					if i == 0 {
-						pairs = wire.AppendPair(pairs, "maxEmit", "16")
-						n++
+						wsutil.WriteServerBinary(nc, capsOf("codec", "json", "maxEmit", "16"))
+					} else {
+						wsutil.WriteServerBinary(nc, capsOf("codec", "json"))
 					}
-					wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: n, Payload: pairs}))
 				case dispatch.KindEmit:
 					emits <- strconv.Itoa(i) + " " + string(p.Payload)
 				}
@@ -663,27 +576,18 @@ func TestProtocolClientTakesEachConnectionsMaxEmit(t *testing.T) {
 // a client's such Ping (TestPingWhosePongPassesTheClientLimit).
 func TestProtocolClientPongWithinTheServerLimit(t *testing.T) {
 	const limit = 100
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	data := strings.Repeat("p", limit-1) // a Pong of exactly the limit
 	ping := func(data string) []byte {
 		return wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)})
 	}
 	pongs := make(chan string, 2)
-	closed := make(chan wsframe.CloseCode, 1)
+	closed := make(chan rawClose, 1)
 	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		closed <- rawClientConn(nc, func(p wire.Packet) {
+		closed <- rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
 			switch p.Kind {
 			case dispatch.KindCapabilities:
-				pairs := wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "maxMessage", strconv.Itoa(limit))
-				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2, Payload: pairs}))
+				wsutil.WriteServerBinary(nc, capsOf("codec", "json", "maxMessage", strconv.Itoa(limit)))
 			case dispatch.KindCall:
 				wsutil.WriteServerBinary(nc, ping(data))
 			case dispatch.KindPong:
@@ -698,19 +602,12 @@ func TestProtocolClientPongWithinTheServerLimit(t *testing.T) {
 		})
 	}()
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
-	err = callWithin(t, c, context.Background(), "any/method", nil, nil)
+	err := callWithin(t, c, context.Background(), "any/method", nil, nil)
 	var ce *CloseError
 	if !errors.Is(err, ErrDisconnected) || !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.CloseMessageTooBig || ce.Reason != errMessageTooBig.Reason {
 		t.Errorf("a Ping whose Pong is %d bytes, over the server's %d: %v, want ErrDisconnected with this end's close 1009 %s", limit+1, limit, err, errMessageTooBig.Reason)
 	}
-	select {
-	case code := <-closed:
-		if code != wsframe.CloseMessageTooBig {
-			t.Errorf("the client closed with %d, want 1009", code)
-		}
-	case <-time.After(hangBound):
-		t.Fatal("the client never closed the connection")
-	}
+	wantClientClose(t, closed, wsframe.CloseMessageTooBig, "")
 	// The server's goroutine has returned: what it read is in pongs.
 	if got := len(pongs); got != 1 {
 		t.Errorf("%d Pongs, want 1: the Ping whose Pong is exactly the server's %d bytes answered, the longer one not", got, limit)
@@ -744,23 +641,13 @@ func TestProtocolClientBatchItemsInOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			closed := make(chan wsframe.CloseCode, 1)
+			ln := listenLoopback(t)
+			closed := make(chan rawClose, 1)
 			go func() {
-				nc, err := ln.Accept()
-				if err != nil {
-					closed <- 0
-					return
-				}
-				closed <- rawClientConn(nc, func(p wire.Packet) {
+				closed <- rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
 					switch p.Kind {
 					case dispatch.KindCapabilities:
-						pairs := wire.AppendPair(nil, "codec", "json")
-						wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
+						wsutil.WriteServerBinary(nc, capsOf("codec", "json"))
 					case dispatch.KindCall:
 						wsutil.WriteServerBinary(nc, batchOf(wire.AppendResult(nil, p.ID, []byte(`"ok"`)), tc.bad))
 					}
@@ -768,7 +655,7 @@ func TestProtocolClientBatchItemsInOrder(t *testing.T) {
 			}()
 			c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
 			var got string
-			err = callWithin(t, c, context.Background(), "any/method", nil, &got)
+			err := callWithin(t, c, context.Background(), "any/method", nil, &got)
 			var ce *CloseError
 			switch {
 			case tc.delivered && (err != nil || got != "ok"):
@@ -776,14 +663,7 @@ func TestProtocolClientBatchItemsInOrder(t *testing.T) {
 			case !tc.delivered && (!errors.As(err, &ce) || ce.Reason != tc.reason):
 				t.Errorf("a call answered in a badly framed batch: %v, want this end's close %s", err, tc.reason)
 			}
-			select {
-			case code := <-closed:
-				if code != wsframe.ClosePolicyViolation {
-					t.Errorf("the client closed with %d, want 1008", code)
-				}
-			case <-time.After(hangBound):
-				t.Fatal("the client never closed the connection")
-			}
+			wantClientClose(t, closed, wsframe.ClosePolicyViolation, "")
 			err = callWithin(t, c, context.Background(), "any/method", nil, nil)
 			if !errors.As(err, &ce) || ce.Remote || ce.Code != wsframe.ClosePolicyViolation || ce.Reason != tc.reason {
 				t.Errorf("a call after the bad item: %v, want this end's close 1008 %s", err, tc.reason)
@@ -833,29 +713,18 @@ func TestProtocolServerBatchItemsInOrder(t *testing.T) {
 // (§4.8), here one over compat/js's 1 MiB default maxMessage option, which
 // that client took for a silent server's limit.
 func TestProtocolClientPongWithoutServerLimit(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	data := strings.Repeat("p", 2<<20)
 	pong := make(chan int, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
+	go rawServer(ln, "", func(nc net.Conn, p wire.Packet) {
+		switch p.Kind {
+		case dispatch.KindCapabilities:
+			wsutil.WriteServerBinary(nc, capsOf("codec", "json"))
+			wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)}))
+		case dispatch.KindPong:
+			pong <- len(p.Payload)
 		}
-		rawClientConn(nc, func(p wire.Packet) {
-			switch p.Kind {
-			case dispatch.KindCapabilities:
-				pairs := wire.AppendPair(nil, "codec", "json")
-				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: pairs}))
-				wsutil.WriteServerBinary(nc, wire.Append(nil, &wire.Packet{Kind: dispatch.KindPing, Payload: []byte(data)}))
-			case dispatch.KindPong:
-				pong <- len(p.Payload)
-			}
-		})
-	}()
+	})
 	c := dialClient(t, ln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}, Limits: Limits{MaxMessageSize: 4 << 20}})
 	defer c.Close()
 	select {
