@@ -77,6 +77,43 @@ func answerUpgrade(ln net.Listener, answer []byte, end bool) (key string, err er
 	}
 }
 
+// served is what answerUpgrade did with one connection.
+type served struct {
+	key string // the key the client sent
+	err error
+}
+
+// dialAnswered dials the fake server on ln, which answerUpgrade serves
+// with answer (and end), and returns once the fake server has ended the
+// connection: what it did, whether Dial returned only after its context
+// (10 s, long enough for a loaded machine; an input ends in milliseconds)
+// ended, and Dial's error. t fails if the connection lasts 20 s.
+func dialAnswered(t *testing.T, ln net.Listener, answer []byte, end bool) (s served, late bool, err error) {
+	t.Helper()
+	done := make(chan served, 1)
+	go func() {
+		key, err := answerUpgrade(ln, answer, end)
+		done <- served{key, err}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := compat.Dial(ctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
+		Reconnect:   compat.Reconnect{Disabled: true},
+		IdleTimeout: -1,
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	late = ctx.Err() != nil
+	if err == nil {
+		c.Close()
+	}
+	select {
+	case s = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the connection never ended")
+	}
+	return s, late, err
+}
+
 func acceptOf(key string) string {
 	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	return base64.StdEncoding.EncodeToString(sum[:])
@@ -170,34 +207,9 @@ func FuzzUpgradeAnswer(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"))
 	ln := answerServer()
 	f.Fuzz(func(t *testing.T, answer []byte) {
-		type served struct {
-			key string
-			err error
-		}
-		done := make(chan served, 1)
-		go func() {
-			key, err := answerUpgrade(ln, answer, true)
-			done <- served{key, err}
-		}()
-		// Long enough for a loaded machine; an input ends in milliseconds.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := compat.Dial(ctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
-			Reconnect:   compat.Reconnect{Disabled: true},
-			IdleTimeout: -1,
-			Logger:      slog.New(slog.DiscardHandler),
-		})
-		if ctx.Err() != nil {
+		s, late, err := dialAnswered(t, ln, answer, true)
+		if late {
 			t.Fatalf("Dial returned after its context ended: %v", err)
-		}
-		if err == nil {
-			c.Close()
-		}
-		var s served
-		select {
-		case s = <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the connection never ended")
 		}
 		if s.err != nil {
 			t.Fatalf("fake server: %v", s.err)
@@ -312,29 +324,9 @@ func FuzzUpgradeAnswerTaken(f *testing.F) {
 	ln := answerServer()
 	f.Fuzz(func(t *testing.T, choices []byte) {
 		answer := takenAnswer(choices)
-		keys := make(chan string, 1)
-		go func() {
-			key, _ := answerUpgrade(ln, answer, false)
-			keys <- key
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := compat.Dial(ctx, "ws://"+ln.Addr().String()+"/ws", compat.ClientOptions{
-			Reconnect:   compat.Reconnect{Disabled: true},
-			IdleTimeout: -1,
-			Logger:      slog.New(slog.DiscardHandler),
-		})
-		if err == nil {
-			c.Close()
-		}
-		var key string
-		select {
-		case key = <-keys:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the connection never ended")
-		}
-		sent := bytes.ReplaceAll(answer, []byte(acceptMark), []byte(acceptOf(key)))
-		if why := validAnswer(sent, key); why != nil {
+		s, _, err := dialAnswered(t, ln, answer, false)
+		sent := bytes.ReplaceAll(answer, []byte(acceptMark), []byte(acceptOf(s.key)))
+		if why := validAnswer(sent, s.key); why != nil {
 			t.Fatalf("takenAnswer built an answer net/http's reading refuses (%v): %q", why, sent)
 		}
 		if err != nil {
