@@ -36,6 +36,7 @@ type metrics struct {
 	idleTimeouts        atomic.Uint64
 	refusedJoins        atomic.Uint64
 	refusedConnections  atomic.Uint64
+	refusedPerAddress   atomic.Uint64
 
 	closesMu sync.Mutex
 	closes   map[wsframe.CloseCode]uint64
@@ -89,6 +90,7 @@ type Metrics struct {
 	IdleTimeouts        uint64 // connections closed for silence (1001 HP_IDLE_TIMEOUT)
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	RefusedConnections  uint64 // connections refused past Options.MaxConnections (counted in HandshakeFailures too)
+	RefusedPerAddress   uint64 // connections refused past Options.MaxConnectionsPerAddress, the server below MaxConnections (counted in HandshakeFailures too, not in RefusedConnections)
 	// Closes counts ended connections by close code; 1006 when no close
 	// frame was exchanged, CloseOther for most codes above 1015.
 	Closes map[wsframe.CloseCode]uint64
@@ -109,7 +111,8 @@ func (s *Server) Metrics() Metrics {
 		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(),
 		SlowConsumers: m.slowConsumers.Load(), IdleTimeouts: m.idleTimeouts.Load(),
 		RefusedJoins: m.refusedJoins.Load(), RefusedConnections: m.refusedConnections.Load(),
-		Closes: map[wsframe.CloseCode]uint64{},
+		RefusedPerAddress: m.refusedPerAddress.Load(),
+		Closes:            map[wsframe.CloseCode]uint64{},
 	}
 	m.closesMu.Lock()
 	for c, n := range m.closes {
@@ -158,6 +161,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
 	counter("hotpath_refused_joins_total", "Client joins Options.AllowJoin refused.", m.RefusedJoins)
 	counter("hotpath_refused_connections_total", "Connections refused past Options.MaxConnections (also counted in hotpath_handshake_failures_total).", m.RefusedConnections)
+	counter("hotpath_refused_per_address_total", "Connections refused past Options.MaxConnectionsPerAddress, the server below Options.MaxConnections (also counted in hotpath_handshake_failures_total, not in hotpath_refused_connections_total).", m.RefusedPerAddress)
 	fmt.Fprintf(w, "# HELP hotpath_closes_total Connections ended, by close code.\n# TYPE hotpath_closes_total counter\n")
 	codes := make([]int, 0, len(m.Closes))
 	for c := range m.Closes {

@@ -105,6 +105,26 @@ type Options struct {
 	// public.
 	MaxConnections int
 
+	// MaxConnectionsPerAddress caps the connections open at once from one
+	// remote address, across every carrier, so that one client cannot take
+	// every slot of MaxConnections (or, with no cap, every descriptor of
+	// the process) from everyone else. An address is the IP of the
+	// connection's RemoteAddr (for WebRTC the signalling request's, for
+	// ServeHTTP the http.Request's, so a middleware that sets it from a
+	// trusted proxy's header makes the count follow it); an IPv4-mapped
+	// IPv6 address counts as its IPv4, and an IPv6 address by its /64
+	// prefix, which a single host usually holds whole. A connection whose
+	// RemoteAddr names no IP (a Unix socket, net.Pipe) is not counted.
+	// Past it a connection gets MaxConnections' refusal with a reason of
+	// its own: 503 "too many connections from this address" with
+	// Retry-After, or a close with 1013
+	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; refusals count in
+	// Metrics.RefusedPerAddress. 0 (or less), the default, is no cap:
+	// behind a reverse proxy every connection shares the proxy's address,
+	// and the cap would be one for all. Options.Authenticate may still
+	// refuse by a key of the application's own (an account, a token).
+	MaxConnectionsPerAddress int
+
 	// KeepaliveInterval is how long a connection may stay silent before
 	// the server pings it; 25 s by default, or half of IdleTimeout when
 	// that is shorter. IdleTimeout is how long it may stay silent, pings

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -46,6 +47,10 @@ type Server struct {
 	peers     map[*Peer]struct{}
 	listeners map[io.Closer]struct{} // closed by Shutdown
 	nextID    uint64
+	// byAddr counts the open connections by addrKey, for
+	// Options.MaxConnectionsPerAddress (nil without it); a key leaves at
+	// zero, so that it holds no more entries than there are connections.
+	byAddr map[netip.Prefix]int
 
 	wtOnce sync.Once
 	wt     *webtransport.Server // serves the "h3" connections of ServeQUIC
@@ -95,6 +100,9 @@ func NewServer(opts Options) (*Server, error) {
 		listeners: map[io.Closer]struct{}{},
 
 		quicPending: &pendingHandshakes{max: opts.MaxPendingQUIC},
+	}
+	if opts.MaxConnectionsPerAddress > 0 {
+		s.byAddr = map[netip.Prefix]int{}
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.rooms.init(s)
@@ -174,7 +182,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refuse(w http.ResponseWriter, err error) {
 	s.metrics.handshakeFailures.Add(1)
-	if err == errTooManyConnections {
+	if err == errTooManyConnections || err == errTooManyFromAddress {
 		w.Header().Set("Retry-After", retryAfterFull)
 	}
 	if err == ws.ErrHandshakeUpgradeRequired {
@@ -297,7 +305,7 @@ func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
 func (s *Server) serveLink(l link, up *upgrade) {
 	p := s.newPeer(l, up)
 	if err := s.register(p); err != nil {
-		if err == errTooManyConnections {
+		if err == errTooManyConnections || err == errTooManyFromAddress {
 			s.metrics.handshakeFailures.Add(1)
 		}
 		l.refuse(carrierRefusal(err))
@@ -342,45 +350,113 @@ func (s *Server) runHook(name string, hook func()) (ok bool) {
 }
 
 // register counts p among the open connections, or refuses it while
-// shutting down or at Options.MaxConnections. The upgrade checks refused
-// most of those already, with each carrier's refusal (atCapacity); this
-// one counts for certain, when connections that passed the checks
-// together would go past the cap.
+// shutting down, at Options.MaxConnections or at
+// Options.MaxConnectionsPerAddress. The upgrade checks refused most of
+// those already, with each carrier's refusal (capacityRefusal); this one
+// counts for certain, when connections that passed the checks together
+// would go past a cap.
 func (s *Server) register(p *Peer) error {
+	key, counted := s.addrKeyOf(p.remoteAddr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
 		return errShutting
 	}
-	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
-		s.metrics.refusedConnections.Add(1)
-		return errTooManyConnections
+	if err := s.overCapacity(key, counted); err != nil {
+		s.countRefusal(err)
+		return err
 	}
 	s.nextID++
 	p.id = s.nextID
 	s.peers[p] = struct{}{}
+	if counted {
+		s.byAddr[key]++
+	}
 	s.metrics.connections.Add(1)
 	s.metrics.connectionsTotal.Add(1)
 	p.keepaliveHandle.Store(uint64(s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)))
 	return nil
 }
 
-// atCapacity reports whether Options.MaxConnections connections are open.
-func (s *Server) atCapacity() bool {
-	limit := s.opts.MaxConnections
-	if limit <= 0 {
-		return false
+// capacityRefusal is the refusal a connection from remote would get now
+// past Options.MaxConnections or Options.MaxConnectionsPerAddress, nil
+// when it is below both; a refusal is counted in Metrics.
+func (s *Server) capacityRefusal(remote string) error {
+	if s.opts.MaxConnections <= 0 && s.opts.MaxConnectionsPerAddress <= 0 {
+		return nil
 	}
+	key, counted := s.addrKeyOf(remote)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.peers) >= limit
+	err := s.overCapacity(key, counted)
+	s.mu.Unlock()
+	s.countRefusal(err)
+	return err
+}
+
+// overCapacity is capacityRefusal's check, with s.mu held: key and counted
+// are addrKeyOf's.
+func (s *Server) overCapacity(key netip.Prefix, counted bool) error {
+	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+		return errTooManyConnections
+	}
+	if limit := s.opts.MaxConnectionsPerAddress; counted && s.byAddr[key] >= limit {
+		return errTooManyFromAddress
+	}
+	return nil
+}
+
+func (s *Server) countRefusal(err error) {
+	switch err {
+	case errTooManyConnections:
+		s.metrics.refusedConnections.Add(1)
+	case errTooManyFromAddress:
+		s.metrics.refusedPerAddress.Add(1)
+	}
+}
+
+// addrKeyOf is addrKey(remote) when Options.MaxConnectionsPerAddress is
+// set; without it no connection is counted by address.
+func (s *Server) addrKeyOf(remote string) (netip.Prefix, bool) {
+	if s.opts.MaxConnectionsPerAddress <= 0 {
+		return netip.Prefix{}, false
+	}
+	return addrKey(remote)
+}
+
+// addrKey is the key under which Options.MaxConnectionsPerAddress counts
+// a connection from remote, a RemoteAddr ("host:port", or a bare IP):
+// an IPv4 address whole, an IPv4-mapped IPv6 address as its IPv4 (a
+// dual-stack listener's IPv4 clients), an IPv6 address by its /64: the
+// subnet of an interface (RFC 4291 §2.5.4), in which a host may take any
+// number of addresses (privacy addresses do, RFC 8981). ok is false when
+// remote names no IP (a Unix socket, net.Pipe).
+func addrKey(remote string) (key netip.Prefix, ok bool) {
+	addr, err := netip.ParseAddr(remote)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(remote)
+		if err != nil {
+			return netip.Prefix{}, false
+		}
+		addr = ap.Addr()
+	}
+	addr = addr.Unmap().WithZone("")
+	bits := 32
+	if addr.Is6() {
+		bits = 64
+	}
+	key, err = addr.Prefix(bits)
+	return key, err == nil
 }
 
 // tooManyConnectionsReason is the close reason of a connection refused
 // past Options.MaxConnections on a carrier without an HTTP response, or
 // one that passed the upgrade checks together with others and would have
-// gone past it.
-const tooManyConnectionsReason = "HP_ERR_TOO_MANY_CONNECTIONS"
+// gone past it; tooManyFromAddressReason is the same past
+// Options.MaxConnectionsPerAddress.
+const (
+	tooManyConnectionsReason = "HP_ERR_TOO_MANY_CONNECTIONS"
+	tooManyFromAddressReason = "HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS"
+)
 
 // retryAfterFull is the Retry-After, in seconds, of a 503 past
 // Options.MaxConnections: a slot frees when a connection ends, which
@@ -398,8 +474,16 @@ func (s *Server) unregister(p *Peer, err error) {
 	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))
 	s.rooms.leaveAll(p)
 	s.metrics.countClose(CloseStatus(err))
+	key, counted := s.addrKeyOf(p.remoteAddr)
 	s.mu.Lock()
 	delete(s.peers, p)
+	if counted {
+		if n := s.byAddr[key]; n > 1 {
+			s.byAddr[key] = n - 1
+		} else {
+			delete(s.byAddr, key)
+		}
+	}
 	s.mu.Unlock()
 	s.metrics.connections.Add(-1)
 }

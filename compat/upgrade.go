@@ -39,6 +39,9 @@ var (
 	// errTooManyConnections refuses a connection past
 	// Options.MaxConnections.
 	errTooManyConnections = &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many connections"}
+	// errTooManyFromAddress refuses a connection past
+	// Options.MaxConnectionsPerAddress.
+	errTooManyFromAddress = &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many connections from this address"}
 	// errHookPanicked refuses an upgrade whose hook panicked.
 	errHookPanicked = &HTTPError{Status: http.StatusInternalServerError, Message: "internal error"}
 )
@@ -69,10 +72,9 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 	if s.shutting.Load() {
 		return nil, errShutting
 	}
-	if s.atCapacity() {
+	if err := s.capacityRefusal(r.RemoteAddr); err != nil {
 		// Before the hooks: a full server spends nothing on the request.
-		s.metrics.refusedConnections.Add(1)
-		return nil, errTooManyConnections
+		return nil, err
 	}
 	check := s.opts.CheckOrigin
 	if check == nil {
@@ -135,13 +137,16 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 // has no HTTP response (native QUIC, SCTP) refuses a connection that
 // prepareUpgrade refused with err: 1001 while the server shuts down, as its
 // open connections get, 1013 (try again later) past
-// Options.MaxConnections, else 1008 with the refusal's message.
+// Options.MaxConnections or Options.MaxConnectionsPerAddress, else 1008
+// with the refusal's message.
 func carrierRefusal(err error) (wsframe.CloseCode, string) {
 	switch err {
 	case errShutting:
 		return wsframe.CloseGoingAway, "HP_SHUTTING_DOWN"
 	case errTooManyConnections:
 		return wsframe.CloseTryAgainLater, tooManyConnectionsReason
+	case errTooManyFromAddress:
+		return wsframe.CloseTryAgainLater, tooManyFromAddressReason
 	}
 	if he, ok := errors.AsType[*HTTPError](err); ok {
 		return wsframe.ClosePolicyViolation, he.Message // the status means nothing here
@@ -874,7 +879,7 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 					status = he.Status
 				}
 				opts := []ws.RejectOption{ws.RejectionStatus(status), ws.RejectionReason(err.Error())}
-				if err == errTooManyConnections {
+				if err == errTooManyConnections || err == errTooManyFromAddress {
 					opts = append(opts, ws.RejectionHeader(ws.HandshakeHeaderString("Retry-After: "+retryAfterFull+"\r\n")))
 				}
 				return nil, ws.RejectConnectionError(opts...)
