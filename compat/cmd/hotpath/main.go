@@ -4,7 +4,7 @@
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
 //	    [-no-compression] [-context-takeover] [-max-message 1048576] [-max-emit 8192]
-//	    [-max-connections 0]
+//	    [-max-connections 0] [-max-connections-per-address 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
 //	    [-webrtc | -webrtc-loopback]
@@ -47,6 +47,7 @@ func main() {
 	maxMessage := flag.Int64("max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
 	maxEmit := flag.Int64("max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
 	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
+	maxPerAddress := flag.Int("max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
 	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
 	quicAddr := flag.String("quic", "", "UDP address for QUIC and WebTransport (off when empty)")
@@ -56,7 +57,14 @@ func main() {
 	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
 	keyFile := flag.String("key", "", "key file of -cert")
 	flag.Parse()
-	if err := checkFlags(flag.Args(), *maxMessage, *maxEmit, *maxConnections, *tickerEvery, *presence, *certFile, *keyFile, *quicAddr, *noCompression, *contextTakeover); err != nil {
+	err := checkFlags(settings{
+		args: flag.Args(), maxMessage: *maxMessage, maxEmit: *maxEmit,
+		maxConnections: *maxConnections, maxPerAddress: *maxPerAddress,
+		ticker: *tickerEvery, presence: *presence,
+		cert: *certFile, key: *keyFile, quic: *quicAddr,
+		noCompression: *noCompression, contextTakeover: *contextTakeover,
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hotpath:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -73,6 +81,8 @@ func main() {
 
 		PresenceInterval: *presence,
 		MaxConnections:   *maxConnections,
+
+		MaxConnectionsPerAddress: *maxPerAddress,
 	}
 	if *quicAddr != "" || *webrtc || *webrtcLoopback {
 		// WebTransport comes from the page's origin on another port.
@@ -211,41 +221,56 @@ const httpGrace = 500 * time.Millisecond
 // The range of -max-message.
 const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 
+// minTicker is the shortest -ticker: the demo room's emits are for eyes.
+const minTicker = 10 * time.Millisecond
+
+// settings are the flags checkFlags judges, together where they depend on
+// each other.
+type settings struct {
+	args                          []string
+	maxMessage, maxEmit           int64
+	maxConnections, maxPerAddress int
+	ticker, presence              time.Duration
+	cert, key, quic               string
+	noCompression                 bool
+	contextTakeover               bool
+}
+
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
 // less, a presence interval of 0, a negative connection cap) or be ignored
 // (a stray argument, -key without -cert, -cert without -quic,
 // -context-takeover with -no-compression).
-// minTicker is the shortest -ticker: the demo room's emits are for eyes.
-const minTicker = 10 * time.Millisecond
-
-func checkFlags(args []string, maxMessage, maxEmit int64, maxConnections int, ticker, presence time.Duration, certFile, keyFile, quicAddr string, noCompression, contextTakeover bool) error {
+func checkFlags(f settings) error {
 	switch {
-	case len(args) > 0:
-		return fmt.Errorf("unexpected argument %q", args[0])
-	case maxMessage < minMaxMessage || maxMessage > maxMaxMessage:
+	case len(f.args) > 0:
+		return fmt.Errorf("unexpected argument %q", f.args[0])
+	case f.maxMessage < minMaxMessage || f.maxMessage > maxMaxMessage:
 		// Below about a kilobyte the clients' own capabilities and first
 		// calls are refused (1009) at every reconnect.
-		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", maxMessage, minMaxMessage, maxMaxMessage)
-	case maxEmit < 0 || maxEmit > maxMessage:
+		return fmt.Errorf("-max-message %d: must be from %d to %d bytes", f.maxMessage, minMaxMessage, maxMaxMessage)
+	case f.maxEmit < 0 || f.maxEmit > f.maxMessage:
 		// Limits.MaxEmitSize reads a negative one as none, and no emit
 		// over -max-message arrives at all.
-		return fmt.Errorf("-max-emit %d: must be from 0 (up to -max-message) to -max-message, %d bytes", maxEmit, maxMessage)
-	case maxConnections < 0:
+		return fmt.Errorf("-max-emit %d: must be from 0 (up to -max-message) to -max-message, %d bytes", f.maxEmit, f.maxMessage)
+	case f.maxConnections < 0:
 		// Options.MaxConnections reads it as no cap, as 0: not what a
 		// negative number seems to ask.
-		return fmt.Errorf("-max-connections %d: give a number of connections, or 0 for no cap", maxConnections)
-	case ticker < minTicker:
+		return fmt.Errorf("-max-connections %d: give a number of connections, or 0 for no cap", f.maxConnections)
+	case f.maxPerAddress < 0:
+		// The same for Options.MaxConnectionsPerAddress.
+		return fmt.Errorf("-max-connections-per-address %d: give a number of connections, or 0 for no cap", f.maxPerAddress)
+	case f.ticker < minTicker:
 		// A nanosecond ticker spun a core, members or not.
-		return fmt.Errorf("-ticker %v: must be at least %v", ticker, minTicker)
-	case presence == 0:
+		return fmt.Errorf("-ticker %v: must be at least %v", f.ticker, minTicker)
+	case f.presence == 0:
 		return errors.New("-presence-interval 0: give an interval, or a negative value for one event per change")
-	case (certFile == "") != (keyFile == ""):
+	case (f.cert == "") != (f.key == ""):
 		return errors.New("-cert and -key go together")
-	case certFile != "" && quicAddr == "":
+	case f.cert != "" && f.quic == "":
 		return errors.New("-cert is for QUIC: set -quic too")
-	case noCompression && contextTakeover:
+	case f.noCompression && f.contextTakeover:
 		// With permessage-deflate declined there is no context to keep.
 		return errors.New("-context-takeover is for permessage-deflate: leave out -no-compression")
 	}

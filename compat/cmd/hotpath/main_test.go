@@ -161,47 +161,41 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 func TestCheckFlags(t *testing.T) {
 	const every = 500 * time.Millisecond
 	for _, tc := range []struct {
-		name            string
-		args            []string
-		maxMessage      int64
-		maxEmit         int64
-		maxConnections  int
-		ticker          time.Duration
-		presence        time.Duration
-		cert, key, quic string
-		noCompression   bool
-		contextTakeover bool
-		ok              bool
+		name string
+		settings
+		ok bool
 	}{
-		{name: "defaults", maxMessage: 1 << 20, ticker: every, presence: every, ok: true},
-		{name: "cert with quic", maxMessage: 1 << 20, ticker: every, presence: every, cert: "c.pem", key: "k.pem", quic: "127.0.0.1:4433", ok: true},
-		{name: "stray argument", args: []string{"8080"}, maxMessage: 1 << 20, ticker: every, presence: every},
-		{name: "zero ticker", maxMessage: 1 << 20, presence: every},
-		{name: "negative ticker", maxMessage: 1 << 20, ticker: -time.Second, presence: every},
-		{name: "nanosecond ticker", maxMessage: 1 << 20, ticker: time.Nanosecond, presence: every},
-		{name: "shortest ticker", maxMessage: 1 << 20, ticker: minTicker, presence: every, ok: true},
-		{name: "zero max message", ticker: every, presence: every},
-		{name: "negative max message", maxMessage: -5, ticker: every, presence: every},
-		{name: "max message under the capabilities", maxMessage: 10, ticker: every, presence: every},
-		{name: "max message over 1 GiB", maxMessage: 99999999999999, ticker: every, presence: every},
-		{name: "smallest max message", maxMessage: 1 << 10, ticker: every, presence: every, ok: true},
-		{name: "presence per change", maxMessage: 1 << 20, ticker: every, presence: -1, ok: true},
-		{name: "zero presence interval", maxMessage: 1 << 20, ticker: every},
-		{name: "connection cap", maxMessage: 1 << 20, maxConnections: 10000, ticker: every, presence: every, ok: true},
-		{name: "negative connection cap", maxMessage: 1 << 20, maxConnections: -1, ticker: every, presence: every},
-		{name: "key without cert", maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every},
-		{name: "cert without quic", maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every},
-		{name: "context takeover", maxMessage: 1 << 20, ticker: every, presence: every, contextTakeover: true, ok: true},
-		{name: "no compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, ok: true},
-		{name: "emits up to max message", maxMessage: 1 << 20, maxEmit: 0, ticker: every, presence: every, ok: true},
-		{name: "emit bound", maxMessage: 1 << 20, maxEmit: maxChatEmit, ticker: every, presence: every, ok: true},
-		{name: "emit bound of max message", maxMessage: 1 << 20, maxEmit: 1 << 20, ticker: every, presence: every, ok: true},
-		{name: "negative emit bound", maxMessage: 1 << 20, maxEmit: -1, ticker: every, presence: every},
-		{name: "emit bound over max message", maxMessage: 1 << 20, maxEmit: 1<<20 + 1, ticker: every, presence: every},
+		{name: "defaults", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every}, ok: true},
+		{name: "cert with quic", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every, cert: "c.pem", key: "k.pem", quic: "127.0.0.1:4433"}, ok: true},
+		{name: "stray argument", settings: settings{args: []string{"8080"}, maxMessage: 1 << 20, ticker: every, presence: every}},
+		{name: "zero ticker", settings: settings{maxMessage: 1 << 20, presence: every}},
+		{name: "negative ticker", settings: settings{maxMessage: 1 << 20, ticker: -time.Second, presence: every}},
+		{name: "nanosecond ticker", settings: settings{maxMessage: 1 << 20, ticker: time.Nanosecond, presence: every}},
+		{name: "shortest ticker", settings: settings{maxMessage: 1 << 20, ticker: minTicker, presence: every}, ok: true},
+		{name: "zero max message", settings: settings{ticker: every, presence: every}},
+		{name: "negative max message", settings: settings{maxMessage: -5, ticker: every, presence: every}},
+		{name: "max message under the capabilities", settings: settings{maxMessage: 10, ticker: every, presence: every}},
+		{name: "max message over 1 GiB", settings: settings{maxMessage: 99999999999999, ticker: every, presence: every}},
+		{name: "smallest max message", settings: settings{maxMessage: 1 << 10, ticker: every, presence: every}, ok: true},
+		{name: "presence per change", settings: settings{maxMessage: 1 << 20, ticker: every, presence: -1}, ok: true},
+		{name: "zero presence interval", settings: settings{maxMessage: 1 << 20, ticker: every}},
+		{name: "connection cap", settings: settings{maxMessage: 1 << 20, maxConnections: 10000, ticker: every, presence: every}, ok: true},
+		{name: "negative connection cap", settings: settings{maxMessage: 1 << 20, maxConnections: -1, ticker: every, presence: every}},
+		{name: "per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: 100, ticker: every, presence: every}, ok: true},
+		{name: "negative per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: -1, ticker: every, presence: every}},
+		{name: "key without cert", settings: settings{maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every}},
+		{name: "cert without quic", settings: settings{maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every}},
+		{name: "context takeover", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every, contextTakeover: true}, ok: true},
+		{name: "no compression", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true}, ok: true},
+		{name: "emits up to max message", settings: settings{maxMessage: 1 << 20, maxEmit: 0, ticker: every, presence: every}, ok: true},
+		{name: "emit bound", settings: settings{maxMessage: 1 << 20, maxEmit: maxChatEmit, ticker: every, presence: every}, ok: true},
+		{name: "emit bound of max message", settings: settings{maxMessage: 1 << 20, maxEmit: 1 << 20, ticker: every, presence: every}, ok: true},
+		{name: "negative emit bound", settings: settings{maxMessage: 1 << 20, maxEmit: -1, ticker: every, presence: every}},
+		{name: "emit bound over max message", settings: settings{maxMessage: 1 << 20, maxEmit: 1<<20 + 1, ticker: every, presence: every}},
 		// Compression off, the takeover asked for would be silently ignored.
-		{name: "context takeover without compression", maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, contextTakeover: true},
+		{name: "context takeover without compression", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every, noCompression: true, contextTakeover: true}},
 	} {
-		err := checkFlags(tc.args, tc.maxMessage, tc.maxEmit, tc.maxConnections, tc.ticker, tc.presence, tc.cert, tc.key, tc.quic, tc.noCompression, tc.contextTakeover)
+		err := checkFlags(tc.settings)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
