@@ -39,8 +39,10 @@ type Peer struct {
 
 	// The 4-byte fields go in pairs: a Peer per connection stays in a
 	// 256-byte allocation.
-	closed      atomic.Bool
-	droppedSlow atomic.Bool // counted as a slow consumer (dropSlow)
+	closed atomic.Bool
+	// once holds flags set once each (onceDroppedSlow, onceWarnedEmit):
+	// two atomic.Bools took 8 bytes of the Peer's size class.
+	once atomic.Uint32
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
 	clientMaxMessage atomic.Int64
@@ -52,27 +54,33 @@ type Peer struct {
 	// inLoopHandler is set while one runs. Both are the read loop's.
 	loopCtx       context.Context
 	inLoopHandler atomic.Bool
-	// warnedEmit is set once an emit over Limits.MaxEmitSize is logged;
-	// here, beside the other 4-byte field, for the Peer's size class.
-	warnedEmit atomic.Bool
+	nextAsk       uint32 // under asksMu; here, beside a 4-byte field, for the Peer's size class
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room
 
-	asksMu  sync.Mutex
-	asks    map[uint32]*pendingAsk
-	nextAsk uint32
+	asksMu sync.Mutex
+	asks   map[uint32]*pendingAsk
 
 	// The batch being answered, owned by the read loop: while batching,
 	// answers of inline calls are gathered into batchItems.
-	batching   bool
 	batchItems []byte
 	batchCount uint32
+	batching   bool
 	// sawCapabilities is set by the read loop at the client's
 	// Capabilities, which may come once (onCapabilities). Beside the
 	// 4-byte batchCount, it takes no room of its own.
 	sawCapabilities bool
 }
+
+// The flags of Peer.once.
+const (
+	onceDroppedSlow uint32 = 1 << iota // counted as a slow consumer (dropSlow)
+	onceWarnedEmit                     // an emit over Limits.MaxEmitSize was logged
+)
+
+// setOnce sets flag and reports whether this call set it.
+func (p *Peer) setOnce(flag uint32) bool { return p.once.Or(flag)&flag == 0 }
 
 type peerKey struct{}
 
@@ -133,7 +141,7 @@ func (p *Peer) start(done func(error)) {
 // the connection once, however many answers or emits it refused before it
 // ended (a burst of Async answers counted two or more).
 func (p *Peer) dropSlow() {
-	if p.droppedSlow.CompareAndSwap(false, true) {
+	if p.setOnce(onceDroppedSlow) {
 		p.srv.metrics.slowConsumers.Add(1)
 	}
 	p.link.abort()

@@ -506,7 +506,7 @@ func (p *Peer) emitTooBig(room string, event []byte, size int) bool {
 	if limit <= 0 || size <= limit {
 		return false
 	}
-	if p.warnedEmit.CompareAndSwap(false, true) {
+	if p.setOnce(onceWarnedEmit) {
 		p.srv.opts.Logger.Warn("hotpath: room emit over Limits.MaxEmitSize dropped (logged once per connection)",
 			"peer", p.id, "room", room, "event", string(event), "bytes", size, "limit", limit)
 	}
