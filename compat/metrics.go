@@ -24,6 +24,7 @@ type metrics struct {
 	bytesOut            atomic.Uint64
 	dictCompressed      atomic.Uint64
 	compressionFailures atomic.Uint64
+	inflateThrottled    atomic.Uint64
 	malformed           atomic.Uint64
 	unknownMethods      atomic.Uint64
 	droppedEvents       atomic.Uint64
@@ -78,9 +79,10 @@ type Metrics struct {
 	BytesOut            uint64 // packet bytes, before compression (streams not counted)
 	DictCompressed      uint64 // packets sent compressed with the dictionary
 	CompressionFailures uint64 // dictionary-compressed packets that failed to decompress (permessage-deflate failures: Closes[1007])
+	InflateThrottled    uint64 // times a connection's inflating passed Limits.MaxInflateRate: its reading paused, or a compressed datagram was dropped
 	Malformed           uint64 // malformed packets and unknown kinds
 	UnknownMethods      uint64 // calls and streams of unregistered methods, answered NotFound
-	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, or datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC)
+	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC, or compressed datagrams past Limits.MaxInflateRate)
 	Overloaded          uint64 // calls refused past MaxInFlight
 	Panics              uint64 // recovered in handlers, hooks and room listeners
 	LateAnswers         uint64 // answers to asks no longer pending
@@ -105,7 +107,8 @@ func (s *Server) Metrics() Metrics {
 		MessagesIn:        m.messagesIn.Load(), MessagesOut: m.messagesOut.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
 		DictCompressed: m.dictCompressed.Load(), CompressionFailures: m.compressionFailures.Load(),
-		Malformed: m.malformed.Load(), UnknownMethods: m.unknownMethods.Load(),
+		InflateThrottled: m.inflateThrottled.Load(),
+		Malformed:        m.malformed.Load(), UnknownMethods: m.unknownMethods.Load(),
 		DroppedEvents: m.droppedEvents.Load(), Overloaded: m.overloaded.Load(),
 		Panics: m.panics.Load(), LateAnswers: m.lateAnswers.Load(),
 		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(),
@@ -149,9 +152,10 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_bytes_out_total", "Packet bytes sent, before compression; binary streams not counted.", m.BytesOut)
 	counter("hotpath_dictionary_compressed_total", "Packets sent compressed with the router dictionary.", m.DictCompressed)
 	counter("hotpath_compression_failures_total", "Packets compressed with the router dictionary that failed to decompress (a permessage-deflate message that does not inflate closes the connection with 1007, counted by code).", m.CompressionFailures)
+	counter("hotpath_inflate_throttled_total", "Times a connection's inflating passed Limits.MaxInflateRate: its reading paused, or a compressed datagram was dropped.", m.InflateThrottled)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
-	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, refused by Options.AllowEmit, over Limits.MaxEmitSize, or datagrams past a full inbox (SCTP, WebRTC).", m.DroppedEvents)
+	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, refused by Options.AllowEmit, over Limits.MaxEmitSize, datagrams past a full inbox (SCTP, WebRTC), or compressed datagrams past Limits.MaxInflateRate.", m.DroppedEvents)
 	counter("hotpath_overloaded_total", "Calls refused past MaxInFlight.", m.Overloaded)
 	counter("hotpath_panics_total", "Panics recovered in handlers, hooks and room listeners.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)

@@ -259,7 +259,26 @@ type Limits struct {
 	// clients refuse a larger emit themselves, with an error, instead of
 	// sending it to be dropped.
 	MaxEmitSize int
+	// MaxInflateRate bounds the bytes one connection inflates a second,
+	// its permessage-deflate messages and dictionary-compressed packets
+	// together: 64 MiB/s (or MaxMessageSize a second, if larger); negative
+	// turns it off. MaxMessageSize bounds inflating in memory, not in CPU:
+	// a message of zeros inflates some 1000 times over, at about 5 MB/s
+	// of received bytes per core whatever its size, so a client could
+	// keep a core inflating. Past the rate the connection's reading
+	// pauses (at most a second at a time), which holds the sender back
+	// through the carrier's flow control and loses nothing; a compressed
+	// datagram that finds the budget spent is dropped (DroppedEvents).
+	// Both are counted in Metrics.InflateThrottled. A message of
+	// MaxMessageSize always passes at once, and NewServer refuses a rate
+	// below MaxMessageSize a second. Server only.
+	MaxInflateRate int64
 }
+
+// defaultMaxInflateRate is Limits.MaxInflateRate's default: far above
+// what realtime traffic inflates, while the worst bomb held to it costs
+// about 1% of a core per connection.
+const defaultMaxInflateRate = 64 << 20
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxMessageSize <= 0 {
@@ -267,6 +286,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFrameSize <= 0 {
 		l.MaxFrameSize = l.MaxMessageSize
+	}
+	if l.MaxInflateRate == 0 {
+		l.MaxInflateRate = max(defaultMaxInflateRate, l.MaxMessageSize)
 	}
 	if l.MaxFragments <= 0 {
 		l.MaxFragments = 1024
@@ -316,6 +338,11 @@ func (o Options) check() error {
 		// deflatecache would refuse it, and every upgrade that negotiates
 		// permessage-deflate would fail with 500.
 		return fmt.Errorf("compat: Compression.Level %d is outside 1 to 9", l)
+	}
+	if r, m := o.Limits.MaxInflateRate, o.Limits.MaxMessageSize; r > 0 && r < m {
+		// A message of MaxMessageSize could then pause the reading for
+		// more than a second.
+		return fmt.Errorf("compat: Limits.MaxInflateRate %d is below MaxMessageSize (%d) a second; set it higher, or negative for no limit", r, m)
 	}
 	return nil
 }

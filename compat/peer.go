@@ -41,7 +41,7 @@ type Peer struct {
 	// 256-byte allocation.
 	closed atomic.Bool
 	// once holds flags set once each (onceDroppedSlow, onceWarnedEmit):
-	// two atomic.Bools took 8 bytes of the Peer's size class.
+	// two atomic.Bools took 8 bytes, which inflate needed.
 	once atomic.Uint32
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
@@ -55,6 +55,9 @@ type Peer struct {
 	loopCtx       context.Context
 	inLoopHandler atomic.Bool
 	nextAsk       uint32 // under asksMu; here, beside a 4-byte field, for the Peer's size class
+	// inflate bounds how fast the connection inflates
+	// (Limits.MaxInflateRate), nil until its first compressed message.
+	inflate atomic.Pointer[inflateBudget]
 
 	roomsMu sync.Mutex
 	rooms   map[string]*room
@@ -185,8 +188,40 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 		}
 		defer release()
 		body = inflated
+		p.inflated(len(inflated))
 	}
 	return p.dispatchPacket(kind, body)
+}
+
+// inflateBudget returns the connection's inflate budget
+// (Limits.MaxInflateRate), made at its first compressed message; nil when
+// the limit is off.
+func (p *Peer) inflateBudget() *inflateBudget {
+	if b := p.inflate.Load(); b != nil {
+		return b
+	}
+	lim := &p.srv.opts.Limits
+	if lim.MaxInflateRate < 0 {
+		return nil
+	}
+	// Both the read loop and the datagram handler may get here first.
+	p.inflate.CompareAndSwap(nil, newInflateBudget(lim.MaxInflateRate, lim.MaxMessageSize, monoNow()))
+	return p.inflate.Load()
+}
+
+// inflated charges the n bytes a message inflated to, on the read loop
+// (inflateMeter): past Limits.MaxInflateRate it pauses the reading until
+// the budget is back, which holds the sender back through the carrier's
+// flow control; the message itself is handled.
+func (p *Peer) inflated(n int) {
+	b := p.inflateBudget()
+	if b == nil {
+		return
+	}
+	if d := b.charge(n, monoNow()); d > 0 {
+		p.srv.metrics.inflateThrottled.Add(1)
+		time.Sleep(d)
+	}
 }
 
 // echo sends a message back as it came (Options.Echo), compressed when
@@ -238,6 +273,14 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 		if d == nil {
 			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
 		}
+		// Off the read loop, a datagram cannot pause the reading: one
+		// that finds the budget spent is dropped uninflated.
+		b := p.inflateBudget()
+		if b != nil && b.empty(monoNow()) {
+			p.srv.metrics.inflateThrottled.Add(1)
+			p.srv.metrics.droppedEvents.Add(1)
+			return nil
+		}
 		inflated, release, err := d.decompress(body)
 		if err != nil {
 			p.srv.metrics.compressionFailures.Add(1)
@@ -245,6 +288,9 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 		}
 		defer release()
 		body = inflated
+		if b != nil {
+			b.charge(len(inflated), monoNow())
+		}
 	}
 	var err error
 	if kind == dispatch.KindEmit {

@@ -448,8 +448,19 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		if m.Opcode == wsframe.OpText && !wsframe.ValidUTF8(payload) {
 			return errInvalidInflatedUTF8
 		}
+		if im, ok := h.(inflateMeter); ok {
+			im.inflated(len(payload))
+		}
 	}
 	return h.handleMessage(m.Opcode, payload)
+}
+
+// inflateMeter is a messageHandler that bounds how fast its connection
+// inflates (a server's Peer, Limits.MaxInflateRate): inflated is told
+// the size of each message permessage-deflate inflated, on the read
+// loop, and may pause it.
+type inflateMeter interface {
+	inflated(n int)
 }
 
 var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reason: "WS_ERR_INVALID_UTF8"}
