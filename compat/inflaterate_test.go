@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -162,5 +163,49 @@ func TestInflateRateOptions(t *testing.T) {
 		if r := s.opts.Limits.MaxInflateRate; r > 0 && r < s.opts.Limits.MaxMessageSize {
 			t.Errorf("%+v: rate %d", l, r)
 		}
+	}
+}
+
+// A compressed datagram, handled off the read loop, cannot pause it: one
+// that finds the connection's budget spent is dropped before it is
+// inflated, and counted; once the budget is back, one is inflated,
+// delivered and charged.
+func TestInflateRateDatagramDropped(t *testing.T) {
+	const size, rate = 64 << 10, 1 << 20
+	var got atomic.Int64
+	var events atomic.Int32
+	s, err := NewServer(Options{Router: inflateRateRouter(&got, &events), Logger: slog.New(slog.DiscardHandler), Limits: Limits{MaxMessageSize: size, MaxInflateRate: rate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.newPeer(nil, &upgrade{})
+	defer p.cancel()
+	p.dict.Store(s.dict.deflate)
+	pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte(`"` + strings.Repeat("a", size/2) + `"`)})
+	cb, release, ok := s.dict.deflate.compressPacket(pkt)
+	if !ok {
+		t.Fatal("the event did not compress")
+	}
+	dg := append([]byte(nil), cb[frameHeadroom:]...)
+	release()
+
+	spent := newInflateBudget(rate, size, monoNow())
+	spent.tokens = -size // a second's worth owed: no refill meanwhile
+	p.inflate.Store(spent)
+	if err := p.handleDatagram(dg); err != nil {
+		t.Fatal(err)
+	}
+	m := s.Metrics()
+	if events.Load() != 0 || m.InflateThrottled != 1 || m.DroppedEvents != 1 {
+		t.Fatalf("a datagram past the budget: %d delivered, %d throttled, %d dropped; want 0, 1, 1", events.Load(), m.InflateThrottled, m.DroppedEvents)
+	}
+	spent.mu.Lock()
+	spent.tokens = size
+	spent.mu.Unlock()
+	if err := p.handleDatagram(dg); err != nil {
+		t.Fatal(err)
+	}
+	if events.Load() != 1 || spent.tokens > size-size/2 {
+		t.Fatalf("a datagram within the budget: %d delivered, %v tokens left of %d", events.Load(), spent.tokens, size)
 	}
 }
