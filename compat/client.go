@@ -411,18 +411,33 @@ func (c *Client) withConnectTimeout(ctx context.Context) (context.Context, conte
 // connectError is the error of a connection attempt that failed with err
 // under ctx. One that ran out of ConnectTimeout says so: a QUIC handshake
 // with a host that never answers ended in a bare "context deadline
-// exceeded" (some carriers' dialers return ctx's cause, and say it
-// already).
+// exceeded".
 func (c *Client) connectError(ctx context.Context, err error) error {
 	var te *connectTimeoutError
-	if errors.As(err, &te) || !errors.As(context.Cause(ctx), &te) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.As(context.Cause(ctx), &te) || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if err == context.DeadlineExceeded {
+	if err == context.DeadlineExceeded || err == error(te) {
 		return te
 	}
-	return fmt.Errorf("%w: %w", te, err)
+	return &connectTimedOut{te: te, err: err}
 }
+
+// connectTimedOut is a connection attempt's error, err, when
+// ConnectTimeout ran out under it. It reads as te alone, the URL and the
+// timeout, as on QUIC, WebTransport and SCTP, whose dialers return the
+// bare deadline: the dialers that say more name the URL again (the
+// WebSocket upgrade's error), or wrap te itself (net/http's, for WebRTC
+// signalling), and the error read `compat: webrtc: Post "…": hotpath:
+// <url>: no answer within ConnectTimeout`. It unwraps to both, so that
+// errors.Is and errors.As see what they saw before.
+type connectTimedOut struct {
+	te  *connectTimeoutError
+	err error
+}
+
+func (e *connectTimedOut) Error() string   { return e.te.Error() }
+func (e *connectTimedOut) Unwrap() []error { return []error{e.te, e.err} }
 
 // abnormalEnd is err, the end of a connection, as a *CloseError: a
 // carrier's error that brought no close (a reset association, a broken
