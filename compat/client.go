@@ -2425,14 +2425,7 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 	case dispatch.KindAsk:
 		cc.answerAsk(p.ID, string(p.Name), append([]byte(nil), p.Payload...), p.Timeout)
 	case dispatch.KindPing:
-		// PROTOCOL.md §4.8: a Pong is as long as its Ping, and one over
-		// the server's maxMessage (or the carrier's limit) would have the
-		// server close with 1009; this end closes so instead, as the
-		// server does on a client's such Ping.
-		if limit := cc.packetLimit(); limit > 0 && 1+len(p.Payload) > limit {
-			return errMessageTooBig
-		}
-		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindPong, Payload: p.Payload}))
+		return cc.answerPing(p.Payload)
 	case dispatch.KindPong:
 	case dispatch.KindCapabilities:
 		// PROTOCOL.md §4.9: a server sends its Capabilities once per
@@ -2489,6 +2482,37 @@ func (cc *clientConn) handleOne(p *wire.Packet) error {
 // capabilities back: a server in echo mode (Options.Echo, hotpath -echo),
 // which would echo every call too and answer none.
 var errEchoServer = &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_ECHO_SERVER"}
+
+// answerPing answers a server's Ping with a Pong of the same data
+// (PROTOCOL.md §4.8), unless the server would refuse the Pong: then this
+// end closes with 1009, as the server does on a client's such Ping. The
+// server refuses a Pong whose packet, inflated, is over its maxMessage;
+// the carrier cannot carry one whose message, as it travels (compressed
+// when the dictionary shrinks it), is over its limit (256 KiB on WebRTC).
+// Both were checked against the plain Pong, which closed the connection
+// on a compressed Ping that inflated past 256 KiB on WebRTC, whose Pong
+// the server takes compressed. Before the server's capabilities, only the
+// carrier's limit is known, and nothing is compressed.
+func (cc *clientConn) answerPing(data []byte) error {
+	bp := scratchBufs.Get().(*[]byte)
+	defer scratchBufs.Put(bp)
+	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindPong, Payload: data})
+	*bp = b[:0]
+	if limit := cc.serverMaxMessage.Load(); limit > 0 && int64(len(b)-frameHeadroom) > limit {
+		return errMessageTooBig
+	}
+	if d := cc.dict.Load(); d != nil {
+		if cb, release, ok := d.compressPacket(b[frameHeadroom:]); ok {
+			defer release()
+			b = cb
+		}
+	}
+	if limit := cc.link.maxPacket(); limit > 0 && len(b)-frameHeadroom > limit {
+		return errMessageTooBig
+	}
+	cc.link.sendBuilt(b)
+	return nil
+}
 
 // chooseDictionary installs the dictionary codec the server chose.
 func (cc *clientConn) chooseDictionary(choice string) {
