@@ -1156,7 +1156,9 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // call and reliable emit sent before it, for up to 3 s. With a server that
 // answers, Close returns within a round trip or so; on a dead path (the
 // server vanished, nothing answers) it returns after those 3 s, on every
-// carrier: a silent server cannot be told from a slow one sooner.
+// carrier: a silent server cannot be told from a slow one sooner. A
+// reconnected connection whose server has not sent its capabilities yet
+// has carried nothing to confirm: Close drops it at once.
 func (c *Client) Close() error {
 	c.close(false)
 	return nil
@@ -1180,9 +1182,17 @@ func (c *Client) close(abort bool) {
 	c.dgMu.Lock()
 	c.dgClosed = true
 	c.dgMu.Unlock()
-	if cc != nil && abort {
+	switch {
+	case cc == nil:
+	case abort || !cc.isReady():
+		// A reconnected connection still waiting for the server's
+		// capabilities has carried nothing but the client's own: no call,
+		// emit or event leaves before them (awaitReady), so the closing
+		// handshake would confirm nothing, and a server silent since its
+		// handshake held Close for closeTimeout. It is dropped, as Dial
+		// and settleReconnect drop one whose capabilities never came.
 		cc.link.abort()
-	} else if cc != nil {
+	default:
 		cc.link.requestClose(wsframe.CloseNormal, "")
 	}
 	c.awaitDone()

@@ -3,8 +3,14 @@ package compat
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -58,5 +64,86 @@ func TestClientPongCompressedWithinCarrierLimit(t *testing.T) {
 	}
 	if err := c.Call(ctx, "echo/raw", []byte("x"), &out); err != nil {
 		t.Fatalf("a call after the Pong: %v", err)
+	}
+}
+
+// Close drops a reconnected connection whose server has not sent its
+// capabilities, without the closing handshake: nothing but the client's
+// own capabilities has left on it (calls, emits and events wait for the
+// server's), so there is nothing for the server's answer to confirm. It
+// ran the handshake, and against a server silent since its upgrade
+// waited closeTimeout (3 s) for an answer that never came. The test
+// checks that decision (no handshake expired); the bound on Close only
+// catches a hang. A call waiting for the capabilities fails.
+func TestCloseWhileAwaitingCapabilities(t *testing.T) {
+	_, addr := newTestServer(t, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	// A proxy to the server for the first connection; the next ones are
+	// upgraded and then never answered.
+	first := make(chan net.Conn, 1)
+	go func() {
+		for n := 0; n < 100; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				go func() {
+					defer conn.Close()
+					ws.Upgrader{Protocol: func([]byte) bool { return true }}.Upgrade(conn)
+					io.Copy(io.Discard, conn)
+				}()
+				continue
+			}
+			first <- conn
+			proxy(conn, addr)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{
+		Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Minute, IdleTimeout: time.Minute,
+		Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dialed, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	(<-first).Close()
+	var cc *clientConn
+	waitFor(t, func() bool {
+		cc, _ = c.current()
+		return cc != nil && cc != dialed
+	})
+	if cc.isReady() {
+		t.Fatal("the hung server's connection is ready")
+	}
+	called := make(chan error, 1)
+	go func() { called <- c.Call(ctx, "echo/raw", []byte("x"), nil) }()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(hangBound):
+		t.Fatal("Close still waiting")
+	}
+	if link := cc.link.(*wsConn); link.closeExpired {
+		t.Error("Close waited out the closing handshake of a connection that never got the server's capabilities")
+	}
+	select {
+	case err := <-called:
+		if !errors.Is(err, ErrDisconnected) && !errors.Is(err, ErrClosed) {
+			t.Errorf("a call waiting for the capabilities at Close: %v, want ErrDisconnected or ErrClosed", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("a call waiting for the capabilities still waiting after Close")
 	}
 }
