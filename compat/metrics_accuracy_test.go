@@ -375,3 +375,34 @@ func TestMetricsCorruptDeflateCountedByClose(t *testing.T) {
 		t.Errorf("closes %v, compression failures %d; want 1007 once and no dictionary failure", m.Closes, m.CompressionFailures)
 	}
 }
+
+// BytesIn counts packets after decompression, as its documentation says:
+// a call compressed with the router dictionary counts what it inflated
+// to, not the few bytes it took on the wire (BytesOut counts before
+// compression alike).
+func TestMetricsBytesInAfterDictionary(t *testing.T) {
+	r := testRouter()
+	s, addr := newTestServer(t, Options{Router: r})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialClient(t, addr, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, "echo/say", echoReq{Text: "warm"}, nil); err != nil { // after the capabilities: the dictionary is on
+		t.Fatal(err)
+	}
+	before := settledMetrics(t, s)
+	text := strings.Repeat("x", 4000)
+	if err := c.Call(ctx, "echo/say", echoReq{Text: text}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := settledMetrics(t, s)
+	if m.DictCompressed == before.DictCompressed {
+		t.Fatal("the answer was not compressed: the dictionary is off, and the test shows nothing")
+	}
+	if in := m.BytesIn - before.BytesIn; in < 4000 || in > 4200 {
+		t.Errorf("a call of ~4,030 bytes, compressed on the wire, counted %d bytes in", in)
+	}
+}

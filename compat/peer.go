@@ -187,10 +187,20 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 			return err
 		}
 		defer release()
+		countInflated(&p.srv.metrics, body, inflated)
 		body = inflated
 		p.inflated(len(inflated))
 	}
 	return p.dispatchPacket(kind, body)
+}
+
+// countInflated moves BytesIn, which counted the compressed body as it
+// came, to what it inflated to: packets are counted after decompression,
+// as BytesOut counts them before compression. The difference is negative
+// for a body that inflated to fewer bytes, which the uint64 addition
+// subtracts (the total already holds the compressed body).
+func countInflated(m *metrics, compressed, inflated []byte) {
+	m.bytesIn.Add(uint64(len(inflated) - len(compressed)))
 }
 
 // inflateBudget returns the connection's inflate budget
@@ -287,6 +297,7 @@ func (p *Peer) handleDatagram(pkt []byte) error {
 			return err
 		}
 		defer release()
+		countInflated(&p.srv.metrics, body, inflated)
 		body = inflated
 		if b != nil {
 			b.charge(len(inflated), monoNow())
