@@ -15,6 +15,7 @@ import (
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 )
 
 // A compressed server Ping that inflates past the carrier's message limit
@@ -145,5 +146,48 @@ func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 		}
 	case <-time.After(hangBound):
 		t.Fatal("a call waiting for the capabilities still waiting after Close")
+	}
+}
+
+// The server's side of the rule above: a client's Ping compressed with
+// the dictionary that inflates past the carrier's 256 KiB limit on WebRTC
+// has a Pong that fits compressed, as the client sends the Ping, so the
+// server answers it rather than closing with 1009 (PROTOCOL.md §4.8: it
+// closes only on a Ping whose Pong the client could not take).
+func TestServerPongCompressedWithinCarrierLimit(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	d, err := RouterDictionary(testRouter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.dial(t, CarrierWebRTC, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return cc.dict.Load() != nil })
+	data := bytes.Repeat([]byte("a ping that compresses well "), (300<<10)/28)
+	if len(data) <= maxChannelMessage {
+		t.Fatalf("a Ping of %d bytes: not past the carrier's limit", len(data))
+	}
+	ping := wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindPing, Payload: data})
+	if cb, release, ok := cc.dict.Load().compressPacket(ping[frameHeadroom:]); !ok || len(cb)-frameHeadroom > maxChannelMessage {
+		t.Fatal("the Ping does not compress within the carrier's limit")
+	} else {
+		release()
+	}
+	if st := cc.sendPacket(ping); st != corkwriter.Sent && st != corkwriter.Queued {
+		t.Fatalf("sending the Ping: %v", st)
+	}
+	// The call's answer comes after the Pong: a server that closed on the
+	// Ping fails the call.
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	var out []byte
+	if err := c.Call(ctx, "echo/raw", []byte("x"), &out); err != nil {
+		t.Fatalf("a call after the Ping: %v", err)
+	}
+	if n := e.srv.Metrics().Closes[wsframe.CloseMessageTooBig]; n != 0 {
+		t.Errorf("the server closed %d connections with 1009", n)
 	}
 }

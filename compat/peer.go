@@ -685,21 +685,46 @@ func (p *Peer) onReadLoop(ctx context.Context) bool {
 }
 
 // onPing answers a Ping with a Pong of the same data (PROTOCOL.md §4.8),
-// as long as the Ping. A Ping whose Pong would be over the client's own
-// announced maxMessage (§4.9) closes the connection with 1009: sent, the
-// Pong broke the server's §4.9 promise, and the client closed with 1009
-// for it; dropped, a client waiting for it would wait out its idle
-// timeout instead of hearing why.
+// as long as the Ping. A Ping whose Pong the client could not take closes
+// the connection with 1009: sent, the Pong broke the server's §4.9
+// promise, and the client closed with 1009 for it; dropped, a client
+// waiting for it would wait out its idle timeout instead of hearing why.
+// The client's announced maxMessage (§4.9) bounds the Pong inflated, the
+// carrier's limit (256 KiB on WebRTC) the Pong as it travels, compressed
+// when the dictionary shrinks it, as the client's Ping came: checked
+// against the plain Pong, a compressed Ping that inflated past 256 KiB
+// closed a connection whose Pong fitted, and the Go client's check of a
+// server's Ping counts so (answerPing).
 func (p *Peer) onPing(body []byte) error {
-	if p.overClientLimit(1 + len(body)) {
+	if limit := p.clientMaxMessage.Load(); limit > 0 && int64(1+len(body)) > limit {
 		return errMessageTooBig
 	}
 	bp := scratchBufs.Get().(*[]byte)
 	defer scratchBufs.Put(bp)
 	b := wire.Append(beginFrame(*bp), &wire.Packet{Kind: dispatch.KindPong, Payload: body})
 	*bp = b[:0]
+	if limit := p.link.maxPacket(); limit > 0 && len(b)-frameHeadroom > limit && !p.fitsCompressed(b, limit) {
+		return errMessageTooBig
+	}
 	p.sendPacket(b)
 	return nil
+}
+
+// fitsCompressed reports whether packet b, built after frame headroom,
+// is within limit bytes once compressed with the dictionary (false with
+// none, or when it does not shrink). Only a Pong over the carrier's limit
+// asks, so it is compressed twice only then.
+func (p *Peer) fitsCompressed(b []byte, limit int) bool {
+	d := p.dict.Load()
+	if d == nil {
+		return false
+	}
+	cb, release, ok := d.compressPacket(b[frameHeadroom:])
+	if !ok {
+		return false
+	}
+	defer release()
+	return len(cb)-frameHeadroom <= limit
 }
 
 func (p *Peer) onPong([]byte) error { return nil }
