@@ -376,7 +376,9 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		// handshake's confirmation, and a server silent since its
 		// handshake held Dial closeTimeout past ctx.
 		c.close(true)
-		return nil, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err())
+		// Run out of ConnectTimeout, it reads as a dial that had no
+		// answer at all does (connectError).
+		return nil, c.connectError(ctx, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err()))
 	}
 }
 

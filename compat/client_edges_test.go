@@ -191,3 +191,28 @@ func TestServerPongCompressedWithinCarrierLimit(t *testing.T) {
 		t.Errorf("the server closed %d connections with 1009", n)
 	}
 }
+
+// A server that upgrades and then sends no capabilities until
+// ConnectTimeout runs out fails Dial with the same error as one that
+// never answers (TestDialSilentServer): the URL, once, and the timeout.
+// It said "no capabilities from the server: context deadline exceeded",
+// which named neither the timeout nor that it was ConnectTimeout's.
+func TestDialNoCapabilitiesWithinConnectTimeout(t *testing.T) {
+	ln := listenLoopback(t)
+	go func() {
+		nc, err := acceptRaw(ln, "") // upgrades, sends nothing
+		if err == nil {
+			serveRaw(nc, nil)
+		}
+	}()
+	url := "ws://" + ln.Addr().String()
+	c, err := Dial(context.Background(), url, ClientOptions{ConnectTimeout: 300 * time.Millisecond})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial succeeded without the server's capabilities")
+	}
+	want := "hotpath: " + url + ": no answer within ConnectTimeout (300ms)"
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*connectTimeoutError)) || err.Error() != want {
+		t.Errorf("%v, want %q, matching context.DeadlineExceeded", err, want)
+	}
+}
