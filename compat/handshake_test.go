@@ -524,7 +524,7 @@ func FuzzUpgradeRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, req []byte) {
 		c := &scriptedConn{r: bytes.NewReader(req)}
-		up, err := s.upgradeConn(c)
+		up, err := s.upgradeConn(c, nil)
 		answer := c.w.Bytes()
 		if err != nil || !bytes.HasPrefix(answer, []byte("HTTP/1.1 101 ")) {
 			return

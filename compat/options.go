@@ -115,10 +115,26 @@ type Options struct {
 	// IPv6 address counts as its IPv4, and an IPv6 address by its /64
 	// prefix, which a single host usually holds whole. A connection whose
 	// RemoteAddr names no IP (a Unix socket, net.Pipe) is not counted.
-	// Past it a connection gets MaxConnections' refusal with a reason of
-	// its own: 503 "too many connections from this address" with
-	// Retry-After, or a close with 1013
-	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; refusals count in
+	//
+	// Handshakes in progress included: a connection counts from the moment
+	// the server first knows its address until it ends, so that one
+	// address cannot hold descriptors and goroutines in handshakes that
+	// never finish, nor fill MaxPendingQUIC, MaxPendingSCTP or WebRTC's
+	// MaxPending, which every client shares. It counts from Serve's
+	// accept, before a byte is read; from a QUIC connection's accept,
+	// native or HTTP/3 (whose first WebTransport session takes the count
+	// over; a later session counts from its CONNECT); from an SCTP
+	// association's accept; from WebRTC's signalling request; and under
+	// ServeHTTP from the handler, net/http having read the request first
+	// (its ReadHeaderTimeout bounds that). Past it a connection gets
+	// MaxConnections' refusal with a reason of its own, where it is
+	// counted: 503 "too many connections from this address" with
+	// Retry-After (Serve writes it at the accept, before the request, and
+	// closes), a close of its QUIC connection with 1013
+	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS (native QUIC and
+	// WebTransport alike), and on SCTP a drop, as past MaxPendingSCTP:
+	// its client retries its INIT, a refusal it could read taking the
+	// handshake the cap spares. Refusals count in
 	// Metrics.RefusedPerAddress. 0 (or less), the default, is no cap:
 	// behind a reverse proxy every connection shares the proxy's address,
 	// and the cap would be one for all. Options.Authenticate may still

@@ -142,6 +142,18 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 			}
 			return err
 		}
+		// Counted by address first, before it takes a slot every client
+		// shares: an address past Options.MaxConnectionsPerAddress
+		// neither fills MaxPendingQUIC nor evicts another's stale
+		// handshake. Refused with 1013 and its reason: a QUIC close is
+		// as cheap here as anywhere, and the connection is up.
+		slot, err := s.reserveAddr(qc.RemoteAddr().String())
+		if err != nil {
+			s.metrics.handshakeFailures.Add(1)
+			code, reason := carrierRefusal(err)
+			qc.CloseWithError(quic.ApplicationErrorCode(code), reason)
+			continue
+		}
 		// Counted before it takes its slot: a Shutdown that finds it
 		// pending waits for it, and drops it when its ctx ends. Counted
 		// after, a Shutdown that came in between found no connection to
@@ -152,32 +164,42 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 		// stream, or its first session's, is established, or it ends.
 		end, ok := s.quicPending.begin(func() { qc.CloseWithError(staleHandshakeCode, staleHandshakeReason) })
 		if !ok {
+			slot.abandon()
 			s.metrics.handshakeFailures.Add(1)
 			qc.CloseWithError(tooManyHandshakesCode, tooManyHandshakesReason)
 			s.conns.done()
 			continue
 		}
-		context.AfterFunc(qc.Context(), end)
-		go s.serveQUICConn(qc, end)
+		// The slot by address ends with the connection unless a Peer
+		// kept it: on HTTP/3 nothing else holds it until a session takes
+		// it over (h3Pending).
+		context.AfterFunc(qc.Context(), func() {
+			end()
+			slot.abandon()
+		})
+		go s.serveQUICConn(qc, end, slot)
 	}
 }
 
 // serveQUICConn serves one accepted QUIC connection; it calls conns.done
 // when the connection ends, and handshaken once its control stream (or on
 // HTTP/3 its first WebTransport session's) is established or it has failed.
-func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func()) {
+// slot is its reservation by address (nil when none), which its Peer,
+// or on HTTP/3 its first session's, keeps.
+func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func(), slot *addrSlot) {
 	if qc.ConnectionState().TLS.NegotiatedProtocol == "h3" {
 		// Its sessions count as connections, not the HTTP/3 connection
 		// itself, which Shutdown closes once the sessions have ended.
 		s.conns.done()
-		// Its sessionWatch takes handshaken (watchSessions).
-		s.h3Pending.Store(qc, handshaken)
+		// Its sessionWatch takes both slots (watchSessions).
+		s.h3Pending.Store(qc, connSlots{handshaken, slot})
 		context.AfterFunc(qc.Context(), func() { s.h3Pending.Delete(qc) })
 		s.webTransport().ServeQUICConn(qc)
 		return
 	}
+	defer slot.abandon()
 	state := qc.ConnectionState().TLS
-	up, err := s.prepareUpgrade(carrierRequest(qc.RemoteAddr(), "quic", &state))
+	up, err := s.prepareUpgrade(carrierRequest(qc.RemoteAddr(), "quic", &state), slot)
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
 		code, reason := carrierRefusal(err)

@@ -112,19 +112,31 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 			}
 			continue // one peer's failed handshake
 		}
+		// Counted by address first, before it takes a slot every client
+		// shares, as ServeQUIC does. Past Options.MaxConnectionsPerAddress
+		// it is dropped, as past MaxPendingSCTP, and its client retries
+		// its INIT: a refusal it could read (1013) would take the whole
+		// handshake, DTLS's included, the work the cap is there to spare.
+		slot, err := s.reserveAddr(nc.RemoteAddr().String())
+		if err != nil {
+			s.metrics.handshakeFailures.Add(1)
+			nc.Close()
+			continue
+		}
 		// Counted before it takes its slot, as ServeQUIC counts its
 		// connections: a Shutdown that came in between found no
 		// connection to wait for and returned while the handshake went on.
 		s.conns.add()
 		end, ok := pending.begin(func() { nc.Close() })
 		if !ok {
+			slot.abandon()
 			s.metrics.handshakeFailures.Add(1)
 			nc.Close()
 			s.conns.done()
 			continue
 		}
 		s.handshakes.add(nc)
-		go s.serveSCTPConn(nc, func() {
+		go s.serveSCTPConn(nc, slot, func() {
 			s.handshakes.remove(nc)
 			end()
 		})
@@ -132,8 +144,10 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 }
 
 // serveSCTPConn serves one accepted connection; handshaken is called once
-// its handshake has ended, however it ended.
-func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
+// its handshake has ended, however it ended. slot is its reservation by
+// address (nil when none), which it ends unless its Peer keeps it.
+func (s *Server) serveSCTPConn(nc net.Conn, slot *addrSlot, handshaken func()) {
+	defer slot.abandon()
 	fail := func() {
 		handshaken()
 		s.metrics.handshakeFailures.Add(1)
@@ -160,7 +174,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, handshaken func()) {
 	// A refused client (Options.Authenticate, Shutdown) is told why in a
 	// close notice once its association is up: dropped before, it would
 	// wait for its handshake until its connect timeout.
-	up, refusal := s.prepareUpgrade(req)
+	up, refusal := s.prepareUpgrade(req, slot)
 	a, err := sctpServer(nc, s.opts.Limits)
 	if err != nil {
 		timer.Stop()

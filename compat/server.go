@@ -47,9 +47,11 @@ type Server struct {
 	peers     map[*Peer]struct{}
 	listeners map[io.Closer]struct{} // closed by Shutdown
 	nextID    uint64
-	// byAddr counts the open connections by addrKey, for
-	// Options.MaxConnectionsPerAddress (nil without it); a key leaves at
-	// zero, so that it holds no more entries than there are connections.
+	// byAddr counts the connections by addrKey, for
+	// Options.MaxConnectionsPerAddress (nil without it), from the moment
+	// their address is known (an addrSlot) until they end, handshakes in
+	// progress included; a key leaves at zero, so that it holds no more
+	// entries than there are connections.
 	byAddr map[netip.Prefix]int
 
 	wtOnce sync.Once
@@ -148,7 +150,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	up, err := s.prepareUpgrade(r)
+	// Counted from here: net/http owns the accept and the reading of the
+	// request, which its own ReadHeaderTimeout bounds.
+	slot, err := s.reserveAddr(r.RemoteAddr)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	defer slot.abandon() // unless a Peer kept it
+	up, err := s.prepareUpgrade(r, slot)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -226,7 +236,10 @@ func (s *Server) ListenAndServe(addr string) error {
 // 64 KiB is closed. Serve returns when ln fails, or with
 // http.ErrServerClosed, as net/http's servers do, once Shutdown has begun
 // (at once if it had). Clients must wait for the upgrade response before
-// they send frames, as RFC 6455 clients do.
+// they send frames, as RFC 6455 clients do. With
+// Options.MaxConnectionsPerAddress a connection counts from its accept: one
+// from an address at the cap is answered 503 there, before its request is
+// read, and closed.
 func (s *Server) Serve(ln net.Listener) error {
 	if !s.track(ln) {
 		return http.ErrServerClosed
@@ -250,9 +263,55 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
+		// Counted from the accept, before a byte is read: an address
+		// past Options.MaxConnectionsPerAddress took a descriptor and a
+		// goroutine for handshakeTimeout per connection that sent
+		// nothing, as many as it liked.
+		slot, err := s.reserveAddr(nc.RemoteAddr().String())
+		if err != nil {
+			s.metrics.handshakeFailures.Add(1)
+			refuseAccepted(nc, err)
+			continue
+		}
 		s.conns.add()
-		go s.upgradeRaw(nc)
+		go s.upgradeRaw(nc, slot)
 	}
+}
+
+// refuseAccepted answers a connection refused at its accept, before its
+// request is read, with a bare 503 (refusedAnswer) and closes it. The
+// write is cheap and does not wait: a fresh socket's send buffer takes
+// the few bytes at once (the deadline only guards the accept loop). A
+// client behind a shared address is told why and when to retry, as past
+// the cap of the upgrade checks; one that sent its request already may
+// see the connection reset after the answer, which it reads first.
+func refuseAccepted(nc net.Conn, err error) {
+	nc.SetWriteDeadline(time.Now().Add(refuseAcceptedTimeout))
+	nc.Write(refusedAnswer(err))
+	nc.Close()
+}
+
+// refuseAcceptedTimeout bounds refuseAccepted's write.
+const refuseAcceptedTimeout = 50 * time.Millisecond
+
+// refusedAnswer is the 503 of refuseAccepted for err, errTooManyFromAddress
+// or errTooManyConnections, as ServeHTTP's refuse writes it.
+func refusedAnswer(err error) []byte {
+	if err == errTooManyConnections {
+		return answerTooMany
+	}
+	return answerTooManyFromAddress
+}
+
+var (
+	answerTooMany            = bareAnswer(errTooManyConnections)
+	answerTooManyFromAddress = bareAnswer(errTooManyFromAddress)
+)
+
+func bareAnswer(he *HTTPError) []byte {
+	body := he.Message + "\n"
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nRetry-After: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		he.Status, http.StatusText(he.Status), retryAfterFull, len(body), body)
 }
 
 // track registers a listener for Shutdown to close; false when shutting
@@ -277,12 +336,16 @@ func (s *Server) untrack(ln io.Closer) {
 // listener, so a client that sends half a request does not hold a goroutine.
 const handshakeTimeout = 10 * time.Second
 
-func (s *Server) upgradeRaw(nc net.Conn) {
+// upgradeRaw upgrades and serves a connection of Serve's; slot is its
+// reservation by address, nil when none, which it ends unless a Peer
+// keeps it.
+func (s *Server) upgradeRaw(nc net.Conn, slot *addrSlot) {
+	defer slot.abandon()
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	// Shutdown drops it when its ctx ends, as the other carriers'
 	// handshakes: left, it outlived Shutdown by up to handshakeTimeout.
 	s.handshakes.add(nc)
-	up, err := s.upgradeConn(nc)
+	up, err := s.upgradeConn(nc, slot)
 	s.handshakes.remove(nc)
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
@@ -304,7 +367,7 @@ func (s *Server) serveConn(nc net.Conn, up *upgrade, early []byte) {
 // conns.add; the connection's last goroutine calls conns.done.
 func (s *Server) serveLink(l link, up *upgrade) {
 	p := s.newPeer(l, up)
-	if err := s.register(p); err != nil {
+	if err := s.register(p, up.slot); err != nil {
 		if err == errTooManyConnections || err == errTooManyFromAddress {
 			s.metrics.handshakeFailures.Add(1)
 		}
@@ -352,57 +415,59 @@ func (s *Server) runHook(name string, hook func()) (ok bool) {
 // register counts p among the open connections, or refuses it while
 // shutting down, at Options.MaxConnections or at
 // Options.MaxConnectionsPerAddress. The upgrade checks refused most of
-// those already, with each carrier's refusal (capacityRefusal); this one
-// counts for certain, when connections that passed the checks together
-// would go past a cap.
-func (s *Server) register(p *Peer) error {
+// those already, with each carrier's refusal (capacityRefusal,
+// reserveAddr); this one counts for certain, when connections that passed
+// the checks together would go past MaxConnections. slot is the
+// connection's reservation by address, which p keeps from here, its count
+// ended by unregister. A connection without one for its address (its
+// address changed during the handshake, a QUIC migration; or the slot
+// was abandoned as its QUIC connection ended) is counted here afresh,
+// held to the cap: unregister ends the count of p's address, which must
+// be the one counted.
+func (s *Server) register(p *Peer, slot *addrSlot) error {
 	key, counted := s.addrKeyOf(p.remoteAddr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
 		return errShutting
 	}
-	if err := s.overCapacity(key, counted); err != nil {
-		s.countRefusal(err)
-		return err
+	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+		s.countRefusal(errTooManyConnections)
+		return errTooManyConnections
+	}
+	if counted && !slot.keep(key) {
+		if s.byAddr[key] >= s.opts.MaxConnectionsPerAddress {
+			s.countRefusal(errTooManyFromAddress)
+			return errTooManyFromAddress
+		}
+		s.byAddr[key]++
 	}
 	s.nextID++
 	p.id = s.nextID
 	s.peers[p] = struct{}{}
-	if counted {
-		s.byAddr[key]++
-	}
 	s.metrics.connections.Add(1)
 	s.metrics.connectionsTotal.Add(1)
 	p.keepaliveHandle.Store(uint64(s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)))
 	return nil
 }
 
-// capacityRefusal is the refusal a connection from remote would get now
-// past Options.MaxConnections or Options.MaxConnectionsPerAddress, nil
-// when it is below both; a refusal is counted in Metrics.
-func (s *Server) capacityRefusal(remote string) error {
-	if s.opts.MaxConnections <= 0 && s.opts.MaxConnectionsPerAddress <= 0 {
+// capacityRefusal is errTooManyConnections, counted, when
+// Options.MaxConnections connections are open, else nil. The cap by
+// address was checked when the connection's address was first known
+// (reserveAddr).
+func (s *Server) capacityRefusal() error {
+	limit := s.opts.MaxConnections
+	if limit <= 0 {
 		return nil
 	}
-	key, counted := s.addrKeyOf(remote)
 	s.mu.Lock()
-	err := s.overCapacity(key, counted)
+	full := len(s.peers) >= limit
 	s.mu.Unlock()
-	s.countRefusal(err)
-	return err
-}
-
-// overCapacity is capacityRefusal's check, with s.mu held: key and counted
-// are addrKeyOf's.
-func (s *Server) overCapacity(key netip.Prefix, counted bool) error {
-	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
-		return errTooManyConnections
+	if !full {
+		return nil
 	}
-	if limit := s.opts.MaxConnectionsPerAddress; counted && s.byAddr[key] >= limit {
-		return errTooManyFromAddress
-	}
-	return nil
+	s.countRefusal(errTooManyConnections)
+	return errTooManyConnections
 }
 
 func (s *Server) countRefusal(err error) {
@@ -411,6 +476,85 @@ func (s *Server) countRefusal(err error) {
 		s.metrics.refusedConnections.Add(1)
 	case errTooManyFromAddress:
 		s.metrics.refusedPerAddress.Add(1)
+	}
+}
+
+// addrSlot is a connection's place in the count of
+// Options.MaxConnectionsPerAddress, taken (reserveAddr) as soon as the
+// server knows its address: at Serve's accept, at a QUIC connection's or
+// an SCTP association's accept, at ServeHTTP's handler, a WebTransport
+// CONNECT or WebRTC signalling request. Its handshake then counts as the
+// open connection does: one address could otherwise hold any number of
+// handshakes in progress (each a descriptor and a goroutine for
+// handshakeTimeout), or fill the pending bounds every client shares
+// (MaxPendingQUIC, MaxPendingSCTP, WebRTC's MaxPending).
+//
+// It ends exactly once: kept by the connection's Peer (register), whose
+// count unregister ends, or abandoned by whichever path gives up the
+// handshake. A slot that ended twice would free another connection's
+// place; one that never ended would keep its address out for good. So
+// the path that holds it abandons it in a defer, which does nothing once
+// a Peer has kept it, and both are safe to call in any order, any number
+// of times, on a nil slot (no cap, or an address with no IP) too.
+type addrSlot struct {
+	s     *Server
+	key   netip.Prefix
+	state atomic.Uint32 // slotPending, then slotKept or slotAbandoned
+}
+
+const (
+	slotPending uint32 = iota
+	slotKept
+	slotAbandoned
+)
+
+// reserveAddr takes a slot for a connection from remote, or refuses it,
+// counted, at Options.MaxConnectionsPerAddress: with errTooManyFromAddress,
+// or with errTooManyConnections when MaxConnections is reached too, so
+// that one refusal is counted once, as MaxConnections'. It returns a nil
+// slot without the cap, or for an address with no IP.
+func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
+	key, counted := s.addrKeyOf(remote)
+	if !counted {
+		return nil, nil
+	}
+	s.mu.Lock()
+	if s.byAddr[key] >= s.opts.MaxConnectionsPerAddress {
+		err := errTooManyFromAddress
+		if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+			err = errTooManyConnections
+		}
+		s.mu.Unlock()
+		s.countRefusal(err)
+		return nil, err
+	}
+	s.byAddr[key]++
+	s.mu.Unlock()
+	return &addrSlot{s: s, key: key}, nil
+}
+
+// keep hands the slot to the connection's Peer, and reports whether it
+// did: false for a nil slot, one abandoned already, or one for another
+// key than the Peer's.
+func (a *addrSlot) keep(key netip.Prefix) bool {
+	return a != nil && a.key == key && a.state.CompareAndSwap(slotPending, slotKept)
+}
+
+// abandon ends the slot's count unless a Peer kept it or it ended already.
+func (a *addrSlot) abandon() {
+	if a != nil && a.state.CompareAndSwap(slotPending, slotAbandoned) {
+		a.s.mu.Lock()
+		a.s.uncountAddr(a.key)
+		a.s.mu.Unlock()
+	}
+}
+
+// uncountAddr takes one connection off key's count; s.mu is held.
+func (s *Server) uncountAddr(key netip.Prefix) {
+	if n := s.byAddr[key]; n > 1 {
+		s.byAddr[key] = n - 1
+	} else {
+		delete(s.byAddr, key)
 	}
 }
 
@@ -478,11 +622,7 @@ func (s *Server) unregister(p *Peer, err error) {
 	s.mu.Lock()
 	delete(s.peers, p)
 	if counted {
-		if n := s.byAddr[key]; n > 1 {
-			s.byAddr[key] = n - 1
-		} else {
-			delete(s.byAddr, key)
-		}
+		s.uncountAddr(key)
 	}
 	s.mu.Unlock()
 	s.metrics.connections.Add(-1)

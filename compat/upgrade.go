@@ -30,6 +30,9 @@ type upgrade struct {
 	// early holds the bytes a raw listener's upgrade read past the
 	// request: the connection's first frames (handshakeReader.rest).
 	early []byte
+	// slot is the connection's reservation by address (reserveAddr),
+	// which its Peer keeps; nil when none.
+	slot *addrSlot
 }
 
 var (
@@ -56,8 +59,10 @@ var errBadProtocolList = &HTTPError{Status: http.StatusBadRequest, Message: "Sec
 // A hook that panics (CheckOrigin, Authenticate, Compress) refuses the
 // request with 500, logged and counted, on every carrier: on a raw
 // listener or a QUIC or SCTP connection nothing else would recover it, and
-// a crafted request would end the process.
-func (s *Server) prepareUpgrade(r *http.Request) (up *upgrade, err error) {
+// a crafted request would end the process. slot is the connection's
+// reservation by address, taken by the caller, which ends it unless a
+// Peer keeps it (nil when none).
+func (s *Server) prepareUpgrade(r *http.Request, slot *addrSlot) (up *upgrade, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.metrics.panics.Add(1)
@@ -65,14 +70,14 @@ func (s *Server) prepareUpgrade(r *http.Request) (up *upgrade, err error) {
 			up, err = nil, errHookPanicked
 		}
 	}()
-	return s.checkUpgrade(r)
+	return s.checkUpgrade(r, slot)
 }
 
-func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
+func (s *Server) checkUpgrade(r *http.Request, slot *addrSlot) (*upgrade, error) {
 	if s.shutting.Load() {
 		return nil, errShutting
 	}
-	if err := s.capacityRefusal(r.RemoteAddr); err != nil {
+	if err := s.capacityRefusal(); err != nil {
 		// Before the hooks: a full server spends nothing on the request.
 		return nil, err
 	}
@@ -83,7 +88,7 @@ func (s *Server) checkUpgrade(r *http.Request) (*upgrade, error) {
 	if !check(r) {
 		return nil, errBadOrigin
 	}
-	up := &upgrade{remoteAddr: r.RemoteAddr, path: r.URL.Path}
+	up := &upgrade{remoteAddr: r.RemoteAddr, path: r.URL.Path, slot: slot}
 	if offered := r.Header.Values("Sec-Websocket-Protocol"); len(offered) > 0 {
 		switch {
 		case !tokenList(offered):
@@ -826,8 +831,9 @@ var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadReq
 
 // upgradeConn reads and answers the upgrade request on a raw connection
 // with gobwas/ws's Upgrader. It collects the few headers the checks read
-// and runs the same checks as ServeHTTP on a request built from them.
-func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
+// and runs the same checks as ServeHTTP on a request built from them;
+// slot is prepareUpgrade's.
+func (s *Server) upgradeConn(nc net.Conn, slot *addrSlot) (*upgrade, error) {
 	r := &http.Request{Method: http.MethodGet, Header: http.Header{}, RemoteAddr: nc.RemoteAddr().String(), URL: &url.URL{}}
 	hr := newHandshakeReader(nc)
 	var up *upgrade
@@ -870,7 +876,7 @@ func (s *Server) upgradeConn(nc net.Conn) (*upgrade, error) {
 				return nil, rej // its own status, and header (426)
 			}
 			if err == nil {
-				up, err = s.prepareUpgrade(r)
+				up, err = s.prepareUpgrade(r, slot)
 			}
 			if err != nil {
 				status := http.StatusBadRequest

@@ -116,7 +116,7 @@ func FuzzUpgradePaths(f *testing.F) {
 			return
 		}
 		c := &scriptedConn{r: bytes.NewReader(req)}
-		_, rawErr := s.upgradeConn(c)
+		_, rawErr := s.upgradeConn(c, nil)
 		raw := rawErr == nil && bytes.HasPrefix(c.w.Bytes(), []byte("HTTP/1.1 101 "))
 		if folded(req) {
 			if raw {
@@ -153,7 +153,7 @@ func FuzzUpgradePaths(f *testing.F) {
 		}
 
 		c = &scriptedConn{r: bytes.NewReader(req)}
-		deny.upgradeConn(c)
+		deny.upgradeConn(c, nil)
 		rawResp, rawErr := http.ReadResponse(bufio.NewReader(bytes.NewReader(c.w.Bytes())), nil)
 		resp, err = sendRequest(t, denyLn.Addr().String(), req)
 		if err != nil || resp.Header.Get("X-Handler") == "" {

@@ -134,7 +134,21 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 			http.Error(w, "POST an SDP offer", http.StatusMethodNotAllowed)
 			return
 		}
-		up, err := s.prepareUpgrade(r)
+		// Counted by address from the signalling request on, its offer's
+		// reading and MaxPending's slot included; the goroutine that
+		// waits for the control channel takes the slot over.
+		slot, err := s.reserveAddr(r.RemoteAddr)
+		if err != nil {
+			s.refuse(w, err)
+			return
+		}
+		handedOver := false
+		defer func() {
+			if !handedOver {
+				slot.abandon()
+			}
+		}()
+		up, err := s.prepareUpgrade(r, slot)
 		if err != nil {
 			s.refuse(w, err)
 			return
@@ -210,8 +224,10 @@ func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
 		s.conns.add()
 		abandon := &cancelCloser{cancel}
 		s.handshakes.add(abandon)
+		handedOver = true
 		go func() {
 			defer cancel()
+			defer slot.abandon() // unless the Peer kept it
 			select {
 			case ch := <-opened:
 				s.handshakes.remove(abandon)

@@ -36,8 +36,8 @@ func (s *Server) webTransport() *webtransport.Server {
 		idle := webTransportIdle
 		watch := func(ctx context.Context, qc *quic.Conn) context.Context {
 			ctx = watchSessions(ctx, qc, idle)
-			if end, ok := s.h3Pending.LoadAndDelete(qc); ok {
-				ctx.Value(sessionWatchKey{}).(*sessionWatch).handshaken = end.(func())
+			if slots, ok := s.h3Pending.LoadAndDelete(qc); ok {
+				ctx.Value(sessionWatchKey{}).(*sessionWatch).slots = slots.(connSlots)
 			}
 			return ctx
 		}
@@ -89,39 +89,58 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	up, err := s.prepareUpgrade(r)
+	// The connection's first session takes over its slots: of
+	// MaxPendingQUIC, and by address (MaxConnectionsPerAddress), both
+	// taken at the connection's accept. Another takes its own; a request
+	// that opens no session gives them back (giveBack).
+	watch, _ := r.Context().Value(sessionWatchKey{}).(*sessionWatch)
+	var slots connSlots
+	if watch != nil {
+		slots = watch.takeSlots()
+	}
+	connSlot := slots.end != nil
+	if !connSlot {
+		var err error
+		if slots.addr, err = s.reserveAddr(r.RemoteAddr); err != nil {
+			s.refuse(w, err)
+			return
+		}
+	}
+	pending, abort := context.WithCancelCause(context.Background())
+	giveBack := func() {
+		abort(nil)
+		if connSlot {
+			watch.returnSlots(slots)
+			return
+		}
+		if slots.end != nil {
+			slots.end()
+		}
+		slots.addr.abandon()
+	}
+	up, err := s.prepareUpgrade(r, slots.addr)
 	if err != nil {
+		giveBack()
 		s.refuse(w, err)
 		return
 	}
-	watch, _ := r.Context().Value(sessionWatchKey{}).(*sessionWatch)
-	pending, abort := context.WithCancelCause(context.Background())
-	var end func()
-	if watch != nil {
-		end = watch.takeSlot()
-	}
-	connSlot := end != nil
-	if end == nil {
-		var ok bool
-		end, ok = s.quicPending.begin(func() { abort(errStaleSession) })
+	if !connSlot {
+		end, ok := s.quicPending.begin(func() { abort(errStaleSession) })
 		if !ok {
-			abort(nil)
+			giveBack()
 			w.Header().Set("Retry-After", "1")
 			s.refuse(w, &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many WebTransport sessions opening"})
 			return
 		}
+		slots.end = end
 	}
+	end, slot := slots.end, slots.addr
 	sess, err := s.wt.Upgrade(w, r)
 	if err != nil {
 		// A request that opened no session (one that is no CONNECT)
 		// leaves the connection's slot with it: ended, the connection
 		// would stay for webTransportIdle outside the bound.
-		if connSlot {
-			watch.returnSlot(end)
-		} else {
-			end()
-		}
-		abort(nil)
+		giveBack()
 		s.metrics.handshakeFailures.Add(1)
 		w.WriteHeader(http.StatusBadRequest)
 		return
@@ -132,6 +151,7 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns.add()
 	go func() {
+		defer slot.abandon() // unless the session's Peer kept it
 		ctx, cancel := context.WithTimeout(sess.Context(), handshakeTimeout)
 		stop := context.AfterFunc(pending, cancel)
 		abandon := &cancelCloser{func() { abort(nil) }}
@@ -186,10 +206,19 @@ type sessionWatch struct {
 	sessions int
 	after    time.Duration // webTransportIdle when the server began
 	idle     *time.Timer
-	// handshaken gives up the connection's slot of
-	// Options.MaxPendingQUIC; the connection's first session takes it
-	// over (takeSlot). nil when none.
-	handshaken func()
+	// slots are the connection's slots, of Options.MaxPendingQUIC and
+	// by address; the connection's first session takes them over
+	// (takeSlots). Zero when none.
+	slots connSlots
+}
+
+// connSlots are the slots an HTTP/3 connection took at its accept, for
+// its first WebTransport session: end gives up its slot of
+// Options.MaxPendingQUIC, addr is its reservation by address (nil
+// without Options.MaxConnectionsPerAddress).
+type connSlots struct {
+	end  func()
+	addr *addrSlot
 }
 
 type sessionWatchKey struct{}
@@ -220,27 +249,29 @@ func watchSessions(ctx context.Context, qc *quic.Conn, after time.Duration) cont
 	return context.WithValue(ctx, sessionWatchKey{}, w)
 }
 
-// takeSlot returns the end of the connection's slot of
-// Options.MaxPendingQUIC, once: its first session holds the slot until
-// its control stream comes. nil for the sessions after it.
-func (w *sessionWatch) takeSlot() func() {
+// takeSlots returns the connection's slots, once: its first session
+// holds them until its control stream comes. Zero for the sessions after
+// it.
+func (w *sessionWatch) takeSlots() connSlots {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	end := w.handshaken
-	w.handshaken = nil
-	return end
+	slots := w.slots
+	w.slots = connSlots{}
+	return slots
 }
 
-// returnSlot gives back the slot takeSlot returned, for a request that
+// returnSlots gives back the slots takeSlots returned, for a request that
 // opened no session.
-func (w *sessionWatch) returnSlot(end func()) {
+func (w *sessionWatch) returnSlots(slots connSlots) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.handshaken == nil {
-		w.handshaken = end
+	if w.slots.end == nil {
+		w.slots = slots
 		return
 	}
-	end() // cannot happen: only one request holds it at a time
+	// Cannot happen: only one request holds them at a time.
+	slots.end()
+	slots.addr.abandon()
 }
 
 func (w *sessionWatch) opened() {
