@@ -270,7 +270,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		slot, err := s.reserveAddr(nc.RemoteAddr().String())
 		if err != nil {
 			s.metrics.handshakeFailures.Add(1)
-			refuseAccepted(nc, err)
+			go refuseAccepted(nc, err)
 			continue
 		}
 		s.conns.add()
@@ -279,14 +279,20 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // refuseAccepted answers a connection refused at its accept, before its
-// request is read, with a bare 503 (refusedAnswer) and closes it. The
-// write is cheap and does not wait: a fresh socket's send buffer takes
-// the few bytes at once (the deadline only guards the accept loop). A
+// request is read, with a bare 503 (refusedAnswer) and closes it. A
 // client behind a shared address is told why and when to retry, as past
 // the cap of the upgrade checks; one that sent its request already may
 // see the connection reset after the answer, which it reads first.
+//
+// It runs off the accept loop, bounded by refuseAcceptedTimeout, reads
+// included: on a plain socket the write does not wait (a fresh socket's
+// send buffer takes the few bytes at once), but a *tls.Conn's (Serve
+// over tls.NewListener) runs the TLS handshake first, which waits for the
+// client: on the loop, a client that sent nothing stalled every accept
+// for as long as it liked. A TLS client that does not finish its
+// handshake within the bound is dropped without the answer.
 func refuseAccepted(nc net.Conn, err error) {
-	nc.SetWriteDeadline(time.Now().Add(refuseAcceptedTimeout))
+	nc.SetDeadline(time.Now().Add(refuseAcceptedTimeout))
 	nc.Write(refusedAnswer(err))
 	nc.Close()
 }
