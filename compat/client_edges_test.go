@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
-
-	"github.com/gobwas/ws"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/corkwriter"
@@ -78,32 +74,7 @@ func TestClientPongCompressedWithinCarrierLimit(t *testing.T) {
 // catches a hang. A call waiting for the capabilities fails.
 func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	// A proxy to the server for the first connection; the next ones are
-	// upgraded and then never answered.
-	first := make(chan net.Conn, 1)
-	go func() {
-		for n := 0; n < 100; n++ {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if n > 0 {
-				go func() {
-					defer conn.Close()
-					ws.Upgrader{Protocol: func([]byte) bool { return true }}.Upgrade(conn)
-					io.Copy(io.Discard, conn)
-				}()
-				continue
-			}
-			first <- conn
-			proxy(conn, addr)
-		}
-	}()
+	ln, first := hangAfterFirst(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	c, err := Dial(ctx, "ws://"+ln.Addr().String()+"/ws", ClientOptions{

@@ -232,32 +232,7 @@ func TestReconnectBacksOffFromARefusingServer(t *testing.T) {
 // (hangBound) that only that wait fails.
 func TestReconnectToAServerThatHangs(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	// A proxy to the server for the first connection; the next ones are
-	// upgraded and then never answered.
-	first := make(chan net.Conn, 1)
-	go func() {
-		for n := 0; n < 100; n++ {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if n > 0 {
-				go func() {
-					defer conn.Close()
-					ws.Upgrader{Protocol: func([]byte) bool { return true }}.Upgrade(conn)
-					io.Copy(io.Discard, conn)
-				}()
-				continue
-			}
-			first <- conn
-			proxy(conn, addr)
-		}
-	}()
+	ln, first := hangAfterFirst(t, addr)
 	var states stateLog
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -450,6 +425,39 @@ func awaitPeersGone(t *testing.T, s *Server, dropped []*Peer) {
 		}
 		return true
 	})
+}
+
+// hangAfterFirst listens for a client whose first connection it relays to
+// the server at addr (proxy), sent on first once accepted; the next ones
+// it upgrades and then never answers: a server that hangs after the
+// upgrade, for a reconnection. It serves 100 connections at most.
+func hangAfterFirst(t *testing.T, addr string) (ln net.Listener, first <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan net.Conn, 1)
+	go func() {
+		for n := 0; n < 100; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n > 0 {
+				go func() {
+					defer conn.Close()
+					ws.Upgrader{Protocol: func([]byte) bool { return true }}.Upgrade(conn)
+					io.Copy(io.Discard, conn)
+				}()
+				continue
+			}
+			ch <- conn
+			proxy(conn, addr)
+		}
+	}()
+	return ln, ch
 }
 
 // proxy relays conn to and from a new TCP connection to addr, each way
