@@ -129,8 +129,10 @@ type Options struct {
 	// (its ReadHeaderTimeout bounds that). Past it a connection gets
 	// MaxConnections' refusal with a reason of its own, where it is
 	// counted: 503 "too many connections from this address" with
-	// Retry-After (Serve writes it at the accept, before the request, and
-	// closes), a close of its QUIC connection with 1013
+	// Retry-After (ServeHTTP, WebRTC signalling and a WebTransport
+	// session's CONNECT after the connection's first; Serve writes it at
+	// the accept, before the request, and closes), a close of its QUIC
+	// connection with 1013
 	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS (native QUIC and
 	// WebTransport alike), and on SCTP a drop, as past MaxPendingSCTP:
 	// its client retries its INIT, a refusal it could read taking the
