@@ -29,16 +29,7 @@ func TestClientPongCompressedWithinCarrierLimit(t *testing.T) {
 	c := e.dial(t, CarrierWebRTC, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
 	p := <-peers
 	waitFor(t, func() bool { return p.dict.Load() != nil })
-	data := bytes.Repeat([]byte("a ping that compresses well "), (300<<10)/28)
-	if len(data) <= maxChannelMessage {
-		t.Fatalf("a Ping of %d bytes: not past the carrier's limit", len(data))
-	}
-	ping := wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindPing, Payload: data})
-	if cb, release, ok := p.dict.Load().compressPacket(ping[frameHeadroom:]); !ok || len(cb)-frameHeadroom > maxChannelMessage {
-		t.Fatal("the Ping does not compress within the carrier's limit")
-	} else {
-		release()
-	}
+	ping := pingPastTheChannelLimit(t, p.dict.Load())
 	before := e.srv.Metrics().MessagesIn
 	if st := p.sendPacket(ping); st != corkwriter.Sent && st != corkwriter.Queued {
 		t.Fatalf("sending the Ping: %v", st)
@@ -137,16 +128,7 @@ func TestServerPongCompressedWithinCarrierLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return cc.dict.Load() != nil })
-	data := bytes.Repeat([]byte("a ping that compresses well "), (300<<10)/28)
-	if len(data) <= maxChannelMessage {
-		t.Fatalf("a Ping of %d bytes: not past the carrier's limit", len(data))
-	}
-	ping := wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindPing, Payload: data})
-	if cb, release, ok := cc.dict.Load().compressPacket(ping[frameHeadroom:]); !ok || len(cb)-frameHeadroom > maxChannelMessage {
-		t.Fatal("the Ping does not compress within the carrier's limit")
-	} else {
-		release()
-	}
+	ping := pingPastTheChannelLimit(t, cc.dict.Load())
 	if st := cc.sendPacket(ping); st != corkwriter.Sent && st != corkwriter.Queued {
 		t.Fatalf("sending the Ping: %v", st)
 	}
@@ -186,4 +168,22 @@ func TestDialNoCapabilitiesWithinConnectTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*connectTimeoutError)) || err.Error() != want {
 		t.Errorf("%v, want %q, matching context.DeadlineExceeded", err, want)
 	}
+}
+
+// pingPastTheChannelLimit is a Ping packet, built after frame headroom,
+// whose data is past the WebRTC data channel's 256 KiB limit plain but
+// within it compressed with d.
+func pingPastTheChannelLimit(t *testing.T, d *dictCodec) []byte {
+	t.Helper()
+	data := bytes.Repeat([]byte("a ping that compresses well "), (300<<10)/28)
+	if len(data) <= maxChannelMessage {
+		t.Fatalf("a Ping of %d bytes: not past the carrier's limit", len(data))
+	}
+	ping := wire.Append(beginFrame(nil), &wire.Packet{Kind: dispatch.KindPing, Payload: data})
+	cb, release, ok := d.compressPacket(ping[frameHeadroom:])
+	if !ok || len(cb)-frameHeadroom > maxChannelMessage {
+		t.Fatal("the Ping does not compress within the carrier's limit")
+	}
+	release()
+	return ping
 }
