@@ -480,6 +480,31 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 	settleWithin(t, e.srv, base, "after the pending connections", 8*time.Second)
 }
 
+// initialRefusals counts a connection's refusal once though its
+// ClientHello's two Initial packets each ask for one, when the Initial
+// packets of connections dialled together interleave (one client's
+// concurrent dials did, and the refusals were counted twice); it remembers
+// a bounded number of addresses.
+func TestInitialRefusalsInterleaved(t *testing.T) {
+	var r initialRefusals
+	a := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1001}
+	b := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1002}
+	for i, tc := range []struct {
+		addr *net.UDPAddr
+		want bool
+	}{{a, true}, {b, true}, {a, false}, {b, false}} {
+		if got := r.first(tc.addr); got != tc.want {
+			t.Errorf("packet %d from %v: first %v, want %v", i, tc.addr, got, tc.want)
+		}
+	}
+	for port := range len(r.recent) {
+		r.first(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: port})
+	}
+	if !r.first(a) {
+		t.Errorf("an address %d refusals ago still remembered: the memory is unbounded", len(r.recent))
+	}
+}
+
 // The bound caps what pending connections hold: n HTTP/3 connections
 // that fill their window with streams for a WebTransport session that
 // does not exist (webtransport-go keeps such streams, renewed by each new

@@ -91,10 +91,18 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 // the ones after it: a ClientHello with a post-quantum key share spans two
 // Initial packets, and quic-go asks GetConfigForClient for each, so that
 // counting every refusal counted most connections twice. The second
-// comes from the same address right after the first; a flood from many
-// addresses that interleaves them may still count a few twice.
+// comes from the same address soon after the first, but not always next:
+// a client that dials several connections at once interleaves them, and
+// remembering the last address alone counted those twice. The last
+// len(recent) are remembered; a flood from more addresses than that, all
+// at once, may still count a few twice.
 type initialRefusals struct {
-	mu   sync.Mutex
+	mu     sync.Mutex
+	recent [16]refusedInitial
+	next   int
+}
+
+type refusedInitial struct {
 	addr string
 	at   time.Time
 }
@@ -104,10 +112,13 @@ func (r *initialRefusals) first(addr net.Addr) bool {
 	a := addr.String()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if a == r.addr && now.Sub(r.at) < time.Second {
-		return false
+	for _, e := range r.recent {
+		if e.addr == a && now.Sub(e.at) < time.Second {
+			return false
+		}
 	}
-	r.addr, r.at = a, now
+	r.recent[r.next] = refusedInitial{a, now}
+	r.next = (r.next + 1) % len(r.recent)
 	return true
 }
 
