@@ -131,12 +131,14 @@ type Options struct {
 	// counted: 503 "too many connections from this address" with
 	// Retry-After (ServeHTTP, WebRTC signalling and a WebTransport
 	// session's CONNECT after the connection's first; Serve writes it at
-	// the accept, before the request, and closes), a close of its QUIC
-	// connection with 1013
-	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS (native QUIC and
-	// WebTransport alike), and on SCTP a drop, as past MaxPendingSCTP:
-	// its client retries its INIT, a refusal it could read taking the
-	// handshake the cap spares. Refusals count in
+	// the accept, before the request, and closes); on a QUIC listener made
+	// by ListenQUIC, QUIC's CONNECTION_REFUSED at the connection's first
+	// packet, before any TLS work (native QUIC and WebTransport alike);
+	// on a listener the application made, and for one that raced past
+	// that check, a close of its QUIC connection at its accept with 1013
+	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; and on SCTP a drop, as
+	// past MaxPendingSCTP: its client retries its INIT, a refusal it could
+	// read taking the handshake the cap spares. Refusals count in
 	// Metrics.RefusedPerAddress. 0 (or less), the default, is no cap:
 	// behind a reverse proxy every connection shares the proxy's address,
 	// and the cap would be one for all. Options.Authenticate may still

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -462,5 +463,53 @@ func TestRegisterCountsThePeersOwnAddress(t *testing.T) {
 	s.unregister(p, nil)
 	if _, keys := s.addrCount(loopback); keys != 0 {
 		t.Errorf("%d addresses counted with no connection", keys)
+	}
+}
+
+// ListenQUIC refuses a connection from an address at
+// MaxConnectionsPerAddress at its first packet, with CONNECTION_REFUSED,
+// before any TLS work: a flood from one address at its cap costs the
+// server no handshake. Counted once, in RefusedPerAddress and
+// HandshakeFailures; the address connects again once below its cap.
+func TestMaxConnectionsPerAddressQUICRefusedBeforeTLS(t *testing.T) {
+	e := newCarrierEnv(t, Options{MaxConnectionsPerAddress: 1})
+	var hellos atomic.Int64
+	tc := e.cert.ServerTLSConfig()
+	tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		hellos.Add(1)
+		return nil, nil
+	}
+	ln, err := e.srv.ListenQUIC("127.0.0.1:0", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go e.srv.ServeQUIC(ln)
+	addr := ln.Addr().String()
+
+	held, err := dialPendingQUIC(t, e, addr, ALPN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the pending connection counted", func() bool { n, _ := e.srv.addrCount(loopback); return n == 1 })
+	before, helloed := e.srv.Metrics(), hellos.Load()
+	for i, proto := range []string{ALPN, http3.NextProtoH3} {
+		qc, err := dialPendingQUIC(t, e, addr, proto)
+		if !quicRefused(err) {
+			t.Fatalf("dial %d (%s) at the cap: %v (connected %v), want CONNECTION_REFUSED", i, proto, err, qc != nil)
+		}
+	}
+	if got := hellos.Load() - helloed; got != 0 {
+		t.Errorf("%d ClientHellos processed for connections refused at the cap, want 0", got)
+	}
+	m := e.srv.Metrics()
+	if refused, failed := m.RefusedPerAddress-before.RefusedPerAddress, m.HandshakeFailures-before.HandshakeFailures; refused != 2 || failed != 2 {
+		t.Errorf("RefusedPerAddress +%d, HandshakeFailures +%d; want +2, +2", refused, failed)
+	}
+
+	held.CloseWithError(0, "")
+	noAddressCounted(t, e.srv, "after the pending connection closed")
+	if _, err := dialPendingQUIC(t, e, addr, ALPN); err != nil {
+		t.Errorf("below the cap again: %v", err)
 	}
 }

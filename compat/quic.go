@@ -69,13 +69,25 @@ const (
 // While Options.MaxPendingQUIC connections are pending, none of them for
 // staleHandshake, a new connection is refused at its first packet, with
 // QUIC's CONNECTION_REFUSED, before any TLS work; ServeQUIC refuses those
-// that pass this check and find no slot once accepted.
+// that pass this check and find no slot once accepted. So is a connection
+// from an address at Options.MaxConnectionsPerAddress, which would
+// otherwise cost the server a full TLS handshake before ServeQUIC's 1013
+// (a flood from one address at its cap would be a flood of handshakes);
+// the check reserves nothing, and ServeQUIC still reserves at the accept
+// and refuses with 1013 one that raced past it.
 func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, error) {
 	tlsConf = tlsConf.Clone()
 	tlsConf.NextProtos = []string{ALPN, "h3"}
 	conf := QUICConfig(s.opts.IdleTimeout)
 	var refused initialRefusals
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
+		if err := s.addrAtCap(info.RemoteAddr); err != nil {
+			if refused.first(info.RemoteAddr) {
+				s.metrics.handshakeFailures.Add(1)
+				s.countRefusal(err)
+			}
+			return nil, err
+		}
 		if s.quicPending.full() {
 			if refused.first(info.RemoteAddr) {
 				s.metrics.handshakeFailures.Add(1)

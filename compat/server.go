@@ -539,6 +539,29 @@ func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
 	return &addrSlot{s: s, key: key}, nil
 }
 
+// addrAtCap is reserveAddr's refusal for a connection from addr, not
+// counted and without a reservation: nil when addr's address is below
+// Options.MaxConnectionsPerAddress (or not counted). ListenQUIC asks it
+// before any TLS work; the reservation still comes at the accept.
+func (s *Server) addrAtCap(addr net.Addr) error {
+	if addr == nil {
+		return nil
+	}
+	key, counted := s.addrKeyOf(addr.String())
+	if !counted {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr[key] < s.opts.MaxConnectionsPerAddress {
+		return nil
+	}
+	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+		return errTooManyConnections
+	}
+	return errTooManyFromAddress
+}
+
 // keep hands the slot to the connection's Peer, and reports whether it
 // did: false for a nil slot, one abandoned already, or one for another
 // key than the Peer's.
