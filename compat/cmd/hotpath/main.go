@@ -46,7 +46,7 @@ func main() {
 	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
 	maxMessage := flag.Int64("max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
 	maxEmit := flag.Int64("max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
-	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap)")
+	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	maxPerAddress := flag.Int("max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
 	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
 	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
