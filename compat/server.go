@@ -525,11 +525,7 @@ func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
 		return nil, nil
 	}
 	s.mu.Lock()
-	if s.byAddr[key] >= s.opts.MaxConnectionsPerAddress {
-		err := errTooManyFromAddress
-		if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
-			err = errTooManyConnections
-		}
+	if err := s.addrRefusal(key); err != nil {
 		s.mu.Unlock()
 		s.countRefusal(err)
 		return nil, err
@@ -537,6 +533,19 @@ func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
 	s.byAddr[key]++
 	s.mu.Unlock()
 	return &addrSlot{s: s, key: key}, nil
+}
+
+// addrRefusal is the refusal of one more connection under key, nil below
+// Options.MaxConnectionsPerAddress: errTooManyFromAddress, or
+// errTooManyConnections when MaxConnections is reached too. s.mu is held.
+func (s *Server) addrRefusal(key netip.Prefix) error {
+	if s.byAddr[key] < s.opts.MaxConnectionsPerAddress {
+		return nil
+	}
+	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
+		return errTooManyConnections
+	}
+	return errTooManyFromAddress
 }
 
 // addrAtCap is reserveAddr's refusal for a connection from addr, not
@@ -553,13 +562,7 @@ func (s *Server) addrAtCap(addr net.Addr) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byAddr[key] < s.opts.MaxConnectionsPerAddress {
-		return nil
-	}
-	if limit := s.opts.MaxConnections; limit > 0 && len(s.peers) >= limit {
-		return errTooManyConnections
-	}
-	return errTooManyFromAddress
+	return s.addrRefusal(key)
 }
 
 // keep hands the slot to the connection's Peer, and reports whether it
