@@ -48,6 +48,10 @@ type link interface {
 	// time, or the link has no queue to wait on. Others may take the room
 	// first: a send after it may be refused again.
 	awaitRoom(b []byte, inTurn bool, deadline time.Time) bool
+	// pauseTurn runs wait on the read loop, in a turn, with the turn's
+	// answers so far sent rather than held for its end (an inflate
+	// pause, Peer.pauseReading).
+	pauseTurn(wait func())
 	// ping sends a keepalive probe that the other end answers.
 	ping()
 	// maxPacket is the largest packet the carrier takes, 0 for no limit

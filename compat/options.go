@@ -286,9 +286,12 @@ type Limits struct {
 	// a message of zeros inflates some 1000 times over, at about 5 MB/s
 	// of received bytes per core whatever its size, so a client could
 	// keep a core inflating. Past the rate the connection's reading
-	// pauses (at most a second at a time), which holds the sender back
-	// through the carrier's flow control and loses nothing; a compressed
-	// datagram that finds the budget spent is dropped (DroppedEvents).
+	// pauses before it inflates again (at most a second at a time),
+	// which holds the sender back through the carrier's flow control and
+	// loses nothing. The answers already made leave before the pause, and
+	// a close (Peer.Close, Shutdown, a slow consumer's drop) ends it at
+	// once. A compressed datagram that finds the budget spent is dropped
+	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
 	// MaxMessageSize always passes at once, and NewServer refuses a rate
 	// below MaxMessageSize a second. Server only.

@@ -40,8 +40,8 @@ type Peer struct {
 	// The 4-byte fields go in pairs: a Peer per connection stays in a
 	// 256-byte allocation.
 	closed atomic.Bool
-	// once holds flags set once each (onceDroppedSlow, onceWarnedEmit):
-	// two atomic.Bools took 8 bytes, which inflate needed.
+	// once holds flags set once each (onceDroppedSlow, onceWarnedEmit,
+	// onceClosing): two atomic.Bools took 8 bytes, which inflate needed.
 	once atomic.Uint32
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
@@ -80,6 +80,7 @@ type Peer struct {
 const (
 	onceDroppedSlow uint32 = 1 << iota // counted as a slow consumer (dropSlow)
 	onceWarnedEmit                     // an emit over Limits.MaxEmitSize was logged
+	onceClosing                        // a close or a drop was asked for: no more inflate pauses (endPauses)
 )
 
 // setOnce sets flag and reports whether this call set it.
@@ -125,6 +126,7 @@ func (p *Peer) Close() { p.closeWith(wsframe.CloseNormal, "") }
 func (p *Peer) closeWith(code wsframe.CloseCode, reason string) {
 	if !p.closed.Load() {
 		p.link.requestClose(code, reason)
+		p.endPauses()
 	}
 }
 
@@ -148,6 +150,7 @@ func (p *Peer) dropSlow() {
 		p.srv.metrics.slowConsumers.Add(1)
 	}
 	p.link.abort()
+	p.endPauses()
 }
 
 // handleMessage is the entry of every data message: one packet, dispatched
@@ -181,6 +184,7 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 		if d == nil {
 			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
 		}
+		p.awaitInflate()
 		inflated, release, err := d.decompress(body)
 		if err != nil {
 			p.srv.metrics.compressionFailures.Add(1)
@@ -219,20 +223,84 @@ func (p *Peer) inflateBudget() *inflateBudget {
 	return p.inflate.Load()
 }
 
-// inflated charges the n bytes a message inflated to, on the read loop
-// (inflateMeter): past Limits.MaxInflateRate it pauses the reading until
-// the budget is back, which holds the sender back through the carrier's
-// flow control; the message itself is handled.
-func (p *Peer) inflated(n int) {
+// awaitInflate is called on the read loop before it inflates a message
+// (inflateMeter): while the connection's budget is spent
+// (Limits.MaxInflateRate) it pauses the reading until the budget is back,
+// which holds the sender back through the carrier's flow control. The
+// pause comes before the next inflating, not after the one that spent
+// the budget: a call read after a bomb is answered at once, and a turn
+// that inflates nothing more does not wait.
+func (p *Peer) awaitInflate() {
 	b := p.inflateBudget()
 	if b == nil {
 		return
 	}
-	if d := b.charge(n, monoNow()); d > 0 {
+	if d := b.wait(monoNow()); d > 0 {
 		p.srv.metrics.inflateThrottled.Add(1)
-		time.Sleep(d)
+		p.pauseReading(b, d)
 	}
 }
+
+// inflated charges the n bytes a message inflated to, on the read loop
+// (inflateMeter).
+func (p *Peer) inflated(n int) {
+	if b := p.inflateBudget(); b != nil {
+		b.charge(n, monoNow())
+	}
+}
+
+// pauseReading holds the read loop, in its turn, for d or until a close
+// or a drop is asked for (endPauses). The turn's answers so far leave
+// first (link.pauseTurn): held for the turn's end, they waited out the
+// pause. A timer, not time.Sleep, so that a connection closed or dropped
+// meanwhile (Peer.Close, Shutdown, a slow consumer) ends at once, not up
+// to maxInflatePause later, past Shutdown's shutdownDropGrace.
+func (p *Peer) pauseReading(b *inflateBudget, d time.Duration) {
+	wake := b.beginPause()
+	defer b.endPause()
+	// Looked at after beginPause, as endPauses sets it before it wakes:
+	// one of the two sees the other.
+	if p.once.Load()&onceClosing != 0 {
+		return
+	}
+	p.link.pauseTurn(func() {
+		hooks := testHookInflatePause.Load()
+		if hooks != nil {
+			hooks.began(p)
+		}
+		t := time.NewTimer(d)
+		timedOut := false
+		select {
+		case <-t.C:
+			timedOut = true
+		case <-wake:
+		}
+		t.Stop()
+		if hooks != nil {
+			hooks.ended(p, timedOut)
+		}
+	})
+}
+
+// endPauses ends the read loop's inflate pause, if any, and those it
+// would begin later: the connection is closing, or dropped.
+func (p *Peer) endPauses() {
+	p.once.Or(onceClosing)
+	if b := p.inflate.Load(); b != nil {
+		b.wakePause()
+	}
+}
+
+// inflatePauseHooks are run by the read loop, when testHookInflatePause
+// is set: began as an inflate pause begins, once the turn's answers so
+// far are on their way, and ended as it ends, with whether its time ran
+// out (false: a close or a drop cut it short).
+type inflatePauseHooks struct {
+	began func(*Peer)
+	ended func(p *Peer, timedOut bool)
+}
+
+var testHookInflatePause atomic.Pointer[inflatePauseHooks]
 
 // echo sends a message back as it came (Options.Echo), compressed when
 // permessage-deflate was negotiated.

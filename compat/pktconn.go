@@ -289,6 +289,20 @@ func awaitOutboxRoom(out *corkwriter.Outbox, n int, inTurn bool, deadline time.T
 	}
 }
 
+// pauseInTurn runs wait in a read loop's turn with the outbox, if any,
+// uncorked: the turn's answers so far leave meanwhile, through a flusher
+// as in awaitOutboxRoom, and the outbox is corked again for the rest of
+// the turn. A message channel sends at once: nothing waits for the turn.
+func pauseInTurn(out *corkwriter.Outbox, wait func()) {
+	if out != nil {
+		out.UncorkTry()
+		defer out.Cork()
+	}
+	wait()
+}
+
+func (c *pktConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
+
 // turn runs the handling of one read, corked: everything the handlers send
 // meanwhile leaves in one write when it ends. A close asked for by another
 // goroutine meanwhile is sent after the turn's answers.

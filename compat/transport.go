@@ -439,6 +439,10 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		return wsframe.ErrMessageTooBig
 	}
 	if m.Compressed {
+		im, _ := h.(inflateMeter)
+		if im != nil {
+			im.awaitInflate()
+		}
 		var err error
 		payload, err = c.pmd.inflate(payload, c.limits.MaxMessageSize)
 		if err != nil {
@@ -448,7 +452,7 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 		if m.Opcode == wsframe.OpText && !wsframe.ValidUTF8(payload) {
 			return errInvalidInflatedUTF8
 		}
-		if im, ok := h.(inflateMeter); ok {
+		if im != nil {
 			im.inflated(len(payload))
 		}
 	}
@@ -456,10 +460,12 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 }
 
 // inflateMeter is a messageHandler that bounds how fast its connection
-// inflates (a server's Peer, Limits.MaxInflateRate): inflated is told
-// the size of each message permessage-deflate inflated, on the read
-// loop, and may pause it.
+// inflates (a server's Peer, Limits.MaxInflateRate), on the read loop:
+// awaitInflate is called before a permessage-deflate message is
+// inflated, and may pause the loop, and inflated is told what it
+// inflated to.
 type inflateMeter interface {
+	awaitInflate()
 	inflated(n int)
 }
 
@@ -735,6 +741,8 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 // takes it (takeoverRoom), so the refused answer joined no window and is
 // sent again as any other (before that, a reading client was disconnected
 // at the first answer its outbox refused).
+func (c *wsConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
+
 func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	n := len(b) // the header fits the headroom
 	if c.pmd != nil {
