@@ -2,11 +2,14 @@ package compat
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/corkwriter"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
@@ -164,5 +167,116 @@ func TestInflatePauseEndsWithTheConnection(t *testing.T) {
 				t.Error("the connection ended before its read loop's pause did")
 			}
 		})
+	}
+}
+
+// Compressed datagrams over native QUIC, sent faster than the connection
+// may inflate (PROTOCOL.md §8.4: datagrams carry Emit and Event packets,
+// here dictionary-compressed Events), are dropped once the budget is
+// spent and counted in InflateThrottled and DroppedEvents; the connection
+// lives on, and another connection's compressed datagrams, within its
+// own budget, are all delivered meanwhile.
+func TestInflateRateDatagramsDroppedOverQUIC(t *testing.T) {
+	const (
+		size = 256 << 10 // MaxMessageSize, the burst; and the rate, a second
+		n    = 40        // datagrams from each client
+	)
+	var bomberGot, otherGot atomic.Int32
+	var bomberID atomic.Uint64
+	r := NewRouter()
+	HandleEvent(r, "bomb", func(ctx context.Context, _ []byte) {
+		if PeerFrom(ctx).ID() == bomberID.Load() {
+			bomberGot.Add(1)
+		} else {
+			otherGot.Add(1)
+		}
+	})
+	Handle(r, "ping", func(_ context.Context, v []byte) ([]byte, error) { return v, nil })
+	s, err := NewServer(Options{Router: r, Logger: slog.New(slog.DiscardHandler), Limits: pauseLimits(size)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := testCert()
+	ln, err := s.ListenQUIC("127.0.0.1:0", cert.ServerTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeQUIC(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialQUIC := func() (*Client, *clientConn) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := Dial(ctx, "quic://"+ln.Addr().String(), ClientOptions{TLSConfig: cert.ClientTLSConfig(), Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.Call(ctx, "ping", []byte("1"), nil); err != nil { // after the capabilities: the dictionary is on
+			t.Fatal(err)
+		}
+		cc, err := c.current()
+		if err != nil || cc.dict.Load() == nil {
+			t.Fatalf("no dictionary negotiated: %v", err)
+		}
+		return c, cc
+	}
+	// compressed returns an Event datagram whose body, dictionary
+	// compressed, inflates to about inflated bytes.
+	compressed := func(cc *clientConn, inflated int) []byte {
+		pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte(`"` + strings.Repeat("a", inflated-16) + `"`)})
+		b, release, ok := cc.dict.Load().compressPacket(pkt)
+		if !ok {
+			t.Fatal("the event did not compress")
+		}
+		defer release()
+		return append([]byte(nil), b[frameHeadroom:]...)
+	}
+	bomber, bcc := dialQUIC()
+	ps := s.snapshotPeers()
+	if len(ps) != 1 {
+		t.Fatalf("%d peers, want the bomber's", len(ps))
+	}
+	bomberID.Store(ps[0].ID())
+	_, occ := dialQUIC()
+
+	big := compressed(bcc, size-64)    // two spend the burst and a second more
+	small := compressed(occ, size/2/n) // n of them: half the burst
+	t.Logf("datagrams of %d bytes inflating to about %d, and of %d to %d", len(big), size, len(small), size/2/n)
+	before := s.Metrics()
+	for range n {
+		for _, x := range []struct {
+			cc  *clientConn
+			dgm []byte
+		}{{bcc, big}, {occ, small}} {
+			if st, ok := x.cc.link.sendDatagram(x.dgm); !ok || (st != corkwriter.Sent && st != corkwriter.Queued) {
+				t.Fatalf("a datagram of %d bytes not sent: %v %v", len(x.dgm), st, ok)
+			}
+		}
+	}
+	dropped := func() uint64 { return s.Metrics().DroppedEvents - before.DroppedEvents }
+	waitLong(t, "every datagram handled", func() bool {
+		return uint64(bomberGot.Load())+dropped() == n && otherGot.Load() == n
+	})
+	m := s.Metrics()
+	throttled := m.InflateThrottled - before.InflateThrottled
+	t.Logf("the bomber's datagrams: %d delivered, %d dropped; %d throttled", bomberGot.Load(), dropped(), throttled)
+	if bomberGot.Load() == 0 || dropped() == 0 || throttled != dropped() {
+		t.Errorf("the bomber's datagrams: %d delivered, %d dropped, %d throttled; want some of each, as many throttled as dropped", bomberGot.Load(), dropped(), throttled)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bomber.Call(ctx, "ping", []byte("2"), nil); err != nil {
+		t.Fatalf("the bomber's call after its datagrams: %v", err)
+	}
+	if len(m.Closes) != 0 || s.Peers() != 2 {
+		t.Errorf("closes %v, %d peers; want none closed", m.Closes, s.Peers())
 	}
 }
