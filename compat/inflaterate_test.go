@@ -209,3 +209,54 @@ func TestInflateRateDatagramDropped(t *testing.T) {
 		t.Fatalf("a datagram within the budget: %d delivered, %v tokens left of %d", events.Load(), spent.tokens, size)
 	}
 }
+
+// A dictionary packet in a permessage-deflate message is charged for
+// both inflations, not only for the body it finally decodes to: each
+// costs CPU for what it produces. Charged for the body alone, a message
+// inflating to a quarter megabyte of empty stored blocks that end in a
+// tiny event would inflate for free, at any rate. Three such messages,
+// each inflating to nearly the burst, pause the reading; their events,
+// valid, are all delivered.
+func TestInflateRateChargesBothInflations(t *testing.T) {
+	const size = 256 << 10
+	var events atomic.Int32
+	s, addr := newTestServer(t, Options{
+		Router: inflateRateRouter(new(atomic.Int64), &events),
+		Limits: Limits{MaxMessageSize: size, MaxInflateRate: size},
+	})
+	c := dialPMD(t, addr, "permessage-deflate")
+	caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 2,
+		Payload: wire.AppendPair(wire.AppendPair(nil, "codec", "json"), "dict", s.dict.deflate.name)})
+	ev := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte("1")})
+	cb, release, ok := s.dict.deflate.compressPacket(append(ev, make([]byte, 64)...)) // long enough to compress
+	if !ok {
+		t.Fatal("the event did not compress")
+	}
+	small := append([]byte(nil), cb[frameHeadroom:]...)
+	release()
+	// Raw deflate: empty stored blocks (BFINAL 0, LEN 0) decode to
+	// nothing, and the packet's own blocks follow byte-aligned.
+	pkt := []byte{small[0]}
+	for len(pkt) < size-1024 {
+		pkt = append(pkt, 0, 0, 0, 0xff, 0xff)
+	}
+	pkt = append(pkt, small[1:]...)
+	msg := wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, deflateMessage(t, pkt), wsframe.Fin|wsframe.Rsv1, wsframe.NewMaskKey())
+	t.Logf("a message of %d bytes inflates to a packet of %d, whose body decodes to %d", len(msg), len(pkt), len(ev)+64-1)
+
+	frames := wsframe.AppendMaskedFrame(nil, wsframe.OpBinary, caps, wsframe.Fin, wsframe.NewMaskKey())
+	for range 3 {
+		frames = append(frames, msg...)
+	}
+	if err := c.WriteRaw(frames); err != nil {
+		t.Fatal(err)
+	}
+	waitLong(t, "delivery of every event", func() bool { return events.Load() == 3 })
+	m := s.Metrics()
+	if m.InflateThrottled == 0 {
+		t.Error("three messages inflating to nearly the burst each, as dictionary packets, were not held back")
+	}
+	if m.CompressionFailures != 0 || len(m.Closes) != 0 {
+		t.Errorf("compression failures %d, closes %v", m.CompressionFailures, m.Closes)
+	}
+}

@@ -184,6 +184,12 @@ func (p *Peer) handleMessage(op wsframe.Opcode, payload []byte) error {
 		if d == nil {
 			return &CloseError{Code: wsframe.ClosePolicyViolation, Reason: "HP_ERR_UNNEGOTIATED_COMPRESSION"}
 		}
+		// A dictionary packet that came in a permessage-deflate message
+		// was charged for that message's inflating too (wsConn.handle),
+		// and is charged again here: two inflations, each costing CPU
+		// for what it produced. Charged only for the packet's body, a
+		// message inflating to a megabyte of empty stored blocks that
+		// end in a tiny body would inflate for free.
 		p.awaitInflate()
 		inflated, release, err := d.decompress(body)
 		if err != nil {
