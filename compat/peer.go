@@ -242,7 +242,6 @@ func (p *Peer) awaitInflate() {
 		return
 	}
 	if d := b.wait(monoNow()); d > 0 {
-		p.srv.metrics.inflateThrottled.Add(1)
 		p.pauseReading(b, d)
 	}
 }
@@ -269,6 +268,7 @@ func (p *Peer) pauseReading(b *inflateBudget, d time.Duration) {
 	if p.once.Load()&onceClosing != 0 {
 		return
 	}
+	p.srv.metrics.inflateThrottled.Add(1)
 	p.link.pauseTurn(func() {
 		hooks := testHookInflatePause.Load()
 		if hooks != nil {
