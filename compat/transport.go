@@ -741,8 +741,6 @@ func (c *wsConn) sendBuilt(b []byte) corkwriter.Status {
 // takes it (takeoverRoom), so the refused answer joined no window and is
 // sent again as any other (before that, a reading client was disconnected
 // at the first answer its outbox refused).
-func (c *wsConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
-
 func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	n := len(b) // the header fits the headroom
 	if c.pmd != nil {
@@ -750,6 +748,9 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	}
 	return awaitOutboxRoom(c.out, n, inTurn, deadline)
 }
+
+// pauseTurn runs an inflate pause with the turn's answers sent (pauseInTurn).
+func (c *wsConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
 
 // deflateBound is the most a message of n bytes takes compressed, with
 // its frame header: deflate adds 5 bytes per stored block of up to 64 KiB
