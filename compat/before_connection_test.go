@@ -278,7 +278,7 @@ func TestSCTPUnreliableStreamBeforeControlStream(t *testing.T) {
 // (a plain pending offer holds about 110 KiB).
 func TestWebRTCUnreliableChannelBeforeControlChannel(t *testing.T) {
 	e := newCarrierEnv(t, Options{})
-	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api(defaultSCTPRTOMax).NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func signalRaw(t *testing.T, e *carrierEnv, pc *webrtc.PeerConnection) {
 // connection had closed.
 func TestWebRTCClosedBeforeControlChannelFreesItsSlot(t *testing.T) {
 	e := newCarrierEnv(t, Options{})
-	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api(defaultSCTPRTOMax).NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}

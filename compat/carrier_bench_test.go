@@ -249,7 +249,7 @@ func dialSCTPEcho(b *testing.B) rawEcho {
 				return
 			}
 			go func() {
-				a, err := sctpServer(nc, limits)
+				a, err := sctpServer(nc, limits, defaultSCTPRTOMax)
 				if err != nil {
 					return
 				}
@@ -276,7 +276,7 @@ func dialSCTPEcho(b *testing.B) rawEcho {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := sctpClient(nc, limits)
+	a, err := sctpClient(nc, limits, defaultSCTPRTOMax)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func (e *dcEcho) close() {
 }
 
 func dialWebRTCEcho(b *testing.B) rawEcho {
-	api := WebRTCOptions{LoopbackOnly: true}.api()
+	api := WebRTCOptions{LoopbackOnly: true}.api(defaultSCTPRTOMax)
 	client, err := api.NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		b.Fatal(err)

@@ -46,6 +46,11 @@ type ClientOptions struct {
 	DTLSConfig *dtls.Config
 	// WebRTC configures webrtc+http:// and webrtc+https:// URLs.
 	WebRTC WebRTCOptions
+	// SCTPRTOMax caps the retransmission timeout of the client's SCTP
+	// associations: sctp://, sctp+dtls:// and WebRTC's data channels. 3 s
+	// by default; Dial refuses a value under 1 s, SCTP's RTO.Min.
+	// Options.SCTPRTOMax says why 3 s, and when to choose another.
+	SCTPRTOMax time.Duration
 	// Handlers answers the server's asks; nil answers every ask NotFound.
 	// A handler's ctx ends at the ask's timeout, or when the connection
 	// it came on ends (a drop, Close). Each runs on a goroutine of its
@@ -319,6 +324,12 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
 			return nil, err
 		}
+	}
+	if opts.SCTPRTOMax == 0 {
+		opts.SCTPRTOMax = defaultSCTPRTOMax
+	}
+	if err := checkSCTPRTOMax("ClientOptions.SCTPRTOMax", opts.SCTPRTOMax); err != nil {
+		return nil, err
 	}
 	if opts.Reconnect.MinDelay <= 0 {
 		opts.Reconnect.MinDelay = 100 * time.Millisecond

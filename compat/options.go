@@ -71,6 +71,42 @@ type Options struct {
 	// 2 s, and is dropped otherwise. 256 by default.
 	MaxPendingSCTP int
 
+	// SCTPRTOMax caps the retransmission timeout (RTO) of the server's SCTP
+	// associations, native (ServeSCTP) and WebRTC's (WebRTCHandler); 3 s
+	// by default, where pion's own default is RFC 9260's RTO.Max of 60 s.
+	// The timer doubles at each expiry (§6.3.3 E2) and comes down only
+	// with a fresh round-trip sample (§6.3.1): a flooded association was
+	// seen backed off to 8.9 s, so that each later loss waited that long,
+	// and a packet lost a few times in a row could wait up to a minute,
+	// past the keepalive (25 s) and IdleTimeout (60 s), which would give
+	// up as silent a connection SCTP was about to recover. Capped at 3 s,
+	// with RTO.Min's 1 s, the timer runs 1, 2, 3, 3 s…: a lost packet, or
+	// a probe of a closed receive window, is sent again within 3 s, eight
+	// times or more within a default keepalive interval. 3 s is what
+	// Chromium's SCTP gives its data channels (kMaxTimerBackoffDuration),
+	// so a browser's end backs off alike. The cost, on a path that is
+	// down, is one retransmitted packet per association every 3 s instead
+	// of ever more rarely; and an INIT, whose resends it also times, is
+	// sent again sooner (its 8 resends span about 24 s instead of 4
+	// minutes, still past the Go client's 10 s ConnectTimeout), which
+	// suits a client dropped past MaxPendingSCTP.
+	//
+	// Raise it on a path whose round trip, with its jitter, nears the cap
+	// (a geostationary satellite hop, a congested mobile link whose delay
+	// spikes to seconds): a timer that expires before the
+	// acknowledgement arrives sends again what was not lost, and each
+	// expiry cuts the congestion window to one packet (§7.2.3). Keep it
+	// under the keepalive interval, with room for a few resends: a
+	// keepalive interval under the cap (an IdleTimeout under twice it sets
+	// one by default) may give a connection up while a retransmission
+	// waits. Lower it, down to 1 s, on a LAN, where a lost packet is
+	// rarely congestion and is worth sending again sooner. NewServer
+	// refuses a value under 1 s, SCTP's RTO.Min (§6.3.1 C6): pion takes
+	// the cap as the timeout outright when it is below RTO.Min, whatever
+	// the round trip, and would resend every packet of a slower path. Each
+	// end caps its own timers: a Go client's is ClientOptions.SCTPRTOMax.
+	SCTPRTOMax time.Duration
+
 	// MaxPendingQUIC bounds the QUIC connections, across the server's
 	// ServeQUIC listeners, accepted and still without their control
 	// stream (native QUIC) or their first WebTransport session (HTTP/3),
@@ -357,6 +393,9 @@ func (o Options) check() error {
 	if err := checkKeepalive(o.KeepaliveInterval, o.IdleTimeout); err != nil {
 		return err
 	}
+	if err := checkSCTPRTOMax("Options.SCTPRTOMax", o.SCTPRTOMax); err != nil {
+		return err
+	}
 	if l := o.Compression.Level; l < 1 || l > 9 {
 		// deflatecache would refuse it, and every upgrade that negotiates
 		// permessage-deflate would fail with 500.
@@ -446,6 +485,9 @@ func (o Options) withDefaults() Options {
 	o.Limits = o.Limits.withDefaults()
 	if o.MaxPendingSCTP <= 0 {
 		o.MaxPendingSCTP = 256
+	}
+	if o.SCTPRTOMax == 0 {
+		o.SCTPRTOMax = defaultSCTPRTOMax
 	}
 	if o.MaxPendingQUIC <= 0 {
 		o.MaxPendingQUIC = 256

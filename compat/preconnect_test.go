@@ -860,7 +860,7 @@ func TestShutdownDropsPendingQUIC(t *testing.T) {
 // the test's end closes.
 func gatheredOffer(t *testing.T, label string) *webrtc.SessionDescription {
 	t.Helper()
-	pc, err := WebRTCOptions{LoopbackOnly: true}.api().NewPeerConnection(webrtc.Configuration{})
+	pc, err := WebRTCOptions{LoopbackOnly: true}.api(defaultSCTPRTOMax).NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}

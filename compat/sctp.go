@@ -175,7 +175,7 @@ func (s *Server) serveSCTPConn(nc net.Conn, slot *addrSlot, handshaken func()) {
 	// close notice once its association is up: dropped before, it would
 	// wait for its handshake until its connect timeout.
 	up, refusal := s.prepareUpgrade(req, slot)
-	a, err := sctpServer(nc, s.opts.Limits)
+	a, err := sctpServer(nc, s.opts.Limits, s.opts.SCTPRTOMax)
 	if err != nil {
 		timer.Stop()
 		fail()
@@ -219,36 +219,37 @@ func dtlsConnectionState(dc *dtls.Conn) *tls.ConnectionState {
 	return cs
 }
 
-// sctpRTOMax bounds the retransmission timeout (RTO) of every SCTP
-// association, native (sctpOptions) and WebRTC's (WebRTCOptions), where
-// pion's default is RFC 9260's RTO.Max of 60 s. The timer doubles at each
-// expiry (§6.3.3 E2) and comes down only with a fresh round-trip sample
-// (§6.3.1): a flooded association was seen backed off to 8.9 s, so that
-// each later loss waited that long, and a packet lost a few times in a row
-// could wait up to a minute, past the keepalive (25 s) and IdleTimeout
-// (60 s), which would give up as silent a connection SCTP was about to
-// recover. With pion's RTO.Min of 1 s the timer now runs 1, 2, 3, 3 s…:
-// a lost packet, or a probe of a closed receive window, is sent again
-// within 3 s, eight times or more within a default keepalive interval.
-// 3 s is what Chromium's SCTP gives its data channels
-// (kMaxTimerBackoffDuration), so a browser's end backs off alike. The
-// cost, on a path that is down, is one retransmitted packet per
-// association every 3 s instead of ever more rarely; and an INIT, whose
-// resends it also times, is sent again sooner (its 8 resends span about
-// 24 s instead of 4 minutes, still past ConnectTimeout's 10 s), which
-// suits a client dropped past MaxPendingSCTP. A keepalive interval under
-// 3 s (as an IdleTimeout under 6 s sets by default) is shorter than this
-// bound, and a connection may then be given up while a retransmission
-// waits.
-const sctpRTOMax = 3 * time.Second
+// defaultSCTPRTOMax is Options.SCTPRTOMax and ClientOptions.SCTPRTOMax
+// when unset; the Options field's doc says why 3 s.
+const defaultSCTPRTOMax = 3 * time.Second
+
+// minSCTPRTOMax is the least cap accepted: RTO.Min, 1 s in pion as in
+// RFC 9260 §16. pion takes any positive cap, but computes the timeout as
+// min(max(estimate, RTO.Min), cap): under RTO.Min the cap is the timeout
+// itself, whatever the round trip, against §6.3.1 C6 ("RTOs that do not
+// have a high minimum value are susceptible to unnecessary timeouts"). On
+// a path whose round trip is longer, every packet would be sent again at
+// each cap until acknowledged, and an INIT's 8 resends would all be spent
+// within 9 caps, before a server past MaxPendingSCTP had room for it.
+const minSCTPRTOMax = time.Second
+
+// checkSCTPRTOMax refuses a cap, once its default is filled in, below
+// minSCTPRTOMax; name is the option's, for the error.
+func checkSCTPRTOMax(name string, d time.Duration) error {
+	if d < minSCTPRTOMax {
+		return fmt.Errorf("compat: %s %v is below SCTP's RTO.Min of %v (RFC 9260 §6.3.1 C6): pion would time every retransmission at exactly that, however long the round trip; 0 takes the default %v", name, d, minSCTPRTOMax, defaultSCTPRTOMax)
+	}
+	return nil
+}
 
 // sctpOptions are the options of every hotpath association over nc, a
-// server's (sctpServer) or a client's (sctpClient).
-func sctpOptions(nc net.Conn, limits Limits) []sctp.AssociationOption {
+// server's (sctpServer) or a client's (sctpClient); rtoMax caps its
+// retransmission timeout (Options.SCTPRTOMax).
+func sctpOptions(nc net.Conn, limits Limits, rtoMax time.Duration) []sctp.AssociationOption {
 	return []sctp.AssociationOption{
 		sctp.WithNetConn(nc),
 		sctp.WithLoggerFactory(quietLogs),
-		sctp.WithRTOMax(float64(sctpRTOMax / time.Millisecond)), // in ms
+		sctp.WithRTOMax(float64(rtoMax) / float64(time.Millisecond)), // in ms
 		// A write waits while the association's send queue is full: the
 		// outbox, not pion's queue, holds what a slow peer has not read.
 		sctp.WithBlockWrite(true),
@@ -258,8 +259,8 @@ func sctpOptions(nc net.Conn, limits Limits) []sctp.AssociationOption {
 
 // sctpServer accepts an association over nc; it blocks until the
 // association is up.
-func sctpServer(nc net.Conn, limits Limits) (*sctp.Association, error) {
-	opts := sctpOptions(nc, limits)
+func sctpServer(nc net.Conn, limits Limits, rtoMax time.Duration) (*sctp.Association, error) {
+	opts := sctpOptions(nc, limits, rtoMax)
 	server := make([]sctp.ServerOption, len(opts))
 	for i, o := range opts {
 		server[i] = o
@@ -269,8 +270,8 @@ func sctpServer(nc net.Conn, limits Limits) (*sctp.Association, error) {
 
 // sctpClient opens an association over nc; it blocks until the
 // association is up.
-func sctpClient(nc net.Conn, limits Limits) (*sctp.Association, error) {
-	opts := sctpOptions(nc, limits)
+func sctpClient(nc net.Conn, limits Limits, rtoMax time.Duration) (*sctp.Association, error) {
+	opts := sctpOptions(nc, limits, rtoMax)
 	client := make([]sctp.ClientOption, len(opts))
 	for i, o := range opts {
 		client[i] = o
@@ -628,7 +629,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		return nil, failed(err)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	a, err := sctpClient(nc, c.opts.Limits)
+	a, err := sctpClient(nc, c.opts.Limits, c.opts.SCTPRTOMax)
 	stop()
 	if err != nil {
 		nc.Close()

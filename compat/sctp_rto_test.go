@@ -25,8 +25,8 @@ func pionRTOMax(t *testing.T, a *sctp.Association) time.Duration {
 	return time.Duration(f.Float() * float64(time.Millisecond))
 }
 
-// Both ends of a native SCTP association run with sctpRTOMax, not pion's
-// default 60 s.
+// Each end of a native SCTP association runs with the cap it was handed,
+// not pion's default 60 s.
 func TestSCTPAssociationsGetRTOMax(t *testing.T) {
 	ln, err := ListenSCTP("127.0.0.1:0")
 	if err != nil {
@@ -34,6 +34,7 @@ func TestSCTPAssociationsGetRTOMax(t *testing.T) {
 	}
 	defer ln.Close()
 	limits := Limits{}.withDefaults()
+	const serverCap, clientCap = 2 * time.Second, 5 * time.Second
 	type result struct {
 		a   *sctp.Association
 		err error
@@ -45,7 +46,7 @@ func TestSCTPAssociationsGetRTOMax(t *testing.T) {
 			served <- result{err: err}
 			return
 		}
-		a, err := sctpServer(nc, limits)
+		a, err := sctpServer(nc, limits, serverCap)
 		served <- result{a, err}
 	}()
 	ua, _ := net.ResolveUDPAddr("udp", ln.Addr().String())
@@ -54,7 +55,7 @@ func TestSCTPAssociationsGetRTOMax(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	client, err := sctpClient(nc, limits)
+	client, err := sctpClient(nc, limits, clientCap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +70,21 @@ func TestSCTPAssociationsGetRTOMax(t *testing.T) {
 		t.Fatal(server.err)
 	}
 	defer server.a.Abort("")
-	for end, a := range map[string]*sctp.Association{"client": client, "server": server.a} {
-		if got := pionRTOMax(t, a); got != sctpRTOMax {
-			t.Errorf("%s association: RTO max %v, want %v", end, got, sctpRTOMax)
-		}
+	if got := pionRTOMax(t, client); got != clientCap {
+		t.Errorf("client association: RTO max %v, want %v", got, clientCap)
+	}
+	if got := pionRTOMax(t, server.a); got != serverCap {
+		t.Errorf("server association: RTO max %v, want %v", got, serverCap)
 	}
 }
 
 // The WebRTC carrier's setting engine, a server's and a client's (both
-// come from WebRTCOptions.api), hands pion's SCTP transport sctpRTOMax.
+// come from WebRTCOptions.api), hands pion's SCTP transport its cap.
 // pion exposes no getter: the test reads the unexported field.
 func TestWebRTCSettingEngineGetsRTOMax(t *testing.T) {
 	for _, opts := range []WebRTCOptions{{}, {LoopbackOnly: true}} {
-		api := reflect.ValueOf(opts.api()).Elem()
+		const rtoMax = 4 * time.Second
+		api := reflect.ValueOf(opts.api(rtoMax)).Elem()
 		se := api.FieldByName("settingEngine")
 		if !se.IsValid() || se.Kind() != reflect.Pointer || se.IsNil() {
 			t.Fatal("pion's API has no settingEngine any more: update this test")
@@ -90,18 +93,18 @@ func TestWebRTCSettingEngineGetsRTOMax(t *testing.T) {
 		if !f.IsValid() || f.Type() != reflect.TypeFor[time.Duration]() {
 			t.Fatal("pion's SettingEngine has no sctp.rtoMax any more: update this test")
 		}
-		if got := time.Duration(f.Int()); got != sctpRTOMax {
-			t.Errorf("LoopbackOnly %v: SCTP RTO max %v, want %v", opts.LoopbackOnly, got, sctpRTOMax)
+		if got := time.Duration(f.Int()); got != rtoMax {
+			t.Errorf("LoopbackOnly %v: SCTP RTO max %v, want %v", opts.LoopbackOnly, got, rtoMax)
 		}
 	}
 }
 
-// sctpRTOMax is below the default keepalive interval, with room for a few
+// defaultSCTPRTOMax is below the default keepalive interval, with room for a few
 // resends: a lost packet is sent again well before a silent connection is
 // pinged, let alone given up.
 func TestSCTPRTOMaxBelowKeepalive(t *testing.T) {
 	keepalive := defaultKeepalive(0, Options{}.withDefaults().IdleTimeout)
-	if 4*sctpRTOMax > keepalive {
-		t.Errorf("sctpRTOMax %v leaves under 4 resends within the default keepalive interval %v", sctpRTOMax, keepalive)
+	if 4*defaultSCTPRTOMax > keepalive {
+		t.Errorf("defaultSCTPRTOMax %v leaves under 4 resends within the default keepalive interval %v", defaultSCTPRTOMax, keepalive)
 	}
 }

@@ -33,6 +33,8 @@ const (
 )
 
 // WebRTCOptions configures the WebRTC carrier of a server or a client.
+// The SCTP retransmission cap of its data channels is native SCTP's:
+// Options.SCTPRTOMax, or ClientOptions.SCTPRTOMax on a client.
 type WebRTCOptions struct {
 	// ICEServers are the STUN and TURN servers for NAT traversal; none are
 	// needed between hosts that reach each other directly.
@@ -55,11 +57,14 @@ type WebRTCOptions struct {
 	MaxPending int
 }
 
-func (o WebRTCOptions) api() *webrtc.API {
+// api is the pion API of the carrier; rtoMax caps the retransmission
+// timeout of its SCTP associations (Options.SCTPRTOMax, as on native
+// SCTP; pion's default is 60 s).
+func (o WebRTCOptions) api(rtoMax time.Duration) *webrtc.API {
 	var se webrtc.SettingEngine
 	se.DetachDataChannels()
 	se.SetSCTPMaxMessageSize(maxChannelMessage)
-	se.SetSCTPRTOMax(sctpRTOMax) // as on native SCTP; pion's default is 60 s
+	se.SetSCTPRTOMax(rtoMax)
 	se.LoggerFactory = quietLogs
 	if o.LoopbackOnly {
 		se.SetIncludeLoopbackCandidate(true)
@@ -120,7 +125,7 @@ var signalBodyTimeout = handshakeTimeout
 // request passes Options.CheckOrigin and Options.Authenticate as a
 // WebSocket upgrade does.
 func (s *Server) WebRTCHandler(opts WebRTCOptions) http.Handler {
-	api := opts.api()
+	api := opts.api(s.opts.SCTPRTOMax)
 	config := webrtc.Configuration{ICEServers: opts.ICEServers}
 	maxPending := int64(opts.MaxPending)
 	if maxPending <= 0 {
@@ -611,7 +616,7 @@ func (c *rtcChannel) buffered() int { return int(c.dc.BufferedAmount()) }
 func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 	signal := *u
 	signal.Scheme = strings.TrimPrefix(u.Scheme, "webrtc+")
-	pc, err := c.opts.WebRTC.api().NewPeerConnection(webrtc.Configuration{ICEServers: c.opts.WebRTC.ICEServers})
+	pc, err := c.opts.WebRTC.api(c.opts.SCTPRTOMax).NewPeerConnection(webrtc.Configuration{ICEServers: c.opts.WebRTC.ICEServers})
 	if err != nil {
 		return nil, err
 	}
