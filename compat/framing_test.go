@@ -21,6 +21,7 @@ import (
 type nullTransport struct{}
 
 func (nullTransport) carrier() Carrier                              { return CarrierQUIC }
+func (nullTransport) encrypted() bool                               { return true }
 func (nullTransport) carriesCloseCode() bool                        { return true }
 func (nullTransport) closeTransport(wsframe.CloseCode, string)      {}
 func (nullTransport) closeErrorOf(error) *CloseError                { return nil }

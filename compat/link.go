@@ -74,6 +74,9 @@ type link interface {
 	liveness() *liveness
 	// carrier names the carrier, for logs and metrics.
 	carrier() Carrier
+	// encrypted reports whether the carrier encrypts the link: TLS,
+	// DTLS, or QUIC's TLS (Peer.Encrypted).
+	encrypted() bool
 }
 
 // messageHandler receives the packets of a link, decompressed when they

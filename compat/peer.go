@@ -113,6 +113,16 @@ func (p *Peer) RemoteAddr() string { return p.remoteAddr }
 // Carrier returns what the connection runs over.
 func (p *Peer) Carrier() Carrier { return p.link.carrier() }
 
+// Encrypted reports whether the connection is encrypted between the
+// client and this server, which Carrier does not tell for WebSocket and
+// SCTP: true over TLS (wss://, served by Serve over tls.NewListener or by
+// ServeHTTP under an http.Server serving TLS), over DTLS (SCTP from
+// ListenSCTPDTLS; WebRTC, always) and over QUIC (native QUIC and
+// WebTransport, always); false for ws:// and for SCTP over plain UDP.
+// It tells of the hop the server reads: behind a proxy that ends TLS it
+// is false, whatever the client used.
+func (p *Peer) Encrypted() bool { return p.link.encrypted() }
+
 // Context returns a context canceled when the connection ends.
 func (p *Peer) Context() context.Context { return p.ctx }
 

@@ -16,6 +16,8 @@ import (
 // beyond the control stream or channel the packets travel on.
 type pktTransport interface {
 	carrier() Carrier
+	// encrypted reports whether the carrier connection is encrypted.
+	encrypted() bool
 	// closeTransport ends the carrier connection, telling the other end
 	// code and reason where the carrier can (QUIC's CONNECTION_CLOSE).
 	closeTransport(code wsframe.CloseCode, reason string)
@@ -160,6 +162,7 @@ func newMessageConn(t pktTransport, ch msgChannel, limits Limits) *pktConn {
 }
 
 func (c *pktConn) carrier() Carrier    { return c.t.carrier() }
+func (c *pktConn) encrypted() bool     { return c.t.encrypted() }
 func (c *pktConn) liveness() *liveness { return &c.live }
 
 // maxPacket is a data channel message's limit; streams have none.

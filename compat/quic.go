@@ -342,6 +342,8 @@ func (t *quicTransport) carriesCloseCode() bool { return true }
 
 func (t *quicTransport) carrier() Carrier { return CarrierQUIC }
 
+func (t *quicTransport) encrypted() bool { return true } // QUIC runs TLS 1.3 (RFC 9001)
+
 func (t *quicTransport) closeTransport(code wsframe.CloseCode, reason string) {
 	t.conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
 }

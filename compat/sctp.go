@@ -357,6 +357,12 @@ func (t *sctpTransport) carriesCloseCode() bool { return false }
 
 func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
 
+// encrypted: over DTLS (ListenSCTPDTLS, sctp+dtls://), not over plain UDP.
+func (t *sctpTransport) encrypted() bool {
+	_, ok := t.nc.(*dtls.Conn)
+	return ok
+}
+
 // closeTransport shuts the association down gracefully, so that what was
 // written is delivered, except on an abnormal close; then it closes the
 // connection under it.

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -855,3 +856,12 @@ func (c *wsConn) refuse(code wsframe.CloseCode, reason string) {
 func (c *wsConn) maxPacket() int      { return 0 }
 func (c *wsConn) liveness() *liveness { return &c.live }
 func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
+
+// encrypted reports whether the connection runs over TLS: a *tls.Conn
+// (Serve over tls.NewListener, or the connection ServeHTTP hijacks from
+// an http.Server serving TLS), or any connection that reports a TLS state
+// as one does.
+func (c *wsConn) encrypted() bool {
+	_, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState })
+	return ok
+}

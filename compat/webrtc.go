@@ -450,6 +450,10 @@ func (t *rtcTransport) carriesCloseCode() bool { return false }
 
 func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 
+// encrypted: a data channel always runs over DTLS (RFC 8831), whatever
+// the signalling ran over.
+func (t *rtcTransport) encrypted() bool { return true }
+
 // closeTransport closes the peer connection: a data channel carries no
 // close code (the close notice does). Except on an abnormal close, it
 // first waits, for up to noticeDeliveryTimeout, until the other end has

@@ -315,6 +315,8 @@ func (t *wtTransport) carriesCloseCode() bool { return false }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
+func (t *wtTransport) encrypted() bool { return true } // over HTTP/3, over QUIC
+
 func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {
 	t.sess.CloseWithError(webtransport.SessionErrorCode(code), reason)
 	if t.dialer != nil {

@@ -1,0 +1,66 @@
+package compat
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"testing"
+)
+
+// Peer.Encrypted on every carrier and way of serving it: TLS under
+// WebSocket from Serve and from ServeHTTP, or none; DTLS under SCTP, or
+// plain UDP; QUIC, WebTransport and WebRTC, always. Carrier stays the
+// same for SCTP with and without DTLS.
+func TestPeerEncrypted(t *testing.T) {
+	e := newCarrierEnv(t, Options{})
+	rawTLS, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rawTLS.Close() })
+	go e.srv.Serve(tls.NewListener(rawTLS, e.cert.ServerTLSConfig()))
+	httpTLS, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: e.srv, TLSConfig: e.cert.ServerTLSConfig()}
+	go hs.ServeTLS(httpTLS, "", "")
+	t.Cleanup(func() { hs.Close() })
+	for _, tc := range []struct {
+		name    string
+		url     string
+		carrier Carrier
+		want    bool
+	}{
+		{"ws/Serve", e.urls[CarrierWebSocket], CarrierWebSocket, false},
+		{"ws/ServeHTTP", "ws://" + startServer(t, e.srv, true) + "/ws", CarrierWebSocket, false},
+		{"wss/Serve", "wss://" + rawTLS.Addr().String() + "/ws", CarrierWebSocket, true},
+		{"wss/ServeHTTP", "wss://" + httpTLS.Addr().String() + "/ws", CarrierWebSocket, true},
+		{"quic", e.urls[CarrierQUIC], CarrierQUIC, true},
+		{"webtransport", e.urls[CarrierWebTransport], CarrierWebTransport, true},
+		{"sctp", e.urls[CarrierSCTP], CarrierSCTP, false},
+		{"sctp+dtls", e.urls[carrierSCTPDTLS], CarrierSCTP, true},
+		{"webrtc", e.urls[CarrierWebRTC], CarrierWebRTC, true}, // signalled over plain HTTP
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := e.dialURL(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				c.Close()
+				waitFor(t, func() bool { return e.srv.Peers() == 0 })
+			}()
+			var peers []*Peer
+			waitFor(t, func() bool { peers = e.srv.snapshotPeers(); return len(peers) == 1 })
+			p := peers[0]
+			if p.Carrier() != tc.carrier || p.Encrypted() != tc.want {
+				t.Errorf("peer on %s, Encrypted %v; want %s, %v", p.Carrier(), p.Encrypted(), tc.carrier, tc.want)
+			}
+			// The client's link says the same of its end.
+			if got := c.conn.link.encrypted(); got != tc.want {
+				t.Errorf("client's link: encrypted %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
