@@ -47,8 +47,10 @@ type Options struct {
 	// reads; any other error refuses with 403 "forbidden", its text logged
 	// at Debug level and not sent. Native QUIC and SCTP connections have
 	// no HTTP request: r then has Proto "quic", "sctp" or "sctp+dtls",
-	// RemoteAddr, and in TLS the certificates the client sent (none over
-	// SCTP without DTLS).
+	// RemoteAddr, and in TLS the certificates the client sent (TLS is nil
+	// over SCTP without DTLS). r.TLS is set whenever the connection is
+	// encrypted (Peer.Encrypted), Serve over tls.NewListener included,
+	// but on WebRTC, whose r is the signalling request.
 	Authenticate func(r *http.Request) (identity any, err error)
 
 	// Compress decides per upgrade request whether permessage-deflate may

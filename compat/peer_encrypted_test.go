@@ -10,9 +10,13 @@ import (
 // Peer.Encrypted on every carrier and way of serving it: TLS under
 // WebSocket from Serve and from ServeHTTP, or none; DTLS under SCTP, or
 // plain UDP; QUIC, WebTransport and WebRTC, always. Carrier stays the
-// same for SCTP with and without DTLS.
+// same for SCTP with and without DTLS. Options.Authenticate sees the same
+// in r.TLS, but on WebRTC, whose request is the signalling's: Serve over
+// tls.NewListener gave it none.
 func TestPeerEncrypted(t *testing.T) {
-	e := newCarrierEnv(t, Options{})
+	e := newCarrierEnv(t, Options{Authenticate: func(r *http.Request) (any, error) {
+		return r.TLS != nil && r.TLS.HandshakeComplete, nil // the identity: r had a TLS state
+	}})
 	rawTLS, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -31,16 +35,17 @@ func TestPeerEncrypted(t *testing.T) {
 		url     string
 		carrier Carrier
 		want    bool
+		authTLS bool // whether Authenticate's r has a TLS state
 	}{
-		{"ws/Serve", e.urls[CarrierWebSocket], CarrierWebSocket, false},
-		{"ws/ServeHTTP", "ws://" + startServer(t, e.srv, true) + "/ws", CarrierWebSocket, false},
-		{"wss/Serve", "wss://" + rawTLS.Addr().String() + "/ws", CarrierWebSocket, true},
-		{"wss/ServeHTTP", "wss://" + httpTLS.Addr().String() + "/ws", CarrierWebSocket, true},
-		{"quic", e.urls[CarrierQUIC], CarrierQUIC, true},
-		{"webtransport", e.urls[CarrierWebTransport], CarrierWebTransport, true},
-		{"sctp", e.urls[CarrierSCTP], CarrierSCTP, false},
-		{"sctp+dtls", e.urls[carrierSCTPDTLS], CarrierSCTP, true},
-		{"webrtc", e.urls[CarrierWebRTC], CarrierWebRTC, true}, // signalled over plain HTTP
+		{"ws/Serve", e.urls[CarrierWebSocket], CarrierWebSocket, false, false},
+		{"ws/ServeHTTP", "ws://" + startServer(t, e.srv, true) + "/ws", CarrierWebSocket, false, false},
+		{"wss/Serve", "wss://" + rawTLS.Addr().String() + "/ws", CarrierWebSocket, true, true},
+		{"wss/ServeHTTP", "wss://" + httpTLS.Addr().String() + "/ws", CarrierWebSocket, true, true},
+		{"quic", e.urls[CarrierQUIC], CarrierQUIC, true, true},
+		{"webtransport", e.urls[CarrierWebTransport], CarrierWebTransport, true, true},
+		{"sctp", e.urls[CarrierSCTP], CarrierSCTP, false, false},
+		{"sctp+dtls", e.urls[carrierSCTPDTLS], CarrierSCTP, true, true},
+		{"webrtc", e.urls[CarrierWebRTC], CarrierWebRTC, true, false}, // signalled over plain HTTP
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := e.dialURL(tc.url)
@@ -56,6 +61,9 @@ func TestPeerEncrypted(t *testing.T) {
 			p := peers[0]
 			if p.Carrier() != tc.carrier || p.Encrypted() != tc.want {
 				t.Errorf("peer on %s, Encrypted %v; want %s, %v", p.Carrier(), p.Encrypted(), tc.carrier, tc.want)
+			}
+			if got := p.Identity(); got != tc.authTLS {
+				t.Errorf("Authenticate saw a TLS state: %v, want %v", got, tc.authTLS)
 			}
 			// The client's link says the same of its end.
 			if got := c.conn.link.encrypted(); got != tc.want {

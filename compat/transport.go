@@ -857,11 +857,14 @@ func (c *wsConn) maxPacket() int      { return 0 }
 func (c *wsConn) liveness() *liveness { return &c.live }
 func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
 
-// encrypted reports whether the connection runs over TLS: a *tls.Conn
-// (Serve over tls.NewListener, or the connection ServeHTTP hijacks from
-// an http.Server serving TLS), or any connection that reports a TLS state
-// as one does.
+// tlsConn is a connection over TLS: a *tls.Conn, or any connection that
+// reports a TLS state as one does.
+type tlsConn interface{ ConnectionState() tls.ConnectionState }
+
+// encrypted reports whether the connection runs over TLS: Serve over
+// tls.NewListener, or the connection ServeHTTP hijacks from an
+// http.Server serving TLS.
 func (c *wsConn) encrypted() bool {
-	_, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState })
+	_, ok := c.nc.(tlsConn)
 	return ok
 }

@@ -3,6 +3,7 @@ package compat
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -829,6 +830,20 @@ var (
 // as net/http does.
 var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("more than one Host header"))
 
+// tlsState is the TLS state of a connection that runs over TLS (a
+// *tls.Conn, as tls.NewListener accepts), for the request the upgrade
+// checks see on Serve, as net/http gives it under ServeHTTP; nil for any
+// other. Without it, an Authenticate behind Serve could not read the
+// client's certificates, and took every wss:// client for a plain one.
+func tlsState(nc net.Conn) *tls.ConnectionState {
+	tc, ok := nc.(tlsConn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	return &st
+}
+
 // upgradeConn reads and answers the upgrade request on a raw connection
 // with gobwas/ws's Upgrader. It collects the few headers the checks read
 // and runs the same checks as ServeHTTP on a request built from them;
@@ -876,6 +891,8 @@ func (s *Server) upgradeConn(nc net.Conn, slot *addrSlot) (*upgrade, error) {
 				return nil, rej // its own status, and header (426)
 			}
 			if err == nil {
+				// The request is read: over TLS, its handshake is done.
+				r.TLS = tlsState(nc)
 				up, err = s.prepareUpgrade(r, slot)
 			}
 			if err != nil {
