@@ -160,23 +160,26 @@ type Options struct {
 	// never finish, nor fill MaxPendingQUIC, MaxPendingSCTP or WebRTC's
 	// MaxPending, which every client shares. It counts from Serve's
 	// accept, before a byte is read; from a QUIC connection's accept,
-	// native or HTTP/3 (whose first WebTransport session takes the count
-	// over; a later session counts from its CONNECT); from an SCTP
-	// association's accept; from WebRTC's signalling request; and under
-	// ServeHTTP from the handler, net/http having read the request first
-	// (its ReadHeaderTimeout bounds that). Past it a connection gets
+	// native or HTTP/3 (an HTTP/3 connection counts once while it has no
+	// WebTransport session, and once per session while it has some: a
+	// session takes the connection's count over when the connection has
+	// no other, else counts from its CONNECT, and the connection takes
+	// the last one's back as it ends, until the connection closes); from
+	// an SCTP association's accept; from WebRTC's signalling request; and
+	// under ServeHTTP from the handler, net/http having read the request
+	// first (its ReadHeaderTimeout bounds that). Past it a connection gets
 	// MaxConnections' refusal with a reason of its own, where it is
 	// counted: 503 "too many connections from this address" with
 	// Retry-After (ServeHTTP, WebRTC signalling and a WebTransport
-	// session's CONNECT after the connection's first; Serve writes it at
-	// the accept, before the request, and closes); on a QUIC listener made
-	// by ListenQUIC, QUIC's CONNECTION_REFUSED at the connection's first
-	// packet, before any TLS work (native QUIC and WebTransport alike);
-	// on a listener the application made, and for one that raced past
-	// that check, a close of its QUIC connection at its accept with 1013
-	// HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; and on SCTP a drop, as
-	// past MaxPendingSCTP: its client retries its INIT, a refusal it could
-	// read taking the handshake the cap spares. Refusals count in
+	// session's CONNECT beside another on its connection; Serve writes it
+	// at the accept, before the request, and closes); on a QUIC listener
+	// made by ListenQUIC, QUIC's CONNECTION_REFUSED at the connection's
+	// first packet, before any TLS work (native QUIC and WebTransport
+	// alike); on a listener the application made, and for one that raced
+	// past that check, a close of its QUIC connection at its accept with
+	// 1013 HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; and on SCTP a drop,
+	// as past MaxPendingSCTP: its client retries its INIT, a refusal it
+	// could read taking the handshake the cap spares. Refusals count in
 	// Metrics.RefusedPerAddress. 0 (or less), the default, is no cap:
 	// behind a reverse proxy every connection shares the proxy's address,
 	// and the cap would be one for all. Options.Authenticate may still

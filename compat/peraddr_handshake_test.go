@@ -246,11 +246,12 @@ func TestMaxConnectionsPerAddressAbandonedHandshakes(t *testing.T) {
 }
 
 // WebTransport sessions that never open their control stream end their
-// counts by address as they close, while their connection stays open: the
-// connection's first session holds the count the connection took at its
-// accept, a later one a count of its own, and a CONNECT that opens no
-// session (webtransport-go refuses a second one at once without its flow
-// control) ends its own.
+// counts by address as they close, while their connection stays open,
+// counted once: the connection's first session holds the count the
+// connection took at its accept, a later one the count the connection
+// took back as the first ended, and a CONNECT that opens no session
+// (webtransport-go refuses a second one at once without its flow
+// control) ends its own. Closed, the connection leaves no count.
 func TestMaxConnectionsPerAddressWebTransportSessions(t *testing.T) {
 	e := newCarrierEnv(t, Options{MaxConnectionsPerAddress: 4})
 	tc := e.cert.ClientTLSConfig()
@@ -295,14 +296,18 @@ func TestMaxConnectionsPerAddressWebTransportSessions(t *testing.T) {
 	}
 	counted("the refused CONNECT uncounted", 1)
 	first.CloseWithError(0, "")
-	counted("the first session uncounted", 0)
+	waitUntil(t, "the first session's handshake failed", func() bool { return handshakesInProgress(e.srv) == 0 })
+	counted("the connection counted once its first session ended", 1)
 	later := session()
-	counted("a later session counted", 1)
+	counted("a later session, on the connection's count", 1)
 	later.CloseWithError(0, "")
-	counted("the later session uncounted", 0)
+	waitUntil(t, "the later session's handshake failed", func() bool { return handshakesInProgress(e.srv) == 0 })
+	counted("the connection counted once its later session ended", 1)
 	if err := qc.Context().Err(); err != nil {
 		t.Errorf("the HTTP/3 connection closed: %v; want the sessions' counts ended by the sessions", context.Cause(qc.Context()))
 	}
+	qc.CloseWithError(0, "")
+	noAddressCounted(t, e.srv, "after the HTTP/3 connection closed")
 }
 
 // Shutdown drops the handshakes in progress, and their counts by address

@@ -194,8 +194,7 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 			continue
 		}
 		// The slot by address ends with the connection unless a Peer
-		// kept it: on HTTP/3 nothing else holds it until a session takes
-		// it over (h3Pending).
+		// kept it, or on HTTP/3 a session took it over (h3Count).
 		context.AfterFunc(qc.Context(), func() {
 			end()
 			slot.abandon()
@@ -207,15 +206,18 @@ func (s *Server) ServeQUIC(ln *quic.Listener) error {
 // serveQUICConn serves one accepted QUIC connection; it calls conns.done
 // when the connection ends, and handshaken once its control stream (or on
 // HTTP/3 its first WebTransport session's) is established or it has failed.
-// slot is its reservation by address (nil when none), which its Peer,
-// or on HTTP/3 its first session's, keeps.
+// slot is its reservation by address (nil when none), which its Peer
+// keeps; on HTTP/3 it becomes the connection's own count (h3Count).
 func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func(), slot *addrSlot) {
 	if qc.ConnectionState().TLS.NegotiatedProtocol == "h3" {
 		// Its sessions count as connections, not the HTTP/3 connection
 		// itself, which Shutdown closes once the sessions have ended.
 		s.conns.done()
-		// Its sessionWatch takes both slots (watchSessions).
-		s.h3Pending.Store(qc, connSlots{handshaken, slot})
+		// Its sessionWatch takes both slots (watchSessions). It counts
+		// by address for as long as it is open (h3Count).
+		count := s.newH3Count(slot)
+		context.AfterFunc(qc.Context(), count.close)
+		s.h3Pending.Store(qc, connSlots{handshaken, count})
 		context.AfterFunc(qc.Context(), func() { s.h3Pending.Delete(qc) })
 		s.webTransport().ServeQUICConn(qc)
 		return

@@ -43,8 +43,10 @@ type Server struct {
 	keepalive *scheduler.Scheduler[*Peer]
 	timeouts  *scheduler.Scheduler[timeoutTarget]
 
-	mu        sync.Mutex
-	peers     map[*Peer]struct{}
+	mu sync.Mutex
+	// peers are the open connections, each with its count by address
+	// (register), which unregister ends; nil when not counted.
+	peers     map[*Peer]*addrSlot
 	listeners map[io.Closer]struct{} // closed by Shutdown
 	nextID    uint64
 	// byAddr counts the connections by addrKey, for
@@ -59,10 +61,10 @@ type Server struct {
 
 	// quicPending bounds the QUIC connections of every ServeQUIC that
 	// have no control stream (native) or WebTransport session (HTTP/3)
-	// yet; h3Pending hands an HTTP/3 connection's end of its slot, by
-	// connection, to its sessionWatch.
+	// yet; h3Pending hands an HTTP/3 connection's end of its slot and
+	// its count by address, by connection, to its sessionWatch.
 	quicPending *pendingHandshakes
-	h3Pending   sync.Map // *quic.Conn → func()
+	h3Pending   sync.Map // *quic.Conn → connSlots
 
 	shutting atomic.Bool
 	// stopping ends when Shutdown begins: binary streams end with it
@@ -98,7 +100,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		opts:      opts,
 		router:    opts.Router,
-		peers:     map[*Peer]struct{}{},
+		peers:     map[*Peer]*addrSlot{},
 		listeners: map[io.Closer]struct{}{},
 
 		quicPending: &pendingHandshakes{max: opts.MaxPendingQUIC},
@@ -441,16 +443,23 @@ func (s *Server) register(p *Peer, slot *addrSlot) error {
 		s.countRefusal(errTooManyConnections)
 		return errTooManyConnections
 	}
-	if counted && !slot.keep(key) {
-		if s.byAddr[key] >= s.opts.MaxConnectionsPerAddress {
-			s.countRefusal(errTooManyFromAddress)
-			return errTooManyFromAddress
+	var count *addrSlot
+	if counted {
+		if slot.keep(key) {
+			count = slot
+		} else {
+			if s.byAddr[key] >= s.opts.MaxConnectionsPerAddress {
+				s.countRefusal(errTooManyFromAddress)
+				return errTooManyFromAddress
+			}
+			s.byAddr[key]++
+			count = &addrSlot{s: s, key: key}
+			count.state.Store(slotKept)
 		}
-		s.byAddr[key]++
 	}
 	s.nextID++
 	p.id = s.nextID
-	s.peers[p] = struct{}{}
+	s.peers[p] = count
 	s.metrics.connections.Add(1)
 	s.metrics.connectionsTotal.Add(1)
 	p.keepaliveHandle.Store(uint64(s.keepalive.Arm(time.Now().Add(s.opts.KeepaliveInterval), p)))
@@ -506,6 +515,10 @@ type addrSlot struct {
 	s     *Server
 	key   netip.Prefix
 	state atomic.Uint32 // slotPending, then slotKept or slotAbandoned
+	// conn is the HTTP/3 connection the slot counts for, which takes
+	// its count over when it is the connection's last (endCount); nil
+	// on the other carriers. Guarded by s.mu.
+	conn *h3Count
 }
 
 const (
@@ -520,19 +533,38 @@ const (
 // that one refusal is counted once, as MaxConnections'. It returns a nil
 // slot without the cap, or for an address with no IP.
 func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
+	return s.reserveAddrFor(remote, nil)
+}
+
+// reserveAddrFor is reserveAddr for a request on the HTTP/3 connection
+// c (nil for none): it takes over the connection's own slot when the
+// connection holds one, which is never refused, and otherwise reserves
+// a slot that counts for the connection until it ends.
+func (s *Server) reserveAddrFor(remote string, c *h3Count) (*addrSlot, error) {
 	key, counted := s.addrKeyOf(remote)
 	if !counted {
 		return nil, nil
 	}
 	s.mu.Lock()
+	if c != nil && c.own != nil {
+		own := c.own
+		c.own = nil
+		s.mu.Unlock()
+		return own, nil
+	}
 	if err := s.addrRefusal(key); err != nil {
 		s.mu.Unlock()
 		s.countRefusal(err)
 		return nil, err
 	}
 	s.byAddr[key]++
+	slot := &addrSlot{s: s, key: key}
+	if c != nil && !c.closed {
+		slot.conn = c
+		c.live++
+	}
 	s.mu.Unlock()
-	return &addrSlot{s: s, key: key}, nil
+	return slot, nil
 }
 
 // addrRefusal is the refusal of one more connection under key, nil below
@@ -576,9 +608,30 @@ func (a *addrSlot) keep(key netip.Prefix) bool {
 func (a *addrSlot) abandon() {
 	if a != nil && a.state.CompareAndSwap(slotPending, slotAbandoned) {
 		a.s.mu.Lock()
-		a.s.uncountAddr(a.key)
+		a.s.endCount(a)
 		a.s.mu.Unlock()
 	}
+}
+
+// endCount ends the count of a, which has just ended (abandoned, or its
+// Peer unregistered); s.mu is held. The last slot of an HTTP/3
+// connection still open hands its count to the connection instead, as
+// the connection's own slot: the count goes on, unbroken (h3Count).
+func (s *Server) endCount(a *addrSlot) {
+	if a == nil {
+		return
+	}
+	if c := a.conn; c != nil {
+		if c.own == a {
+			c.own = nil
+		}
+		if c.live == 1 && !c.closed {
+			c.own = &addrSlot{s: s, key: a.key, conn: c}
+			return
+		}
+		c.live--
+	}
+	s.uncountAddr(a.key)
 }
 
 // uncountAddr takes one connection off key's count; s.mu is held.
@@ -650,11 +703,10 @@ func (s *Server) unregister(p *Peer, err error) {
 	s.keepalive.Cancel(scheduler.Handle(p.keepaliveHandle.Load()))
 	s.rooms.leaveAll(p)
 	s.metrics.countClose(CloseStatus(err))
-	key, counted := s.addrKeyOf(p.remoteAddr)
 	s.mu.Lock()
-	delete(s.peers, p)
-	if counted {
-		s.uncountAddr(key)
+	if count, ok := s.peers[p]; ok {
+		delete(s.peers, p)
+		s.endCount(count)
 	}
 	s.mu.Unlock()
 	s.metrics.connections.Add(-1)

@@ -37,7 +37,9 @@ func (s *Server) webTransport() *webtransport.Server {
 		watch := func(ctx context.Context, qc *quic.Conn) context.Context {
 			ctx = watchSessions(ctx, qc, idle)
 			if slots, ok := s.h3Pending.LoadAndDelete(qc); ok {
-				ctx.Value(sessionWatchKey{}).(*sessionWatch).slots = slots.(connSlots)
+				slots := slots.(connSlots)
+				w := ctx.Value(sessionWatchKey{}).(*sessionWatch)
+				w.pending, w.count = slots.end, slots.count
 			}
 			return ctx
 		}
@@ -89,57 +91,62 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	// The connection's first session takes over its slots: of
-	// MaxPendingQUIC, and by address (MaxConnectionsPerAddress), both
-	// taken at the connection's accept. Another takes its own; a request
-	// that opens no session gives them back (giveBack).
+	// The connection's first session takes over its slot of
+	// MaxPendingQUIC, taken at the connection's accept; another takes its
+	// own. By address (MaxConnectionsPerAddress), a request takes over
+	// the connection's own count when the connection holds one (it has
+	// no other request or session), else reserves one more (h3Count). A
+	// request that opens no session gives them back (giveBack).
 	watch, _ := r.Context().Value(sessionWatchKey{}).(*sessionWatch)
-	var slots connSlots
+	var (
+		end   func()
+		count *h3Count
+	)
 	if watch != nil {
-		slots = watch.takeSlots()
+		end, count = watch.takePending(), watch.count
 	}
-	connSlot := slots.end != nil
-	if !connSlot {
-		var err error
-		if slots.addr, err = s.reserveAddr(r.RemoteAddr); err != nil {
-			s.refuse(w, err)
-			return
+	connSlot := end != nil
+	slot, err := s.reserveAddrFor(r.RemoteAddr, count)
+	if err != nil {
+		if connSlot {
+			watch.returnPending(end)
 		}
+		s.refuse(w, err)
+		return
 	}
 	pending, abort := context.WithCancelCause(context.Background())
 	giveBack := func() {
 		abort(nil)
 		if connSlot {
-			watch.returnSlots(slots)
-			return
+			watch.returnPending(end)
+		} else if end != nil {
+			end()
 		}
-		if slots.end != nil {
-			slots.end()
-		}
-		slots.addr.abandon()
+		// Its count goes back to the connection when it was the
+		// connection's last (endCount).
+		slot.abandon()
 	}
-	up, err := s.prepareUpgrade(r, slots.addr)
+	up, err := s.prepareUpgrade(r, slot)
 	if err != nil {
 		giveBack()
 		s.refuse(w, err)
 		return
 	}
 	if !connSlot {
-		end, ok := s.quicPending.begin(func() { abort(errStaleSession) })
+		own, ok := s.quicPending.begin(func() { abort(errStaleSession) })
 		if !ok {
 			giveBack()
 			w.Header().Set("Retry-After", "1")
 			s.refuse(w, &HTTPError{Status: http.StatusServiceUnavailable, Message: "too many WebTransport sessions opening"})
 			return
 		}
-		slots.end = end
+		end = own
 	}
-	end, slot := slots.end, slots.addr
 	sess, err := s.wt.Upgrade(w, r)
 	if err != nil {
 		// A request that opened no session (one that is no CONNECT)
-		// leaves the connection's slot with it: ended, the connection
-		// would stay for webTransportIdle outside the bound.
+		// leaves the connection's slots with it: ended, the connection
+		// would stay for webTransportIdle outside the bounds.
 		giveBack()
 		s.metrics.handshakeFailures.Add(1)
 		w.WriteHeader(http.StatusBadRequest)
@@ -151,7 +158,9 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns.add()
 	go func() {
-		defer slot.abandon() // unless the session's Peer kept it
+		// Unless the session's Peer kept it; the connection takes its
+		// count over when it was the connection's last (endCount).
+		defer slot.abandon()
 		ctx, cancel := context.WithTimeout(sess.Context(), handshakeTimeout)
 		stop := context.AfterFunc(pending, cancel)
 		abandon := &cancelCloser{func() { abort(nil) }}
@@ -206,19 +215,80 @@ type sessionWatch struct {
 	sessions int
 	after    time.Duration // webTransportIdle when the server began
 	idle     *time.Timer
-	// slots are the connection's slots, of Options.MaxPendingQUIC and
-	// by address; the connection's first session takes them over
-	// (takeSlots). Zero when none.
-	slots connSlots
+	// pending ends the connection's slot of Options.MaxPendingQUIC,
+	// which its first session takes over (takePending); nil when none.
+	pending func()
+	// count is the connection's count by address, set before its first
+	// request.
+	count *h3Count
 }
 
-// connSlots are the slots an HTTP/3 connection took at its accept, for
-// its first WebTransport session: end gives up its slot of
-// Options.MaxPendingQUIC, addr is its reservation by address (nil
-// without Options.MaxConnectionsPerAddress).
+// connSlots are what an HTTP/3 connection took at its accept, handed to
+// its sessionWatch: end gives up its slot of Options.MaxPendingQUIC,
+// count holds its count by address.
 type connSlots struct {
-	end  func()
-	addr *addrSlot
+	end   func()
+	count *h3Count
+}
+
+// h3Count is an HTTP/3 connection's part in the count by address
+// (Options.MaxConnectionsPerAddress), for the whole of its life: it
+// counts as many connections as it has requests and sessions holding a
+// slot (a session's becomes its Peer's once its control stream has
+// come), and one while it has none. Counted only by its sessions, a
+// connection whose sessions had failed or ended counted nothing until
+// webTransportIdle closed it, and one address could hold any number of
+// HTTP/3 connections past its cap, each a QUIC connection with its
+// buffers and goroutines.
+//
+// The count does not end and begin again between sessions: the last
+// slot of an open connection to end hands its count to the connection
+// (endCount), as its own slot, and the connection's next request takes
+// that over (reserveAddrFor). So a client that opens its sessions one
+// after another on one connection, as a browser pooling them does, is
+// never refused its next for its own count, and no other connection
+// takes the place in between. Its fields are guarded by the server's mu.
+type h3Count struct {
+	s *Server
+	// live counts the connection's slots not yet ended: its own, its
+	// requests' and its sessions'.
+	live int
+	// own is the connection's own slot while no request or session of
+	// its holds one; nil otherwise, or without the cap.
+	own *addrSlot
+	// closed is set as the connection ends: its slots end their counts
+	// from then on.
+	closed bool
+}
+
+// newH3Count starts the count of an HTTP/3 connection whose slot by
+// address, taken at its accept, is slot (nil without the cap): it
+// becomes the connection's own. One abandoned already (the connection
+// ended) is left to end alone.
+func (s *Server) newH3Count(slot *addrSlot) *h3Count {
+	c := &h3Count{s: s}
+	if slot == nil {
+		return c
+	}
+	s.mu.Lock()
+	if slot.state.Load() == slotPending {
+		slot.conn = c
+		c.own = slot
+		c.live = 1
+	}
+	s.mu.Unlock()
+	return c
+}
+
+// close ends the connection's own count as the connection ends; the
+// slots of its requests and sessions end theirs as they end.
+func (c *h3Count) close() {
+	c.s.mu.Lock()
+	c.closed = true
+	own := c.own
+	c.own = nil
+	c.s.mu.Unlock()
+	own.abandon()
 }
 
 type sessionWatchKey struct{}
@@ -249,29 +319,28 @@ func watchSessions(ctx context.Context, qc *quic.Conn, after time.Duration) cont
 	return context.WithValue(ctx, sessionWatchKey{}, w)
 }
 
-// takeSlots returns the connection's slots, once: its first session
-// holds them until its control stream comes. Zero for the sessions after
-// it.
-func (w *sessionWatch) takeSlots() connSlots {
+// takePending returns the end of the connection's slot of
+// MaxPendingQUIC, once: its first session holds it until its control
+// stream comes. Nil for the sessions after it.
+func (w *sessionWatch) takePending() func() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	slots := w.slots
-	w.slots = connSlots{}
-	return slots
+	end := w.pending
+	w.pending = nil
+	return end
 }
 
-// returnSlots gives back the slots takeSlots returned, for a request that
+// returnPending gives back what takePending returned, for a request that
 // opened no session.
-func (w *sessionWatch) returnSlots(slots connSlots) {
+func (w *sessionWatch) returnPending(end func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.slots.end == nil {
-		w.slots = slots
+	if w.pending == nil {
+		w.pending = end
 		return
 	}
-	// Cannot happen: only one request holds them at a time.
-	slots.end()
-	slots.addr.abandon()
+	// Cannot happen: only one request holds it at a time.
+	end()
 }
 
 func (w *sessionWatch) opened() {
