@@ -180,7 +180,8 @@ type Options struct {
 	// 1013 HP_ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS; and on SCTP a drop,
 	// as past MaxPendingSCTP: its client retries its INIT, a refusal it
 	// could read taking the handshake the cap spares. Refusals count in
-	// Metrics.RefusedPerAddress. 0 (or less), the default, is no cap:
+	// Metrics.RefusedPerAddress, an SCTP client's once however many times
+	// it resends its INIT. 0 (or less), the default, is no cap:
 	// behind a reverse proxy every connection shares the proxy's address,
 	// and the cap would be one for all. Options.Authenticate may still
 	// refuse by a key of the application's own (an account, a token).

@@ -518,3 +518,58 @@ func TestMaxConnectionsPerAddressQUICRefusedBeforeTLS(t *testing.T) {
 		t.Errorf("below the cap again: %v", err)
 	}
 }
+
+// An SCTP client refused at MaxConnectionsPerAddress is counted once,
+// however often it resends its INIT: each resend, from the same address
+// and port, is accepted and dropped again, and counted again in
+// RefusedPerAddress and HandshakeFailures (pion resends an INIT until its
+// dial gives up). Another client from the address counts once more. The
+// INITs from 127.0.0.1 between them, below the cap, show when ServeSCTP
+// has taken those before them: it accepts in order.
+func TestMaxConnectionsPerAddressSCTPResentINITCountedOnce(t *testing.T) {
+	const limit = 4
+	e := newCarrierEnv(t, Options{MaxConnectionsPerAddress: limit})
+	ua, err := net.ResolveUDPAddr("udp", hostOf(e.urls[CarrierSCTP]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := func(from netip.Addr) *net.UDPConn {
+		t.Helper()
+		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		return pc
+	}
+	// A common header with verification tag 0, then an INIT chunk header:
+	// an association begun, pending until handshakeTimeout.
+	init := []byte{0x13, 0x88, 0x13, 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 4}
+	for range limit {
+		socket(peerAddr).WriteTo(init, ua)
+	}
+	waitUntil(t, "127.0.0.2 at its cap", func() bool { n, _ := e.srv.addrCount(peerAddr); return n == limit })
+	before := e.srv.Metrics()
+	local := 0
+	taken := func() {
+		t.Helper()
+		socket(loopback).WriteTo(init, ua)
+		local++
+		waitUntil(t, "an INIT from 127.0.0.1 taken", func() bool { n, _ := e.srv.addrCount(loopback); return n == local })
+	}
+	refused := socket(peerAddr)
+	for range 3 {
+		refused.WriteTo(init, ua)
+		taken()
+	}
+	m := e.srv.Metrics()
+	if r, f := m.RefusedPerAddress-before.RefusedPerAddress, m.HandshakeFailures-before.HandshakeFailures; r != 1 || f != 1 {
+		t.Errorf("one INIT sent 3 times past the cap: RefusedPerAddress +%d, HandshakeFailures +%d; want +1 each", r, f)
+	}
+	socket(peerAddr).WriteTo(init, ua)
+	taken()
+	m = e.srv.Metrics()
+	if r, f := m.RefusedPerAddress-before.RefusedPerAddress, m.HandshakeFailures-before.HandshakeFailures; r != 2 || f != 2 {
+		t.Errorf("another client past the cap: RefusedPerAddress +%d, HandshakeFailures +%d; want +2 each", r, f)
+	}
+}

@@ -486,7 +486,7 @@ func TestQUICStaleHandshakesGiveWay(t *testing.T) {
 // concurrent dials did, and the refusals were counted twice); it remembers
 // a bounded number of addresses.
 func TestInitialRefusalsInterleaved(t *testing.T) {
-	var r initialRefusals
+	r := initialRefusals{within: time.Second}
 	a := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1001}
 	b := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1002}
 	for i, tc := range []struct {

@@ -79,7 +79,7 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 	tlsConf = tlsConf.Clone()
 	tlsConf.NextProtos = []string{ALPN, "h3"}
 	conf := QUICConfig(s.opts.IdleTimeout)
-	var refused initialRefusals
+	refused := initialRefusals{within: time.Second}
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
 		if err := s.addrAtCap(info.RemoteAddr); err != nil {
 			if refused.first(info.RemoteAddr) {
@@ -108,7 +108,13 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 // remembering the last address alone counted those twice. The last
 // len(recent) are remembered; a flood from more addresses than that, all
 // at once, may still count a few twice.
+//
+// ServeSCTP tells an association's first refused INIT from its client's
+// resends of it the same way (sctpInitResends).
 type initialRefusals struct {
+	// within is how long after a refusal another from the same address
+	// is taken for a repeat of it; each repeat starts it again.
+	within time.Duration
 	mu     sync.Mutex
 	recent [16]refusedInitial
 	next   int
@@ -124,8 +130,9 @@ func (r *initialRefusals) first(addr net.Addr) bool {
 	a := addr.String()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, e := range r.recent {
-		if e.addr == a && now.Sub(e.at) < time.Second {
+	for i, e := range r.recent {
+		if e.addr == a && now.Sub(e.at) < r.within {
+			r.recent[i].at = now
 			return false
 		}
 	}

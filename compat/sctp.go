@@ -88,6 +88,16 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 	return dtls.Listen("udp", ua, &cfg)
 }
 
+// sctpInitResends is how long ServeSCTP takes an INIT refused from a
+// client's address and port for a resend of the last one refused from
+// there, counted once: longer than the time between two resends, which
+// is at most RTO.Max, RFC 9260's 60 s (§16) for a client that keeps the
+// default, 3 s for ours (sctpRTOMax) and Chromium's. Each resend starts
+// it again, so an attempt's resends count once however long they go
+// on; a client that dials again from the same port within it is not
+// counted again, a port being chosen afresh for most dials.
+const sctpInitResends = 65 * time.Second
+
 // ServeSCTP serves SCTP associations on the connections ln accepts
 // (ListenSCTP, ListenSCTPDTLS, or any listener of datagram-preserving
 // connections), until ln fails or Shutdown closes it. At most
@@ -101,6 +111,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 	}
 	defer s.untrack(ln)
 	pending := &pendingHandshakes{max: s.opts.MaxPendingSCTP}
+	refused := &initialRefusals{within: sctpInitResends}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -117,9 +128,14 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 		// it is dropped, as past MaxPendingSCTP, and its client retries
 		// its INIT: a refusal it could read (1013) would take the whole
 		// handshake, DTLS's included, the work the cap is there to spare.
-		slot, err := s.reserveAddr(nc.RemoteAddr().String())
+		// Counted once per client (by address and port): each resend of
+		// its INIT is accepted and dropped again.
+		slot, err := s.takeAddrSlot(nc.RemoteAddr().String(), nil)
 		if err != nil {
-			s.metrics.handshakeFailures.Add(1)
+			if refused.first(nc.RemoteAddr()) {
+				s.metrics.handshakeFailures.Add(1)
+				s.countRefusal(err)
+			}
 			nc.Close()
 			continue
 		}
@@ -130,7 +146,9 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 		end, ok := pending.begin(func() { nc.Close() })
 		if !ok {
 			slot.abandon()
-			s.metrics.handshakeFailures.Add(1)
+			if refused.first(nc.RemoteAddr()) {
+				s.metrics.handshakeFailures.Add(1)
+			}
 			nc.Close()
 			s.conns.done()
 			continue

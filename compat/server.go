@@ -541,6 +541,16 @@ func (s *Server) reserveAddr(remote string) (*addrSlot, error) {
 // connection holds one, which is never refused, and otherwise reserves
 // a slot that counts for the connection until it ends.
 func (s *Server) reserveAddrFor(remote string, c *h3Count) (*addrSlot, error) {
+	slot, err := s.takeAddrSlot(remote, c)
+	if err != nil {
+		s.countRefusal(err)
+	}
+	return slot, err
+}
+
+// takeAddrSlot is reserveAddrFor without the count of its refusal, for a
+// caller that counts it itself (ServeSCTP, once per client).
+func (s *Server) takeAddrSlot(remote string, c *h3Count) (*addrSlot, error) {
 	key, counted := s.addrKeyOf(remote)
 	if !counted {
 		return nil, nil
@@ -554,7 +564,6 @@ func (s *Server) reserveAddrFor(remote string, c *h3Count) (*addrSlot, error) {
 	}
 	if err := s.addrRefusal(key); err != nil {
 		s.mu.Unlock()
-		s.countRefusal(err)
 		return nil, err
 	}
 	s.byAddr[key]++
