@@ -92,10 +92,12 @@ func ListenSCTPDTLS(addr string, config *dtls.Config) (net.Listener, error) {
 // client's address and port for a resend of the last one refused from
 // there, counted once: longer than the time between two resends, which
 // is at most RTO.Max, RFC 9260's 60 s (§16) for a client that keeps the
-// default, 3 s for ours (sctpRTOMax) and Chromium's. Each resend starts
-// it again, so an attempt's resends count once however long they go
-// on; a client that dials again from the same port within it is not
-// counted again, a port being chosen afresh for most dials.
+// default, 3 s for the Go client's default (ClientOptions.SCTPRTOMax)
+// and for Chromium's. Each resend starts it again, so an attempt's
+// resends count once however long they go on (unless the client's
+// RTO.Max is above 65 s); a client that dials again from the same port
+// within it is not counted again, a port being chosen afresh for most
+// dials.
 const sctpInitResends = 65 * time.Second
 
 // ServeSCTP serves SCTP associations on the connections ln accepts
