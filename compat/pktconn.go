@@ -108,9 +108,12 @@ type datagramHandler interface {
 // packet. Reads go into pooled buffers and partial packets wait in a
 // segmentqueue.
 type pktConn struct {
-	t      pktTransport
-	limits Limits
-	client bool // this end is the client: its turns never wait (uncork)
+	t pktTransport
+	// The two Limits it reads, not the whole struct: a field added to
+	// Limits would take every connection's pktConn up a size class.
+	maxMessage int64 // Limits.MaxMessageSize
+	maxOutbox  int   // Limits.MaxOutboxBytes
+	client     bool  // this end is the client: its turns never wait (uncork)
 
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and prefix)
@@ -142,7 +145,7 @@ type pktConn struct {
 // newStreamConn returns the engine of a connection whose packets travel
 // length-prefixed on the byte stream rw.
 func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
-	c := &pktConn{t: t, r: rw, limits: limits, done: make(chan struct{})}
+	c := &pktConn{t: t, r: rw, maxMessage: limits.MaxMessageSize, maxOutbox: limits.MaxOutboxBytes, done: make(chan struct{})}
 	c.q = *segmentqueue.New(segmentqueue.Limits{MaxBytes: int(limits.MaxMessageSize) + maxPrefixLen + readBufSize + largeReadSize})
 	c.out = corkwriter.NewOutbox(rw, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
@@ -156,7 +159,7 @@ func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
 // newMessageConn returns the engine of a connection whose packets travel
 // one per message on ch.
 func newMessageConn(t pktTransport, ch msgChannel, limits Limits) *pktConn {
-	c := &pktConn{t: t, ch: ch, limits: limits, done: make(chan struct{})}
+	c := &pktConn{t: t, ch: ch, maxMessage: limits.MaxMessageSize, maxOutbox: limits.MaxOutboxBytes, done: make(chan struct{})}
 	c.live.touch()
 	return c
 }
@@ -343,7 +346,7 @@ func (c *pktConn) consume(b []byte, h messageHandler) error {
 		if n == 0 {
 			break
 		}
-		if length > uint64(c.limits.MaxMessageSize) {
+		if length > uint64(c.maxMessage) {
 			return errMessageTooBig
 		}
 		total := n + int(length)
@@ -384,7 +387,7 @@ func (c *pktConn) drainQueue(h messageHandler) error {
 			if n == 0 {
 				return nil
 			}
-			if length > uint64(c.limits.MaxMessageSize) {
+			if length > uint64(c.maxMessage) {
 				return errMessageTooBig
 			}
 			c.need, c.hdr = n+int(length), n
@@ -420,7 +423,7 @@ func (c *pktConn) readMessages(h messageHandler) error {
 			err = c.readError(err)
 		case text:
 			err = errTextOnChannel
-		case int64(n) > c.limits.MaxMessageSize:
+		case int64(n) > c.maxMessage:
 			err = errMessageTooBig
 		default:
 			// Handlers keep nothing of buf past the turn (a raw request
@@ -507,7 +510,7 @@ func (c *pktConn) onDatagram(h datagramHandler, pkt []byte) {
 	// Held to MaxMessageSize as a control-stream packet is: the carrier
 	// bounds a datagram too (about 1,200 bytes on QUIC, 256 KiB on a data
 	// channel), but not to a smaller limit set here.
-	if int64(len(pkt)) > c.limits.MaxMessageSize {
+	if int64(len(pkt)) > c.maxMessage {
 		c.failAsync(errMessageTooBig)
 		return
 	}
@@ -744,7 +747,7 @@ func (c *pktConn) writeMessage(pkt []byte) corkwriter.Status {
 // would (which always takes a frame when empty).
 func (c *pktConn) channelHasRoom(n int) bool {
 	b := c.ch.buffered()
-	return b == 0 || b+n <= c.limits.MaxOutboxBytes
+	return b == 0 || b+n <= c.maxOutbox
 }
 
 func (c *pktConn) sendDatagram(pkt []byte) (corkwriter.Status, bool) {
