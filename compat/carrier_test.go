@@ -1695,7 +1695,7 @@ func TestCarrierReconnectRejoins(t *testing.T) {
 			var dropped []*Peer
 			for _, p := range e.srv.snapshotPeers() {
 				p.roomsMu.Lock()
-				_, member := p.rooms[room]
+				member := p.rooms.in(room) != nil
 				p.roomsMu.Unlock()
 				if member {
 					p.closeWith(wsframe.CloseInternalError, "test drop")

@@ -214,8 +214,9 @@ func (c *Client) membership(ctx context.Context, kind dispatch.Kind, room string
 // Emit sends event with payload v to every member of room, the client
 // included unless exceptSelf. The client must be a member of room (by
 // its Join, or the server's Server.Join): the server drops an emit from a
-// non-member, or one Options.AllowEmit refuses, without an answer (it
-// counts it in Metrics.DroppedEvents), and Emit returns nil once the
+// non-member, one Options.AllowEmit refuses, or one past the connection's
+// Limits.MaxEmitRate, without an answer (it counts it in
+// Metrics.DroppedEvents), and Emit returns nil once the
 // packet is queued. A payload over the server's emit limit (its maxEmit
 // capability, Limits.MaxEmitSize), which the server would drop likewise,
 // is refused unsent with an error matching ErrMessageTooBig, as a packet

@@ -1613,7 +1613,7 @@ func TestAllowJoinAndEmit(t *testing.T) {
 	closed.Store(true)
 	for _, p := range s.snapshotPeers() {
 		p.roomsMu.Lock()
-		_, member := p.rooms["closing"]
+		member := p.rooms.in("closing") != nil
 		p.roomsMu.Unlock()
 		if member {
 			p.closeWith(wsframe.CloseInternalError, "test drop")

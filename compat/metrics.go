@@ -33,6 +33,7 @@ type metrics struct {
 	lateAnswers         atomic.Uint64
 	emits               atomic.Uint64
 	emitDrops           atomic.Uint64
+	emitThrottled       atomic.Uint64
 	slowConsumers       atomic.Uint64
 	idleTimeouts        atomic.Uint64
 	refusedJoins        atomic.Uint64
@@ -82,12 +83,13 @@ type Metrics struct {
 	InflateThrottled    uint64 // times a connection's inflating passed Limits.MaxInflateRate: its reading paused, or a compressed datagram was dropped
 	Malformed           uint64 // malformed packets and unknown kinds
 	UnknownMethods      uint64 // calls and streams of unregistered methods, answered NotFound
-	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC, or compressed datagrams past Limits.MaxInflateRate)
+	DroppedEvents       uint64 // client events and emits dropped (unknown, undecodable, not a member, refused by AllowEmit, over MaxEmitSize, past MaxEmitRate, datagrams while 256 KiB of them wait for their handlers on SCTP and WebRTC, or compressed datagrams past Limits.MaxInflateRate)
 	Overloaded          uint64 // calls refused past MaxInFlight
 	Panics              uint64 // recovered in handlers, hooks and room listeners
 	LateAnswers         uint64 // answers to asks no longer pending
 	Emits               uint64 // room emits
 	EmitDrops           uint64 // members skipped by an emit: outbox full, or over their message limit
+	EmitThrottled       uint64 // client emits dropped past their connection's Limits.MaxEmitRate (counted in DroppedEvents too)
 	SlowConsumers       uint64 // connections dropped for not reading
 	IdleTimeouts        uint64 // connections closed for silence (1001 HP_IDLE_TIMEOUT)
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
@@ -111,7 +113,7 @@ func (s *Server) Metrics() Metrics {
 		Malformed:        m.malformed.Load(), UnknownMethods: m.unknownMethods.Load(),
 		DroppedEvents: m.droppedEvents.Load(), Overloaded: m.overloaded.Load(),
 		Panics: m.panics.Load(), LateAnswers: m.lateAnswers.Load(),
-		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(),
+		Emits: m.emits.Load(), EmitDrops: m.emitDrops.Load(), EmitThrottled: m.emitThrottled.Load(),
 		SlowConsumers: m.slowConsumers.Load(), IdleTimeouts: m.idleTimeouts.Load(),
 		RefusedJoins: m.refusedJoins.Load(), RefusedConnections: m.refusedConnections.Load(),
 		RefusedPerAddress: m.refusedPerAddress.Load(),
@@ -155,12 +157,13 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_inflate_throttled_total", "Times a connection's inflating passed Limits.MaxInflateRate: its reading paused, or a compressed datagram was dropped.", m.InflateThrottled)
 	counter("hotpath_malformed_total", "Malformed packets and unknown kinds.", m.Malformed)
 	counter("hotpath_unknown_methods_total", "Calls of unknown methods.", m.UnknownMethods)
-	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, refused by Options.AllowEmit, over Limits.MaxEmitSize, datagrams past a full inbox (SCTP, WebRTC), or compressed datagrams past Limits.MaxInflateRate.", m.DroppedEvents)
+	counter("hotpath_dropped_events_total", "Client events and emits dropped: unknown, undecodable, not a member, refused by Options.AllowEmit, over Limits.MaxEmitSize, past Limits.MaxEmitRate, datagrams past a full inbox (SCTP, WebRTC), or compressed datagrams past Limits.MaxInflateRate.", m.DroppedEvents)
 	counter("hotpath_overloaded_total", "Calls refused past MaxInFlight.", m.Overloaded)
 	counter("hotpath_panics_total", "Panics recovered in handlers, hooks and room listeners.", m.Panics)
 	counter("hotpath_late_answers_total", "Answers to asks no longer pending.", m.LateAnswers)
 	counter("hotpath_emits_total", "Room emits.", m.Emits)
 	counter("hotpath_emit_drops_total", "Room members skipped: outbox full, or the event over their message limit.", m.EmitDrops)
+	counter("hotpath_emit_throttled_total", "Client room emits dropped past their connection's Limits.MaxEmitRate (also counted in hotpath_dropped_events_total).", m.EmitThrottled)
 	counter("hotpath_slow_consumers_total", "Connections dropped for not reading.", m.SlowConsumers)
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
 	counter("hotpath_refused_joins_total", "Client joins Options.AllowJoin refused.", m.RefusedJoins)

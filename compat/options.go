@@ -321,6 +321,25 @@ type Limits struct {
 	// clients refuse a larger emit themselves, with an error, instead of
 	// sending it to be dropped.
 	MaxEmitSize int
+	// MaxEmitRate bounds the member deliveries one connection's room
+	// emits cost a second: an emit to a room of n members costs n, n-1
+	// when it excepts the sender. The server relays a client's emit to
+	// every member, so one connection sending small emits as fast as it
+	// can to a room of a thousand has the server make a thousand
+	// deliveries per emit, an amplification MaxEmitSize does not bound. It is a token bucket
+	// holding one second's worth; an emit larger than that passes when
+	// the bucket is full and leaves it owing the rest, so no room is too
+	// large to emit to. An emit the bucket cannot pay is dropped, counted
+	// in Metrics.EmitThrottled and DroppedEvents and logged at Warn the
+	// first time on each connection, as one over MaxEmitSize is; the
+	// connection stays, and its calls are answered. Emits that arrive as
+	// datagrams are charged alike; server emits are not. 500,000 a
+	// second: a client streaming 60 updates a second to a room of a
+	// thousand makes 60,000, and a connection held to the rate costs
+	// about a tenth of a core (some 200 ns a delivery by
+	// BenchmarkRoomEmit); negative turns it off. Server only, and not
+	// announced to clients: an emit has no answer either way.
+	MaxEmitRate int
 	// MaxInflateRate bounds the bytes one connection inflates a second,
 	// its permessage-deflate messages and dictionary-compressed packets
 	// together: 64 MiB/s (or MaxMessageSize a second, if larger); negative
@@ -372,6 +391,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPendingAsks <= 0 {
 		l.MaxPendingAsks = 256
+	}
+	if l.MaxEmitRate == 0 {
+		l.MaxEmitRate = defaultMaxEmitRate
 	}
 	return l
 }

@@ -41,7 +41,8 @@ type Peer struct {
 	// 256-byte allocation.
 	closed atomic.Bool
 	// once holds flags set once each (onceDroppedSlow, onceWarnedEmit,
-	// onceClosing): two atomic.Bools took 8 bytes, which inflate needed.
+	// onceWarnedEmitRate, onceClosing): atomic.Bools took a word each,
+	// which inflate needed.
 	once atomic.Uint32
 	// clientMaxMessage is the client's maxMessage capability, 0 until
 	// known: packets over it are not sent (overClientLimit).
@@ -60,7 +61,7 @@ type Peer struct {
 	inflate atomic.Pointer[inflateBudget]
 
 	roomsMu sync.Mutex
-	rooms   map[string]*room
+	rooms   *peerRooms // the rooms it is in and its emit budget; nil until its first Join
 
 	asksMu sync.Mutex
 	asks   map[uint32]*pendingAsk
@@ -78,9 +79,10 @@ type Peer struct {
 
 // The flags of Peer.once.
 const (
-	onceDroppedSlow uint32 = 1 << iota // counted as a slow consumer (dropSlow)
-	onceWarnedEmit                     // an emit over Limits.MaxEmitSize was logged
-	onceClosing                        // a close or a drop was asked for: no more inflate pauses (endPauses)
+	onceDroppedSlow    uint32 = 1 << iota // counted as a slow consumer (dropSlow)
+	onceWarnedEmit                        // an emit over Limits.MaxEmitSize was logged
+	onceWarnedEmitRate                    // an emit past Limits.MaxEmitRate was logged
+	onceClosing                           // a close or a drop was asked for: no more inflate pauses (endPauses)
 )
 
 // setOnce sets flag and reports whether this call set it.

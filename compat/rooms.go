@@ -20,6 +20,10 @@ type rooms struct {
 	byName  map[string]*room
 	onJoin  emitter.Emitter[RoomEvent]
 	onLeave emitter.Emitter[RoomEvent]
+	// now is the emit budgets' clock (clock), monoNow when nil. A test
+	// stops it, so that what a budget lets through is up to the test and
+	// not to how long its emits take on a loaded machine.
+	now func() int64
 }
 
 // room keeps its members in a slice for the emit loop and an index for
@@ -43,6 +47,23 @@ type room struct {
 	// last, with one per change.
 	presenceMu sync.Mutex
 	lastSent   uint64
+}
+
+// peerRooms is a connection's side of its rooms, under Peer.roomsMu: the
+// rooms it is in and its emit budget. Made at its first Join: a
+// connection in no room cannot emit, and pays nothing.
+type peerRooms struct {
+	byName map[string]*room
+	emit   emitBudget
+}
+
+// in returns the room called name if the connection is in it; pr may be
+// nil, for a connection that never joined.
+func (pr *peerRooms) in(name string) *room {
+	if pr == nil {
+		return nil
+	}
+	return pr.byName[name]
 }
 
 // RoomEvent is raised when a connection joins or leaves a room.
@@ -77,12 +98,14 @@ func (rs *rooms) join(p *Peer, name string) (int, error) {
 		return 0, err // from Server.Join: the decoder checked a client's
 	}
 	p.roomsMu.Lock()
-	if _, in := p.rooms[name]; in {
-		r := p.rooms[name]
+	if p.rooms == nil {
+		p.rooms = &peerRooms{byName: map[string]*room{}}
+	}
+	if r, in := p.rooms.byName[name]; in {
 		p.roomsMu.Unlock()
 		return r.count(), nil
 	}
-	if len(p.rooms) >= rs.srv.opts.Limits.MaxRooms {
+	if len(p.rooms.byName) >= rs.srv.opts.Limits.MaxRooms {
 		p.roomsMu.Unlock()
 		return 0, errTooManyRooms
 	}
@@ -104,10 +127,7 @@ func (rs *rooms) join(p *Peer, name string) (int, error) {
 	r.changes++
 	change := r.changes
 	r.mu.Unlock()
-	if p.rooms == nil {
-		p.rooms = map[string]*room{}
-	}
-	p.rooms[name] = r
+	p.rooms.byName[name] = r
 	p.roomsMu.Unlock()
 
 	rs.presence(r, "$join", n, change)
@@ -118,8 +138,8 @@ func (rs *rooms) join(p *Peer, name string) (int, error) {
 // leave removes p from the room and returns the member count.
 func (rs *rooms) leave(p *Peer, name string) int {
 	p.roomsMu.Lock()
-	r, in := p.rooms[name]
-	if !in {
+	r := p.rooms.in(name)
+	if r == nil {
 		p.roomsMu.Unlock()
 		if r := rs.get(name); r != nil {
 			return r.count()
@@ -130,7 +150,7 @@ func (rs *rooms) leave(p *Peer, name string) int {
 	// same room in between would find r still in the table and add p to
 	// it a second time, and this remove would take out one entry of two
 	// and leave a member that no Leave or close removes.
-	delete(p.rooms, name)
+	delete(p.rooms.byName, name)
 	n, change := rs.remove(r, p)
 	p.roomsMu.Unlock()
 	rs.presence(r, "$leave", n, change)
@@ -165,7 +185,10 @@ func (rs *rooms) remove(r *room, p *Peer) (members int, change uint64) {
 // leaveAll removes a closed connection from every room it was in.
 func (rs *rooms) leaveAll(p *Peer) {
 	p.roomsMu.Lock()
-	names := slices.Collect(maps.Keys(p.rooms))
+	var names []string
+	if p.rooms != nil {
+		names = slices.Collect(maps.Keys(p.rooms.byName))
+	}
 	p.roomsMu.Unlock()
 	for _, name := range names {
 		rs.leave(p, name)
@@ -476,22 +499,28 @@ func (s *Server) allowEmit(p *Peer, room string, event []byte) (ok bool) {
 func (p *Peer) onEmit(body []byte) error { return p.relayEmit(body, false) }
 
 // relayEmit relays a client's emit; one that arrived as a datagram leaves
-// as datagrams too.
+// as datagrams too, and is held to the same limits.
 func (p *Peer) relayEmit(body []byte, unreliable bool) error {
 	pk, err := decode(dispatch.KindEmit, body)
 	if err != nil {
 		return err
 	}
+	var r *room
 	p.roomsMu.Lock()
-	r := p.rooms[string(pk.Room)] // no allocation: the conversion is only a lookup key
-	p.roomsMu.Unlock()
-	if r == nil || pk.Name[0] == '$' || p.emitTooBig(r.name, pk.Name, len(pk.Payload)) || !p.srv.allowEmit(p, r.name, pk.Name) {
-		p.srv.metrics.droppedEvents.Add(1)
-		return nil
+	if p.rooms != nil {
+		r = p.rooms.byName[string(pk.Room)] // no allocation: the conversion is only a lookup key
 	}
+	p.roomsMu.Unlock()
 	var except *Peer
 	if pk.Flags&wire.EmitExceptSender != 0 {
 		except = p
+	}
+	// Charged last: what the other checks drop is not relayed, and costs
+	// the budget nothing.
+	if r == nil || pk.Name[0] == '$' || p.emitTooBig(r.name, pk.Name, len(pk.Payload)) || !p.srv.allowEmit(p, r.name, pk.Name) ||
+		!p.chargeEmit(r, except != nil, pk.Name) {
+		p.srv.metrics.droppedEvents.Add(1)
+		return nil
 	}
 	b := beginEmit(len(pk.Room)+len(pk.Name), len(pk.Payload))
 	b = wire.Append(b, &wire.Packet{Kind: dispatch.KindEmit, Room: pk.Room, Name: pk.Name, Payload: pk.Payload})
