@@ -326,10 +326,10 @@ type Limits struct {
 	// when it excepts the sender. The server relays a client's emit to
 	// every member, so one connection sending small emits as fast as it
 	// can to a room of a thousand has the server make a thousand
-	// deliveries per emit, an amplification MaxEmitSize does not bound. It is a token bucket
-	// holding one second's worth; an emit larger than that passes when
-	// the bucket is full and leaves it owing the rest, so no room is too
-	// large to emit to. An emit the bucket cannot pay is dropped, counted
+	// deliveries per emit, an amplification MaxEmitSize does not bound.
+	// It is a token bucket holding one second's worth; an emit larger
+	// than that passes when the bucket is full and leaves it owing the
+	// rest, so no room is too large to emit to. An emit the bucket cannot pay is dropped, counted
 	// in Metrics.EmitThrottled and DroppedEvents and logged at Warn the
 	// first time on each connection, as one over MaxEmitSize is; the
 	// connection stays, and its calls are answered. Emits that arrive as
