@@ -94,7 +94,7 @@ type Metrics struct {
 	IdleTimeouts        uint64 // connections closed for silence (1001 HP_IDLE_TIMEOUT)
 	RefusedJoins        uint64 // client Joins Options.AllowJoin refused
 	RefusedConnections  uint64 // connections refused past Options.MaxConnections (counted in HandshakeFailures too)
-	RefusedPerAddress   uint64 // connections refused past Options.MaxConnectionsPerAddress, the server below MaxConnections (counted in HandshakeFailures too, not in RefusedConnections)
+	RefusedPerAddress   uint64 // connections refused past Options.MaxConnectionsPerAddress, the server below MaxConnections (counted in HandshakeFailures too, not in RefusedConnections; an SCTP client's resent INITs, and a QUIC ClientHello's two Initial packets, count once)
 	// Closes counts ended connections by close code; 1006 when no close
 	// frame was exchanged, CloseOther for most codes above 1015.
 	Closes map[wsframe.CloseCode]uint64
@@ -168,7 +168,7 @@ func (m Metrics) WritePrometheus(w io.Writer) {
 	counter("hotpath_idle_timeouts_total", "Connections closed for silence.", m.IdleTimeouts)
 	counter("hotpath_refused_joins_total", "Client joins Options.AllowJoin refused.", m.RefusedJoins)
 	counter("hotpath_refused_connections_total", "Connections refused past Options.MaxConnections (also counted in hotpath_handshake_failures_total).", m.RefusedConnections)
-	counter("hotpath_refused_per_address_total", "Connections refused past Options.MaxConnectionsPerAddress, the server below Options.MaxConnections (also counted in hotpath_handshake_failures_total, not in hotpath_refused_connections_total).", m.RefusedPerAddress)
+	counter("hotpath_refused_per_address_total", "Connections refused past Options.MaxConnectionsPerAddress, the server below Options.MaxConnections (also counted in hotpath_handshake_failures_total, not in hotpath_refused_connections_total); an SCTP client's resent INITs count once.", m.RefusedPerAddress)
 	fmt.Fprintf(w, "# HELP hotpath_closes_total Connections ended, by close code.\n# TYPE hotpath_closes_total counter\n")
 	codes := make([]int, 0, len(m.Closes))
 	for c := range m.Closes {
