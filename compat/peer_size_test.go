@@ -16,7 +16,7 @@ func TestPeerStructSize(t *testing.T) {
 
 // TestLinkStructSizes holds each link to the size class it is in: a
 // field added to one moves every connection of its carriers up a class
-// (a pktConn past 512 bytes takes 576).
+// (a pktConn past 448 bytes takes 480).
 func TestLinkStructSizes(t *testing.T) {
 	if n := unsafe.Sizeof(pktConn{}); n > 448 {
 		t.Errorf("pktConn is %d bytes, past its 448-byte size class", n)
