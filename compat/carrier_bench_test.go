@@ -414,6 +414,15 @@ func dialBench(b *testing.B, c Carrier) *Client {
 	return e.dial(b, c, ClientOptions{Limits: Limits{MaxMessageSize: 32 << 20, MaxOutboxBytes: 64 << 20}})
 }
 
+// carrierEchoCases are the messages of BenchmarkCarrierEcho and
+// BenchmarkCarrierRatio: issue 14's small, 10 KiB, and small with 64 in
+// flight.
+var carrierEchoCases = []struct {
+	name     string
+	size     int
+	inFlight int
+}{{"small", 32, 1}, {"10KiB", 10 << 10, 1}, {"small-64", 32, 64}}
+
 // BenchmarkCarrierEcho is a round trip of a small (32 B) and a 10 KiB
 // payload, one at a time, and of a small one with 64 in flight, through
 // compat's call path (rpc: client encode, carrier, server dispatch, the
@@ -423,11 +432,7 @@ func dialBench(b *testing.B, c Carrier) *Client {
 // goroutine, as raw's writer does, with Client.Go and Client.GoAll.
 func BenchmarkCarrierEcho(b *testing.B) {
 	for _, carrier := range benchCarriers {
-		for _, sc := range []struct {
-			name     string
-			size     int
-			inFlight int
-		}{{"small", 32, 1}, {"10KiB", 10 << 10, 1}, {"small-64", 32, 64}} {
+		for _, sc := range carrierEchoCases {
 			msg := make([]byte, sc.size)
 			b.Run(fmt.Sprintf("%s/%s/rpc", carrier, sc.name), func(b *testing.B) {
 				c := dialBench(b, carrier)
@@ -455,150 +460,184 @@ func BenchmarkCarrierEcho(b *testing.B) {
 	}
 }
 
-func benchCalls(b *testing.B, c *Client, msg []byte, inFlight int) {
-	ctx := context.Background()
-	var resp []byte
-	if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
+// An echoRun makes n round trips of one message through a carrier and
+// returns the first failure. BenchmarkCarrierEcho times one run of b.N;
+// BenchmarkCarrierRatio times many short ones on the same connections.
+// What a run needs that lasts (channels, calls, buffers) is made with the
+// echoRun, outside the timing.
+type echoRun func(n int) error
+
+// benchEcho times run over b.N round trips, after one untimed.
+func benchEcho(b *testing.B, run echoRun) {
+	if err := run(1); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	defer reportCPU(b)()
-	if inFlight == 1 {
-		for range b.N {
-			if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return
+	if err := run(b.N); err != nil {
+		b.Fatal(err)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range inFlight {
-		wg.Go(func() {
-			var resp []byte
-			for next.Add(1) <= int64(b.N) {
+}
+
+func benchCalls(b *testing.B, c *Client, msg []byte, inFlight int) {
+	benchEcho(b, callsRun(c, msg, inFlight))
+}
+
+func benchGo(b *testing.B, c *Client, msg []byte, inFlight int) {
+	benchEcho(b, goRun(c, msg, inFlight))
+}
+
+func benchGoAll(b *testing.B, c *Client, msg []byte, inFlight int) {
+	benchEcho(b, goAllRun(c, msg, inFlight))
+}
+
+func benchRaw(b *testing.B, e rawEcho, msg []byte, inFlight int) {
+	benchEcho(b, rawRun(e, msg, inFlight))
+}
+
+// callsRun makes its calls with Client.Call: one after another, or from
+// inFlight goroutines each blocked in Call.
+func callsRun(c *Client, msg []byte, inFlight int) echoRun {
+	ctx := context.Background()
+	if inFlight == 1 {
+		var resp []byte
+		return func(n int) error {
+			for range n {
 				if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
-					b.Error(err)
-					return
+					return err
 				}
 			}
-		})
+			return nil
+		}
 	}
-	wg.Wait()
+	return func(n int) error {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, inFlight)
+		for range inFlight {
+			wg.Go(func() {
+				var resp []byte
+				for next.Add(1) <= int64(n) {
+					if err := c.Call(ctx, "echo/raw", msg, &resp); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
+	}
 }
 
-// benchGo keeps inFlight calls out from one goroutine with Client.Go,
-// starting the next call as each answer arrives: the shape of benchRaw's
-// pipelined echo, where benchCalls has a goroutine per call in flight.
-func benchGo(b *testing.B, c *Client, msg []byte, inFlight int) {
+// goRun keeps inFlight calls out from one goroutine with Client.Go,
+// starting the next call as each answer arrives: the shape of rawRun's
+// pipelined echo, where callsRun has a goroutine per call in flight.
+func goRun(c *Client, msg []byte, inFlight int) echoRun {
 	ctx := context.Background()
-	var warm []byte
-	if err := c.Call(ctx, "echo/raw", msg, &warm); err != nil {
-		b.Fatal(err)
-	}
 	done := make(chan *AsyncCall, inFlight)
 	resps := make([][]byte, inFlight)
-	b.ResetTimer()
-	defer reportCPU(b)()
-	sent := 0
-	for ; sent < min(inFlight, b.N); sent++ {
-		c.Go(ctx, "echo/raw", msg, &resps[sent], done)
-	}
-	for range b.N {
-		call := <-done
-		if call.Err != nil {
-			b.Fatal(call.Err)
+	return func(n int) error {
+		sent := 0
+		for ; sent < min(inFlight, n); sent++ {
+			c.Go(ctx, "echo/raw", msg, &resps[sent], done)
 		}
-		if sent < b.N {
-			c.Go(ctx, "echo/raw", msg, call.Resp, done)
-			sent++
+		for range n {
+			call := <-done
+			if call.Err != nil {
+				return call.Err
+			}
+			if sent < n {
+				c.Go(ctx, "echo/raw", msg, call.Resp, done)
+				sent++
+			}
 		}
+		return nil
 	}
 }
 
-// benchGoAll is benchGo starting the calls whose answers arrived together
+// goAllRun is goRun starting the calls whose answers arrived together
 // in one GoAll: the calls that one read of the client's answered leave in
 // one write, as the raw echo server's copies do.
-func benchGoAll(b *testing.B, c *Client, msg []byte, inFlight int) {
+func goAllRun(c *Client, msg []byte, inFlight int) echoRun {
 	ctx := context.Background()
-	var warm []byte
-	if err := c.Call(ctx, "echo/raw", msg, &warm); err != nil {
-		b.Fatal(err)
-	}
 	done := make(chan *AsyncCall, inFlight)
 	resps := make([][]byte, inFlight)
 	calls := make([]*AsyncCall, inFlight)
 	for i := range calls {
 		calls[i] = &AsyncCall{Method: "echo/raw", Req: msg, Resp: &resps[i], Done: done}
 	}
-	b.ResetTimer()
-	defer reportCPU(b)()
-	sent := min(inFlight, b.N)
-	c.GoAll(ctx, calls[:sent]...)
 	next := make([]*AsyncCall, 0, inFlight)
-	for got := 0; got < b.N; {
-		next = next[:0]
-		for call := <-done; call != nil; {
-			got++
-			if call.Err != nil {
-				b.Fatal(call.Err)
+	// Every call a run starts has ended when it returns (but on an
+	// error), so the next run starts from calls again.
+	return func(n int) error {
+		sent := min(inFlight, n)
+		c.GoAll(ctx, calls[:sent]...)
+		for got := 0; got < n; {
+			next = next[:0]
+			for call := <-done; call != nil; {
+				got++
+				if call.Err != nil {
+					return call.Err
+				}
+				if sent < n {
+					next = append(next, call)
+					sent++
+				}
+				select {
+				case call = <-done:
+				default:
+					call = nil
+				}
 			}
-			if sent < b.N {
-				next = append(next, call)
-				sent++
-			}
-			select {
-			case call = <-done:
-			default:
-				call = nil
-			}
+			c.GoAll(ctx, next...)
 		}
-		c.GoAll(ctx, next...)
+		return nil
 	}
 }
 
-func benchRaw(b *testing.B, e rawEcho, msg []byte, inFlight int) {
-	if err := e.send(msg); err != nil {
-		b.Fatal(err)
-	}
-	if err := e.recv(); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	defer reportCPU(b)()
+// rawRun is the raw echo: one message at a time, or with inFlight out.
+func rawRun(e rawEcho, msg []byte, inFlight int) echoRun {
 	if inFlight == 1 {
-		for range b.N {
-			if err := e.send(msg); err != nil {
-				b.Fatal(err)
+		return func(n int) error {
+			for range n {
+				if err := e.send(msg); err != nil {
+					return err
+				}
+				if err := e.recv(); err != nil {
+					return err
+				}
 			}
-			if err := e.recv(); err != nil {
-				b.Fatal(err)
-			}
+			return nil
 		}
-		return
 	}
 	// One writer keeps inFlight messages out, the reader frees a slot per
 	// echo: the raw equivalent of inFlight callers.
-	slots := make(chan struct{}, inFlight)
-	werr := make(chan error, 1)
-	go func() {
-		for range b.N {
-			slots <- struct{}{}
-			if err := e.send(msg); err != nil {
-				werr <- err
-				return
+	return func(n int) error {
+		slots := make(chan struct{}, inFlight)
+		werr := make(chan error, 1)
+		go func() {
+			for range n {
+				slots <- struct{}{}
+				if err := e.send(msg); err != nil {
+					werr <- err
+					return
+				}
 			}
+			werr <- nil
+		}()
+		for range n {
+			if err := e.recv(); err != nil {
+				return err
+			}
+			<-slots
 		}
-		werr <- nil
-	}()
-	for range b.N {
-		if err := e.recv(); err != nil {
-			b.Fatal(err)
-		}
-		<-slots
-	}
-	if err := <-werr; err != nil {
-		b.Fatal(err)
+		return <-werr
 	}
 }
 
