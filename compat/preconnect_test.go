@@ -505,6 +505,40 @@ func TestInitialRefusalsInterleaved(t *testing.T) {
 	}
 }
 
+// A client refused first past a pending bound, then, repeating its first
+// packet, at its address's cap counts once in HandshakeFailures and once
+// in RefusedPerAddress: an SCTP client whose INIT was dropped past
+// MaxPendingSCTP and whose resend found its address at
+// MaxConnectionsPerAddress (or a ClientHello's two Initial packets,
+// refused for each). With one memory for both, the cap's refusal was
+// taken for a repeat and not counted in RefusedPerAddress at all.
+func TestRefusalCounterCountsTheCapOnce(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter(), MaxConnectionsPerAddress: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	r := newRefusalCounter(sctpInitResends)
+	a := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1001}
+	b := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1002}
+	check := func(what string, failures, perAddress uint64) {
+		t.Helper()
+		if m := s.Metrics(); m.HandshakeFailures != failures || m.RefusedPerAddress != perAddress {
+			t.Errorf("%s: HandshakeFailures %d, RefusedPerAddress %d; want %d, %d", what, m.HandshakeFailures, m.RefusedPerAddress, failures, perAddress)
+		}
+	}
+	r.count(s, a, nil)
+	check("a dropped past the pending bound", 1, 0)
+	r.count(s, a, errTooManyFromAddress)
+	check("a's resend refused at its address's cap", 1, 1)
+	r.count(s, a, errTooManyFromAddress)
+	r.count(s, a, nil)
+	check("a's further resends", 1, 1)
+	r.count(s, b, errTooManyFromAddress)
+	r.count(s, b, nil)
+	check("another client, at the cap, then past the pending bound", 2, 2)
+}
+
 // The bound caps what pending connections hold: n HTTP/3 connections
 // that fill their window with streams for a WebTransport session that
 // does not exist (webtransport-go keeps such streams, renewed by each new

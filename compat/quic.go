@@ -79,19 +79,14 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 	tlsConf = tlsConf.Clone()
 	tlsConf.NextProtos = []string{ALPN, "h3"}
 	conf := QUICConfig(s.opts.IdleTimeout)
-	refused := initialRefusals{within: time.Second}
+	refused := newRefusalCounter(time.Second)
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
 		if err := s.addrAtCap(info.RemoteAddr); err != nil {
-			if refused.first(info.RemoteAddr) {
-				s.metrics.handshakeFailures.Add(1)
-				s.countRefusal(err)
-			}
+			refused.count(s, info.RemoteAddr, err)
 			return nil, err
 		}
 		if s.quicPending.full() {
-			if refused.first(info.RemoteAddr) {
-				s.metrics.handshakeFailures.Add(1)
-			}
+			refused.count(s, info.RemoteAddr, nil)
 			return nil, errTooManyHandshakes
 		}
 		return conf, nil
@@ -110,7 +105,8 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 // at once, may still count a few twice.
 //
 // ServeSCTP tells an association's first refused INIT from its client's
-// resends of it the same way (sctpInitResends).
+// resends of it the same way (sctpInitResends). Both count through a
+// refusalCounter.
 type initialRefusals struct {
 	// within is how long after a refusal another from the same address
 	// is taken for a repeat of it; each repeat starts it again.
@@ -139,6 +135,32 @@ func (r *initialRefusals) first(addr net.Addr) bool {
 	r.recent[r.next] = refusedInitial{a, now}
 	r.next = (r.next + 1) % len(r.recent)
 	return true
+}
+
+// refusalCounter counts the refusals of clients that repeat their first
+// packet (a ClientHello's two Initial packets, an SCTP client's resent
+// INIT), by initialRefusals: once in HandshakeFailures, and once in the
+// metric of a cap (RefusedPerAddress, RefusedConnections) if a cap
+// refused it. The caps have a memory of their own: with one, an SCTP
+// client dropped past MaxPendingSCTP, then, resending, at its address's
+// cap was not counted in RefusedPerAddress at all.
+type refusalCounter struct {
+	any, atCap initialRefusals
+}
+
+func newRefusalCounter(within time.Duration) *refusalCounter {
+	return &refusalCounter{any: initialRefusals{within: within}, atCap: initialRefusals{within: within}}
+}
+
+// count counts a refusal of addr: err is a cap's (errTooManyFromAddress,
+// errTooManyConnections), nil for one past a pending bound.
+func (r *refusalCounter) count(s *Server, addr net.Addr, err error) {
+	if r.any.first(addr) {
+		s.metrics.handshakeFailures.Add(1)
+	}
+	if err != nil && r.atCap.first(addr) {
+		s.countRefusal(err)
+	}
 }
 
 // The closes of QUIC connections over Options.MaxPendingQUIC: a pending

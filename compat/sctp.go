@@ -113,7 +113,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 	}
 	defer s.untrack(ln)
 	pending := &pendingHandshakes{max: s.opts.MaxPendingSCTP}
-	refused := &initialRefusals{within: sctpInitResends}
+	refused := newRefusalCounter(sctpInitResends)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -134,10 +134,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 		// its INIT is accepted and dropped again.
 		slot, err := s.takeAddrSlot(nc.RemoteAddr().String(), nil)
 		if err != nil {
-			if refused.first(nc.RemoteAddr()) {
-				s.metrics.handshakeFailures.Add(1)
-				s.countRefusal(err)
-			}
+			refused.count(s, nc.RemoteAddr(), err)
 			nc.Close()
 			continue
 		}
@@ -148,9 +145,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 		end, ok := pending.begin(func() { nc.Close() })
 		if !ok {
 			slot.abandon()
-			if refused.first(nc.RemoteAddr()) {
-				s.metrics.handshakeFailures.Add(1)
-			}
+			refused.count(s, nc.RemoteAddr(), nil)
 			nc.Close()
 			s.conns.done()
 			continue
