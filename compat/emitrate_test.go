@@ -222,9 +222,9 @@ func TestEmitRateOff(t *testing.T) {
 
 // Emits that arrive as datagrams (PROTOCOL.md §4.6, §8.4; the Go
 // client's EmitUnreliable over native QUIC, handled off the read loop)
-// are charged as the others: of
-// ten to a room of four, except-sender, at 6 deliveries a second, two
-// are relayed (to the WebSocket members, reliably) and eight dropped.
+// are charged as the others: of ten to a room of four, except-sender, at
+// 6 deliveries a second, two are relayed (to the WebSocket members,
+// reliably) and eight dropped.
 func TestEmitRateChargesDatagrams(t *testing.T) {
 	e := newEmitRateRoom(t, 6, true)
 	if c := e.srv.snapshotPeers(); len(c) != 4 {

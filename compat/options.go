@@ -329,16 +329,17 @@ type Limits struct {
 	// deliveries per emit, an amplification MaxEmitSize does not bound.
 	// It is a token bucket holding one second's worth; an emit larger
 	// than that passes when the bucket is full and leaves it owing the
-	// rest, so no room is too large to emit to. An emit the bucket cannot pay is dropped, counted
-	// in Metrics.EmitThrottled and DroppedEvents and logged at Warn the
-	// first time on each connection, as one over MaxEmitSize is; the
-	// connection stays, and its calls are answered. Emits that arrive as
-	// datagrams are charged alike; server emits are not. 500,000 a
-	// second: a client streaming 60 updates a second to a room of a
-	// thousand makes 60,000, and a connection held to the rate costs
-	// about a tenth of a core (some 200 ns a delivery by
-	// BenchmarkRoomEmit); negative turns it off. Server only, and not
-	// announced to clients: an emit has no answer either way.
+	// rest, so no room is too large to emit to. An emit the bucket
+	// cannot pay is dropped, counted in Metrics.EmitThrottled and
+	// DroppedEvents and logged at Warn the first time on each
+	// connection, as one over MaxEmitSize is; the connection stays, and
+	// its calls are answered. Emits that arrive as datagrams are charged
+	// alike; server emits are not. 500,000 a second: a client streaming
+	// 60 updates a second to a room of a thousand makes 60,000, and a
+	// connection held to the rate costs about a tenth of a core (some
+	// 200 ns a delivery by BenchmarkRoomEmit); negative turns it off.
+	// Server only, and not announced to clients: an emit has no answer
+	// either way.
 	MaxEmitRate int
 	// MaxInflateRate bounds the bytes one connection inflates a second,
 	// its permessage-deflate messages and dictionary-compressed packets

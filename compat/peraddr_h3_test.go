@@ -74,8 +74,8 @@ func (c *h3Client) open(t *testing.T, e *carrierEnv, u string, peers int) *webtr
 	return sess
 }
 
-// refuseHeader makes h3Authenticate refuse a session; blockHeader makes it
-// wait for h3Gate first.
+// refuseHeader makes h3Gate.authenticate refuse a session; blockHeader
+// makes it wait for the gate first.
 const (
 	refuseHeader = "X-Test-Refuse"
 	blockHeader  = "X-Test-Block"

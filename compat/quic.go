@@ -242,8 +242,9 @@ func (s *Server) serveQUICConn(qc *quic.Conn, handshaken func(), slot *addrSlot)
 		// Its sessions count as connections, not the HTTP/3 connection
 		// itself, which Shutdown closes once the sessions have ended.
 		s.conns.done()
-		// Its sessionWatch takes both slots (watchSessions). It counts
-		// by address for as long as it is open (h3Count).
+		// Its sessionWatch takes its slot of MaxPendingQUIC and its
+		// count by address (watchSessions), which lasts for as long as
+		// it is open (h3Count).
 		count := s.newH3Count(slot)
 		context.AfterFunc(qc.Context(), count.close)
 		s.h3Pending.Store(qc, connSlots{handshaken, count})

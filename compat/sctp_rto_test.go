@@ -99,9 +99,9 @@ func TestWebRTCSettingEngineGetsRTOMax(t *testing.T) {
 	}
 }
 
-// defaultSCTPRTOMax is below the default keepalive interval, with room for a few
-// resends: a lost packet is sent again well before a silent connection is
-// pinged, let alone given up.
+// defaultSCTPRTOMax is below the default keepalive interval, with room
+// for a few resends: a lost packet is sent again well before a silent
+// connection is pinged, let alone given up.
 func TestSCTPRTOMaxBelowKeepalive(t *testing.T) {
 	keepalive := defaultKeepalive(0, Options{}.withDefaults().IdleTimeout)
 	if 4*defaultSCTPRTOMax > keepalive {
