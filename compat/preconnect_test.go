@@ -505,6 +505,30 @@ func TestInitialRefusalsInterleaved(t *testing.T) {
 	}
 }
 
+// A repeat within the window is not counted again; past it, QUIC's
+// counts again, for a client that dials again from the same port makes a
+// new attempt, and SCTP's does not while each resend renews the window,
+// for its INIT's resends come ever further apart.
+func TestInitialRefusalsRenew(t *testing.T) {
+	a := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1001}
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name  string
+		renew bool
+		want  []bool
+	}{
+		{"quic", false, []bool{true, false, true}},
+		{"sctp", true, []bool{true, false, false}},
+	} {
+		r := initialRefusals{within: time.Second, renew: tc.renew}
+		for i, at := range []time.Duration{0, 600 * time.Millisecond, 1200 * time.Millisecond} {
+			if got := r.firstAt(a, t0.Add(at)); got != tc.want[i] {
+				t.Errorf("%s: refusal at %v: first %v, want %v", tc.name, at, got, tc.want[i])
+			}
+		}
+	}
+}
+
 // A client refused first past a pending bound, then, repeating its first
 // packet, at its address's cap counts once in HandshakeFailures and once
 // in RefusedPerAddress: an SCTP client whose INIT was dropped past
@@ -518,7 +542,7 @@ func TestRefusalCounterCountsTheCapOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	r := newRefusalCounter(sctpInitResends)
+	r := newRefusalCounter(sctpInitResends, true)
 	a := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1001}
 	b := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1002}
 	check := func(what string, failures, perAddress uint64) {

@@ -79,7 +79,7 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 	tlsConf = tlsConf.Clone()
 	tlsConf.NextProtos = []string{ALPN, "h3"}
 	conf := QUICConfig(s.opts.IdleTimeout)
-	refused := newRefusalCounter(time.Second)
+	refused := newRefusalCounter(time.Second, false)
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
 		if err := s.addrAtCap(info.RemoteAddr); err != nil {
 			refused.count(s, info.RemoteAddr, err)
@@ -109,8 +109,14 @@ func (s *Server) ListenQUIC(addr string, tlsConf *tls.Config) (*quic.Listener, e
 // refusalCounter.
 type initialRefusals struct {
 	// within is how long after a refusal another from the same address
-	// is taken for a repeat of it; each repeat starts it again.
+	// is taken for a repeat of it.
 	within time.Duration
+	// renew starts within again at each repeat: SCTP's resends of one
+	// INIT come ever further apart, and each is a repeat of the first.
+	// Not QUIC's: its two Initial packets come together, and a client
+	// that dials again from the same port (a quic.Transport shared by
+	// its dials) makes a new attempt, counted again after within.
+	renew  bool
 	mu     sync.Mutex
 	recent [16]refusedInitial
 	next   int
@@ -121,14 +127,17 @@ type refusedInitial struct {
 	at   time.Time
 }
 
-func (r *initialRefusals) first(addr net.Addr) bool {
-	now := time.Now()
+func (r *initialRefusals) first(addr net.Addr) bool { return r.firstAt(addr, time.Now()) }
+
+func (r *initialRefusals) firstAt(addr net.Addr, now time.Time) bool {
 	a := addr.String()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, e := range r.recent {
 		if e.addr == a && now.Sub(e.at) < r.within {
-			r.recent[i].at = now
+			if r.renew {
+				r.recent[i].at = now
+			}
 			return false
 		}
 	}
@@ -148,8 +157,11 @@ type refusalCounter struct {
 	any, atCap initialRefusals
 }
 
-func newRefusalCounter(within time.Duration) *refusalCounter {
-	return &refusalCounter{any: initialRefusals{within: within}, atCap: initialRefusals{within: within}}
+func newRefusalCounter(within time.Duration, renew bool) *refusalCounter {
+	return &refusalCounter{
+		any:   initialRefusals{within: within, renew: renew},
+		atCap: initialRefusals{within: within, renew: renew},
+	}
 }
 
 // count counts a refusal of addr: err is a cap's (errTooManyFromAddress,

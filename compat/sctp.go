@@ -113,7 +113,7 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 	}
 	defer s.untrack(ln)
 	pending := &pendingHandshakes{max: s.opts.MaxPendingSCTP}
-	refused := newRefusalCounter(sctpInitResends)
+	refused := newRefusalCounter(sctpInitResends, true)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
