@@ -2,12 +2,14 @@ package compat
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // inflateBudget bounds how many bytes one connection inflates per second
 // (Limits.MaxInflateRate), its permessage-deflate messages and dictionary
-// packets together: a token bucket of rate bytes a second holding at most
+// packets together, on a server's Peer and on a Go client's connection
+// alike: a token bucket of rate bytes a second holding at most
 // burst (MaxMessageSize, so that one message of the largest size always
 // passes at once).
 //
@@ -15,13 +17,14 @@ import (
 // Zeros compressed at level 9 inflate about 1000 times over, at some 5-6
 // MB/s of received bytes per core, whatever the message size
 // (deflatecache's BenchmarkInflateBomb): a client sending such frames at
-// 5 MB/s kept a core inflating. Charged for what came out, a connection
+// 5 MB/s kept a core inflating, and a server (an untrusted one, or one
+// taken over) could do the same to a Go client's program. Charged for what came out, a connection
 // over its rate has its reading paused before it inflates again (the
 // carrier's flow control pushes back on the sender; nothing is lost),
 // and its compressed datagrams are dropped meanwhile.
 //
-// Made at a connection's first compressed message (Peer.inflateBudget):
-// a connection that never compresses pays nothing. The mutex is there
+// Made at a connection's first compressed message (loadInflateBudget): a
+// connection that never compresses pays nothing. The mutex is there
 // because datagrams are handled off the read loop, and because a close
 // asked for on another goroutine ends the read loop's pause (wakePause).
 type inflateBudget struct {
@@ -35,8 +38,8 @@ type inflateBudget struct {
 	wake chan struct{}
 }
 
-// maxInflatePause bounds one pause of the read loop. NewServer refuses a
-// rate below MaxMessageSize a second, so a message alone never needs
+// maxInflatePause bounds one pause of the read loop. NewServer and Dial
+// refuse a rate below MaxMessageSize a second, so a message alone never needs
 // longer; a datagram that took the bucket below zero just before may add
 // to a deficit, which the next messages then pay.
 const maxInflatePause = time.Second
@@ -108,3 +111,102 @@ func (b *inflateBudget) wakePause() {
 	}
 	b.mu.Unlock()
 }
+
+// inflatePacer is a connection whose reading an inflateBudget paces: a
+// server's Peer or a client's connection (clientConn). Both pause alike
+// (paceInflate); they differ in what ends a pause early and in what
+// counts one.
+type inflatePacer interface {
+	// pauseOver reports whether the reading should not pause, or pause
+	// no longer: the connection is closing, or, on a client, the caller
+	// reading for its own answer has it (sharedread.go). Whatever makes
+	// it true wakes the pause afterwards (wakePause); the pause looks at
+	// it after beginPause, so one of the two sees the other.
+	pauseOver() bool
+	// throttled counts a pause (Metrics.InflateThrottled on a server).
+	throttled()
+}
+
+// loadInflateBudget returns the budget *p holds, made with lim at the
+// first call, a connection's first compressed message; nil when lim
+// turns the limit off.
+func loadInflateBudget(p *atomic.Pointer[inflateBudget], lim *Limits) *inflateBudget {
+	if b := p.Load(); b != nil {
+		return b
+	}
+	if lim.MaxInflateRate < 0 {
+		return nil
+	}
+	// Both the read loop and the datagram handler may get here first.
+	p.CompareAndSwap(nil, newInflateBudget(lim.MaxInflateRate, lim.MaxMessageSize, monoNow()))
+	return p.Load()
+}
+
+// paceInflate is called on r's read loop, l's, before it inflates a
+// message: while b is spent it pauses the reading until the budget is
+// back, which holds the sender back through the carrier's flow control.
+// The pause comes before the next inflating, not after the one that
+// spent the budget: a call read after a bomb is answered at once, and a
+// turn that inflates nothing more does not wait. A nil b sets no limit.
+func paceInflate(b *inflateBudget, r inflatePacer, l link) {
+	if b == nil {
+		return
+	}
+	if d := b.wait(monoNow()); d > 0 {
+		b.pauseReading(r, l, d)
+	}
+}
+
+// pauseReading holds r's read loop, in its turn, for d or until
+// r.pauseOver. The turn's answers so far leave first (link.pauseTurn):
+// held for the turn's end, they waited out the pause. A timer, not
+// time.Sleep, so that a connection closed or dropped meanwhile (on a
+// server Peer.Close, Shutdown, a slow consumer; on a client Close, the
+// idle timeout) ends at once, not up to maxInflatePause later, past
+// Shutdown's shutdownDropGrace. A wake-up that finds pauseOver false
+// (a client's caller woken for a call settled after it had handed the
+// reading on) leaves the pause to run its time.
+func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
+	wake := b.beginPause()
+	defer b.endPause()
+	if r.pauseOver() {
+		return
+	}
+	r.throttled()
+	l.pauseTurn(func() {
+		hooks := testHookInflatePause.Load()
+		if hooks != nil {
+			hooks.began(r)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timedOut := false
+	wait:
+		for {
+			select {
+			case <-t.C:
+				timedOut = true
+				break wait
+			case <-wake:
+				wake = b.beginPause()
+				if r.pauseOver() {
+					break wait
+				}
+			}
+		}
+		if hooks != nil {
+			hooks.ended(r, timedOut)
+		}
+	})
+}
+
+// inflatePauseHooks are run by a read loop, when testHookInflatePause is
+// set: began as an inflate pause begins, once the turn's answers so far
+// are on their way, and ended as it ends, with whether its time ran out
+// (false: pauseOver cut it short). r is the *Peer or *clientConn.
+type inflatePauseHooks struct {
+	began func(r inflatePacer)
+	ended func(r inflatePacer, timedOut bool)
+}
+
+var testHookInflatePause atomic.Pointer[inflatePauseHooks]

@@ -20,13 +20,13 @@ import (
 func pauseHooks(t *testing.T, s *Server, began func(*Peer), ended func(timedOut bool)) {
 	t.Helper()
 	testHookInflatePause.Store(&inflatePauseHooks{
-		began: func(p *Peer) {
-			if p.srv == s {
+		began: func(r inflatePacer) {
+			if p, ok := r.(*Peer); ok && p.srv == s {
 				began(p)
 			}
 		},
-		ended: func(p *Peer, timedOut bool) {
-			if p.srv == s {
+		ended: func(r inflatePacer, timedOut bool) {
+			if p, ok := r.(*Peer); ok && p.srv == s {
 				ended(timedOut)
 			}
 		},

@@ -50,7 +50,7 @@ type link interface {
 	awaitRoom(b []byte, inTurn bool, deadline time.Time) bool
 	// pauseTurn runs wait on the read loop, in a turn, with the turn's
 	// answers so far sent rather than held for its end (an inflate
-	// pause, Peer.pauseReading).
+	// pause, inflateBudget.pauseReading).
 	pauseTurn(wait func())
 	// ping sends a keepalive probe that the other end answers.
 	ping()

@@ -231,34 +231,14 @@ func countInflated(m *metrics, compressed, inflated []byte) {
 // (Limits.MaxInflateRate), made at its first compressed message; nil when
 // the limit is off.
 func (p *Peer) inflateBudget() *inflateBudget {
-	if b := p.inflate.Load(); b != nil {
-		return b
-	}
-	lim := &p.srv.opts.Limits
-	if lim.MaxInflateRate < 0 {
-		return nil
-	}
-	// Both the read loop and the datagram handler may get here first.
-	p.inflate.CompareAndSwap(nil, newInflateBudget(lim.MaxInflateRate, lim.MaxMessageSize, monoNow()))
-	return p.inflate.Load()
+	return loadInflateBudget(&p.inflate, &p.srv.opts.Limits)
 }
 
 // awaitInflate is called on the read loop before it inflates a message
 // (inflateMeter): while the connection's budget is spent
-// (Limits.MaxInflateRate) it pauses the reading until the budget is back,
-// which holds the sender back through the carrier's flow control. The
-// pause comes before the next inflating, not after the one that spent
-// the budget: a call read after a bomb is answered at once, and a turn
-// that inflates nothing more does not wait.
-func (p *Peer) awaitInflate() {
-	b := p.inflateBudget()
-	if b == nil {
-		return
-	}
-	if d := b.wait(monoNow()); d > 0 {
-		p.pauseReading(b, d)
-	}
-}
+// (Limits.MaxInflateRate) it pauses the reading until the budget is back
+// (paceInflate), or until a close or a drop is asked for (endPauses).
+func (p *Peer) awaitInflate() { paceInflate(p.inflateBudget(), p, p.link) }
 
 // inflated charges the n bytes a message inflated to, on the read loop
 // (inflateMeter).
@@ -268,39 +248,12 @@ func (p *Peer) inflated(n int) {
 	}
 }
 
-// pauseReading holds the read loop, in its turn, for d or until a close
-// or a drop is asked for (endPauses). The turn's answers so far leave
-// first (link.pauseTurn): held for the turn's end, they waited out the
-// pause. A timer, not time.Sleep, so that a connection closed or dropped
-// meanwhile (Peer.Close, Shutdown, a slow consumer) ends at once, not up
-// to maxInflatePause later, past Shutdown's shutdownDropGrace.
-func (p *Peer) pauseReading(b *inflateBudget, d time.Duration) {
-	wake := b.beginPause()
-	defer b.endPause()
-	// Looked at after beginPause, as endPauses sets it before it wakes:
-	// one of the two sees the other.
-	if p.once.Load()&onceClosing != 0 {
-		return
-	}
-	p.srv.metrics.inflateThrottled.Add(1)
-	p.link.pauseTurn(func() {
-		hooks := testHookInflatePause.Load()
-		if hooks != nil {
-			hooks.began(p)
-		}
-		t := time.NewTimer(d)
-		timedOut := false
-		select {
-		case <-t.C:
-			timedOut = true
-		case <-wake:
-		}
-		t.Stop()
-		if hooks != nil {
-			hooks.ended(p, timedOut)
-		}
-	})
-}
+// pauseOver reports whether a close or a drop was asked for: no inflate
+// pause then (inflatePacer).
+func (p *Peer) pauseOver() bool { return p.once.Load()&onceClosing != 0 }
+
+// throttled counts an inflate pause (inflatePacer).
+func (p *Peer) throttled() { p.srv.metrics.inflateThrottled.Add(1) }
 
 // endPauses ends the read loop's inflate pause, if any, and those it
 // would begin later: the connection is closing, or dropped.
@@ -310,17 +263,6 @@ func (p *Peer) endPauses() {
 		b.wakePause()
 	}
 }
-
-// inflatePauseHooks are run by the read loop, when testHookInflatePause
-// is set: began as an inflate pause begins, once the turn's answers so
-// far are on their way, and ended as it ends, with whether its time ran
-// out (false: a close or a drop cut it short).
-type inflatePauseHooks struct {
-	began func(*Peer)
-	ended func(p *Peer, timedOut bool)
-}
-
-var testHookInflatePause atomic.Pointer[inflatePauseHooks]
 
 // echo sends a message back as it came (Options.Echo), compressed when
 // permessage-deflate was negotiated.
