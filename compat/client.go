@@ -280,6 +280,14 @@ type clientConn struct {
 	// shared is the read token of a WebSocket connection, whose callers
 	// read their answers themselves (sharedread.go); nil on other carriers.
 	shared *sharedReads
+
+	// inflateRate bounds how fast the connection inflates the server's
+	// dictionary-compressed packets (Limits.MaxInflateRate), nil until
+	// the first.
+	inflateRate atomic.Pointer[inflateBudget]
+	// noPauses is set once the client closes or gives up the connection:
+	// no inflate pause begins, and the one under way ends (endPauses).
+	noPauses atomic.Bool
 }
 
 // Message is a server event or room emit as a client receives it.
@@ -324,6 +332,11 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
 			return nil, err
 		}
+	}
+	if r, m := opts.Limits.MaxInflateRate, opts.Limits.MaxMessageSize; r > 0 && r < m {
+		// As NewServer: a packet of MaxMessageSize could then pause the
+		// reading for more than a second.
+		return nil, fmt.Errorf("compat: ClientOptions.Limits.MaxInflateRate %d is below MaxMessageSize (%d) a second; set it higher, or negative for no limit", r, m)
 	}
 	if opts.SCTPRTOMax == 0 {
 		opts.SCTPRTOMax = defaultSCTPRTOMax
@@ -506,6 +519,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	cc.asksCtx, cc.cancelAsks = context.WithCancel(context.Background())
 	if ws, ok := l.(*wsConn); ok {
 		cc.shared = ws.shared
+		cc.shared.inflate = &cc.inflateRate
 	}
 	pairs := wire.AppendPair(nil, "codec", c.opts.Codec.Name())
 	pairs = wire.AppendPair(pairs, "maxMessage", strconv.FormatInt(c.opts.Limits.MaxMessageSize, 10))
@@ -740,8 +754,10 @@ func (c *Client) close(abort bool) {
 		// handshake held Close for closeTimeout. It is dropped, as Dial
 		// and settleReconnect drop one whose capabilities never came.
 		cc.link.abort()
+		cc.endPauses()
 	default:
 		cc.link.requestClose(wsframe.CloseNormal, "")
+		cc.endPauses()
 	}
 	c.awaitDone()
 }

@@ -34,6 +34,13 @@ func rawQUICServer(t *testing.T, serve func(qc *quic.Conn)) (url string, opts Cl
 // control stream too.
 func rawQUICServerControl(t *testing.T, serve func(qc *quic.Conn, control *quic.Stream)) (url string, opts ClientOptions) {
 	t.Helper()
+	return rawQUICServerCaps(t, capsOf("codec", "json"), serve)
+}
+
+// rawQUICServerCaps is rawQUICServerControl sending caps as its
+// capabilities.
+func rawQUICServerCaps(t *testing.T, caps []byte, serve func(qc *quic.Conn, control *quic.Stream)) (url string, opts ClientOptions) {
+	t.Helper()
 	cert := testCert()
 	stls := cert.ServerTLSConfig()
 	stls.NextProtos = []string{ALPN}
@@ -52,7 +59,6 @@ func rawQUICServerControl(t *testing.T, serve func(qc *quic.Conn, control *quic.
 		if err != nil {
 			return
 		}
-		caps := wire.Append(nil, &wire.Packet{Kind: dispatch.KindCapabilities, Count: 1, Payload: wire.AppendPair(nil, "codec", "json")})
 		str.Write(append(binary.AppendUvarint(nil, uint64(len(caps))), caps...))
 		go serve(qc, str)
 		br := bufio.NewReader(str)

@@ -36,6 +36,7 @@ func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
 		return errMalformed
 	}
 	if p.Compressed {
+		cc.awaitInflate()
 		release, err := cc.inflate(&p)
 		if err != nil {
 			return err
@@ -46,7 +47,8 @@ func (cc *clientConn) handleMessage(op wsframe.Opcode, payload []byte) error {
 }
 
 // inflate replaces a compressed packet by the one its body holds
-// (PROTOCOL.md §6); release gives back the buffer p then points into.
+// (PROTOCOL.md §6), charged to the connection's inflate budget; release
+// gives back the buffer p then points into.
 func (cc *clientConn) inflate(p *wire.Packet) (release func(), err error) {
 	d := cc.dict.Load()
 	if d == nil {
@@ -56,6 +58,7 @@ func (cc *clientConn) inflate(p *wire.Packet) (release func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	cc.inflated(len(body))
 	if *p, err = wire.DecodeBody(p.Kind, body); err != nil {
 		release()
 		return nil, errMalformed
@@ -63,11 +66,70 @@ func (cc *clientConn) inflate(p *wire.Packet) (release func(), err error) {
 	return release, nil
 }
 
+// inflateBudget returns the connection's inflate budget
+// (Limits.MaxInflateRate), made at its first compressed packet; nil when
+// the limit is off.
+func (cc *clientConn) inflateBudget() *inflateBudget {
+	return loadInflateBudget(&cc.inflateRate, &cc.c.opts.Limits)
+}
+
+// awaitInflate is called by the connection's reader before it inflates
+// a packet (inflateMeter): while the budget is spent it pauses the
+// reading until the budget is back (paceInflate), as a server does with
+// its clients, so that a server sending bombs (packets of zeros that
+// inflate 1000 times over) cannot keep a core of the client's inflating.
+// The reader may be the read loop or a caller reading for its own
+// answer (sharedread.go): see pauseOver.
+func (cc *clientConn) awaitInflate() { paceInflate(cc.inflateBudget(), cc, cc.link) }
+
+// inflated charges the n bytes a packet inflated to (inflateMeter).
+func (cc *clientConn) inflated(n int) {
+	if b := cc.inflateBudget(); b != nil {
+		b.charge(n, monoNow())
+	}
+}
+
+// pauseOver reports whether the reader should not pause for the inflate
+// budget, or pause no longer (inflatePacer): the client closes or gives
+// up the connection (endPauses), or the reader is a caller whose call is
+// settled. Such a caller goes back to its program rather than wait out a
+// pause for the others: by its answer read in this turn, it returns
+// before the pause would have ended; by its ctx or its deadline
+// (wakeReader), it returns at once. The rest of its turn is inflated
+// without a pause, and the deficit is the read loop's to wait out:
+// callers leave the reading to the loop while the budget is spent
+// (takeReads), so that caller after caller could not each skip a turn's
+// pauses.
+func (cc *clientConn) pauseOver() bool {
+	if cc.noPauses.Load() {
+		return true
+	}
+	if s := cc.shared; s != nil {
+		if done := s.readingFor; done != nil {
+			return done.Load()
+		}
+	}
+	return false
+}
+
+// throttled counts nothing (inflatePacer): the client has no metrics.
+func (cc *clientConn) throttled() {}
+
+// endPauses ends the reader's inflate pause, if any, and those it would
+// begin later: the client closes the connection, or gives it up.
+func (cc *clientConn) endPauses() {
+	cc.noPauses.Store(true)
+	if b := cc.inflateRate.Load(); b != nil {
+		b.wakePause()
+	}
+}
+
 // handleDatagram handles a packet that arrived as a datagram, on the
 // carrier's goroutine: an Emit or an Event, compressed or not
 // (PROTOCOL.md §8.4); any other kind closes the connection with 1008, as
 // on the server. One that arrives once Close has begun is dropped, and
-// Close waits for one begun before (beginDatagram).
+// Close waits for one begun before (beginDatagram); so is a compressed
+// one past Limits.MaxInflateRate.
 func (cc *clientConn) handleDatagram(pkt []byte) error {
 	if !cc.c.beginDatagram() {
 		return nil
@@ -87,6 +149,12 @@ func (cc *clientConn) handleDatagram(pkt []byte) error {
 		return errMalformed
 	}
 	if p.Compressed {
+		// Off the read loop, a datagram cannot pause the reading: one
+		// that finds the inflate budget spent is dropped uninflated, as
+		// the server drops a client's.
+		if b := cc.inflateBudget(); b != nil && b.empty(monoNow()) {
+			return nil
+		}
 		release, err := cc.inflate(&p)
 		if err != nil {
 			return err

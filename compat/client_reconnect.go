@@ -182,6 +182,7 @@ func (w *livenessWatch) check() {
 	case keepGiveUp:
 		w.timedOut.Store(true)
 		l.requestClose(wsframe.CloseGoingAway, idleTimeoutReason)
+		cc.endPauses()
 		w.heldLoop.Store(time.AfterFunc(heldLoopGrace, w.endHeldLoop))
 		return
 	case keepPing:
@@ -217,6 +218,7 @@ func (cc *clientConn) endHeldLoop() {
 	c.opts.Logger.Warn("hotpath: the connection was given up for silence, but its read loop is held by a listener or OnState callback; its calls fail now (a Call, Join or Leave made inside a listener waits for an answer only that loop can read: make it from a goroutine)",
 		"url", c.url, "held", heldLoopGrace)
 	cc.link.abort()
+	cc.endPauses()
 	err := fmt.Errorf("%w: %w", ErrDisconnected, &CloseError{Code: wsframe.CloseGoingAway, Reason: idleTimeoutReason})
 	var failed []*pendingCall
 	c.mu.Lock()

@@ -113,8 +113,10 @@ func FuzzDatagram(f *testing.F) {
 		}
 
 		// The client takes the same datagrams from a server, and refuses
-		// the others with the same code (clientConn.handleDatagram).
-		cc := &clientConn{c: &Client{}}
+		// the others with the same code (clientConn.handleDatagram). Its
+		// limits are Dial's defaults: a zero MaxInflateRate would drop
+		// every compressed datagram.
+		cc := &clientConn{c: &Client{opts: ClientOptions{Limits: Limits{}.withDefaults()}}}
 		if codec != nil {
 			cc.dict.Store(p.dict.Load())
 		}

@@ -31,6 +31,14 @@ import (
 // A caller blocked in a read whose call is settled elsewhere (its timeout
 // passed, its context ended, its batch was dropped) is woken by a read
 // deadline in the past, told apart from the other deadlines by wake.
+//
+// The reader pauses before it inflates while the connection is over
+// Limits.MaxInflateRate (clientConn.awaitInflate), whether it is the loop
+// or a caller. A caller's pause ends, and the rest of its turn pauses no
+// more, once its call is settled (clientConn.pauseOver): by an answer
+// read in that turn, or by its ctx or deadline, which wake it
+// (wakeReader). While the budget is spent, callers leave the reading to
+// the loop (takeReads), which waits out the deficit.
 
 // Who holds the read token.
 const (
@@ -69,6 +77,12 @@ type sharedReads struct {
 	// UnixNano, set under the wsConn's wmu: a woken reader puts it back.
 	closeDeadline int64
 	failure       error // why a caller's read ended the connection; owned by the token
+	// readingFor is the settled flag of the call whose caller holds the
+	// token (readUntil), nil while the loop does; owned by the token.
+	readingFor *atomic.Bool
+	// inflate is the connection's inflate budget (clientConn.inflateRate),
+	// set before the connection is read: a wake-up ends a caller's pause.
+	inflate *atomic.Pointer[inflateBudget]
 
 	callerReads atomic.Uint64 // how many times a caller took the token
 }
@@ -189,6 +203,12 @@ func (c *wsConn) runShared(h messageHandler) error {
 // (or the caller, whichever comes first) takes back with uncount.
 func (c *wsConn) takeReads(counted *atomic.Pointer[sharedReads], alone bool) bool {
 	s := c.shared
+	if s.inflateOwed() {
+		// The loop reads and waits out the deficit: a caller would skip
+		// its pauses once its answer is read (clientConn.pauseOver).
+		s.countWaiting(counted)
+		return false
+	}
 	for i := 0; alone && i < 64; i++ {
 		if s.owner.CompareAndSwap(readerNone, readerCaller) {
 			s.callerReads.Add(1)
@@ -207,6 +227,17 @@ func (c *wsConn) takeReads(counted *atomic.Pointer[sharedReads], alone bool) boo
 		return true
 	}
 	return false
+}
+
+// inflateOwed reports whether the connection is over its inflate budget:
+// its reader would pause before it inflates again. One that never
+// inflated has no budget, and pays a nil check.
+func (s *sharedReads) inflateOwed() bool {
+	if s.inflate == nil {
+		return false
+	}
+	b := s.inflate.Load()
+	return b != nil && b.wait(monoNow()) > 0
 }
 
 // countWaiting counts a call among those waiting on channels, whose
@@ -236,6 +267,7 @@ func uncount(counted *atomic.Pointer[sharedReads]) {
 // handler's error is left to the read loop to end the connection with.
 func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 	s := c.shared
+	s.readingFor = done // cleared before the token is let go of
 	for !done.Load() {
 		_, herr, err := c.readOnce(h)
 		if err != nil && herr == nil {
@@ -245,19 +277,21 @@ func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 			herr = c.readError(err)
 		}
 		if herr != nil {
+			s.readingFor = nil
 			s.failure = herr
 			s.owner.Store(readerFailed)
 			s.wakeLoop()
 			return
 		}
 	}
+	s.readingFor = nil
 	if s.release() {
 		s.wakeLoop()
 	}
 }
 
-// wakeReader wakes a caller blocked in readUntil: its call was settled by
-// another goroutine. Once the connection is closing too: the caller held
+// wakeReader wakes a caller blocked in readUntil, in a read or in an
+// inflate pause: its call was settled by another goroutine. Once the connection is closing too: the caller held
 // its call past its ctx until the closing handshake's deadline (3 s; a
 // reconnect audit), and takeWake puts that deadline back.
 //
@@ -268,10 +302,21 @@ func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 // no wake-up, and the connection ended with 1006 "i/o timeout" (an
 // async-call audit: callers timing out while Go calls were in flight).
 func (c *wsConn) wakeReader() {
+	c.wakeInflatePause()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.shared.wake.Store(true)
 	c.nc.SetReadDeadline(time.Now())
+}
+
+// wakeInflatePause ends the inflate pause of a caller whose call is
+// settled (clientConn.pauseOver): a read deadline does not reach it.
+func (c *wsConn) wakeInflatePause() {
+	if p := c.shared.inflate; p != nil {
+		if b := p.Load(); b != nil {
+			b.wakePause()
+		}
+	}
 }
 
 // takeWake reports whether err is the wake-up of wakeReader, and then

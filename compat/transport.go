@@ -461,7 +461,8 @@ func (c *wsConn) handle(m wsframe.Message, h messageHandler) error {
 }
 
 // inflateMeter is a messageHandler that bounds how fast its connection
-// inflates (a server's Peer, Limits.MaxInflateRate), on the read loop:
+// inflates (Limits.MaxInflateRate: a server's Peer; a client's
+// connection too, which offers no permessage-deflate), on the read loop:
 // awaitInflate is called before a permessage-deflate message is
 // inflated, and may pause the loop, and inflated is told what it
 // inflated to.
