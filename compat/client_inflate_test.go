@@ -8,6 +8,7 @@ package compat
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -190,6 +191,49 @@ func TestClientInflatePausesAndDeliversAll(t *testing.T) {
 	}
 	if _, err := c.current(); err != nil {
 		t.Errorf("the connection after the bombs: %v", err)
+	}
+}
+
+// The same over native QUIC, whose read loop is the pktConn's: bombs on
+// the control stream pause it, and are all delivered.
+func TestClientInflatePausesOverQUIC(t *testing.T) {
+	const n = 5
+	d := bombDictionary(t)
+	bomb := dictBomb(t, d)
+	send := make(chan struct{})
+	url, opts := rawQUICServerCaps(t, capsOf("codec", "json", "dict", "deflate:"+d.ID()), func(qc *quic.Conn, control *quic.Stream) {
+		select {
+		case <-send:
+		case <-qc.Context().Done():
+			return
+		}
+		var b []byte
+		for range n {
+			b = append(binary.AppendUvarint(b, uint64(len(bomb))), bomb...)
+		}
+		control.Write(b)
+	})
+	opts.Dictionary = d
+	opts.Limits = bombLimits(4)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	c, err := Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int32
+	c.On("bomb", func(Message) { got.Add(1) })
+	var pauses atomic.Int32
+	clientPauseHooks(t, cc, func() { pauses.Add(1) }, func(bool) {})
+	close(send)
+	waitLong(t, "every bomb", func() bool { return got.Load() == n })
+	if pauses.Load() == 0 {
+		t.Error("the bombs did not pause the reading")
 	}
 }
 
