@@ -69,7 +69,10 @@ type ClientOptions struct {
 	// are answered ErrOverloaded, code 7). That bound is the client's, not
 	// a connection's: a handler that ignores its ctx and still runs after
 	// its connection dropped keeps its place, so reconnects cannot
-	// multiply such handlers.
+	// multiply such handlers. MaxInflateRate (64 MiB/s by default) bounds
+	// what a connection inflates of the server's dictionary-compressed
+	// packets, as the server bounds its clients': past it the reading
+	// pauses, and compressed datagrams are dropped (see its doc).
 	Limits Limits
 	// CallTimeout bounds a call, Join or Leave whose context has no
 	// deadline, and the opening of such a stream (OpenStream: until the

@@ -356,7 +356,18 @@ type Limits struct {
 	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
 	// MaxMessageSize always passes at once, and NewServer refuses a rate
-	// below MaxMessageSize a second. Server only.
+	// below MaxMessageSize a second.
+	//
+	// The Go client (ClientOptions.Limits) holds what its server sends to
+	// the same rate, by default too: its dictionary-compressed packets
+	// (it offers no permessage-deflate), so that a server it cannot trust
+	// (a bot's, a bridge's, one taken over) cannot keep a core of the
+	// client's program inflating. Its reading pauses alike, after the
+	// calls answered so far have returned; a caller reading for its own
+	// answer stops pausing once its call is answered or its ctx ends;
+	// Close ends a pause at once; its compressed datagrams that find the
+	// budget spent are dropped. Nothing counts them: the client has no
+	// metrics. Dial refuses a rate below MaxMessageSize a second.
 	MaxInflateRate int64
 }
 
