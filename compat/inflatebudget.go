@@ -18,10 +18,11 @@ import (
 // MB/s of received bytes per core, whatever the message size
 // (deflatecache's BenchmarkInflateBomb): a client sending such frames at
 // 5 MB/s kept a core inflating, and a server (an untrusted one, or one
-// taken over) could do the same to a Go client's program. Charged for what came out, a connection
-// over its rate has its reading paused before it inflates again (the
-// carrier's flow control pushes back on the sender; nothing is lost),
-// and its compressed datagrams are dropped meanwhile.
+// taken over) could do the same to a Go client's program. Charged for
+// what came out, a connection over its rate has its reading paused
+// before it inflates again (the carrier's flow control pushes back on
+// the sender; nothing is lost), and its compressed datagrams are
+// dropped meanwhile.
 //
 // Made at a connection's first compressed message (loadInflateBudget): a
 // connection that never compresses pays nothing. The mutex is there
@@ -39,9 +40,9 @@ type inflateBudget struct {
 }
 
 // maxInflatePause bounds one pause of the read loop. NewServer and Dial
-// refuse a rate below MaxMessageSize a second, so a message alone never needs
-// longer; a datagram that took the bucket below zero just before may add
-// to a deficit, which the next messages then pay.
+// refuse a rate below MaxMessageSize a second, so a message alone never
+// needs longer; a datagram that took the bucket below zero just before
+// may add to a deficit, which the next messages then pay.
 const maxInflatePause = time.Second
 
 func newInflateBudget(rate, burst int64, now int64) *inflateBudget {

@@ -291,9 +291,10 @@ func (c *wsConn) readUntil(h messageHandler, done *atomic.Bool) {
 }
 
 // wakeReader wakes a caller blocked in readUntil, in a read or in an
-// inflate pause: its call was settled by another goroutine. Once the connection is closing too: the caller held
-// its call past its ctx until the closing handshake's deadline (3 s; a
-// reconnect audit), and takeWake puts that deadline back.
+// inflate pause: its call was settled by another goroutine. Once the
+// connection is closing too: the caller held its call past its ctx until
+// the closing handshake's deadline (3 s; a reconnect audit), and takeWake
+// puts that deadline back.
 //
 // The flag and its deadline change together, under wmu held exclusively,
 // as takeWake takes them: under the read lock, a wake-up's flag could be
