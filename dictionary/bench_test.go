@@ -3,6 +3,7 @@ package dictionary
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,4 +274,47 @@ func BenchmarkSameLoad(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkZstdLock puts what Zstd's RWMutex costs (read-held by every
+// call, so that Close waits for the calls in flight) beside the calls it
+// guards: lock is an RLock and RUnlock alone, decompress the zstd codec's
+// AppendDecompress of the smallest message, both from every P at once
+// (RunParallel), where the readers' count is one cache line the cores
+// pass between them. lock's ns/op over decompress's is the lock's share.
+func BenchmarkZstdLock(b *testing.B) {
+	router, err := Build(testSource(), BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	z, err := NewZstd(router, CodecOptions{Threshold: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer z.Close()
+	msg := benchMessages[0].msg
+	comp, ok := z.AppendCompress(nil, msg)
+	if !ok {
+		b.Fatal("the message did not compress")
+	}
+	b.Run("lock", func(b *testing.B) {
+		var mu sync.RWMutex
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				mu.RLock()
+				mu.RUnlock()
+			}
+		})
+	})
+	b.Run("decompress", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			dst := make([]byte, 0, len(msg))
+			for pb.Next() {
+				if _, err := z.AppendDecompress(dst, comp); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
