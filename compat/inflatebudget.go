@@ -126,6 +126,9 @@ type inflatePacer interface {
 	pauseOver() bool
 	// throttled counts a pause (Metrics.InflateThrottled on a server).
 	throttled()
+	// endPauses ends the pause under way, if any, and those the reading
+	// would begin later: the connection closes, or has ended.
+	endPauses()
 }
 
 // loadInflateBudget returns the budget *p holds, made with lim at the
@@ -164,8 +167,12 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // time.Sleep, so that a connection closed or dropped meanwhile (on a
 // server Peer.Close, Shutdown, a slow consumer; on a client Close, the
 // idle timeout) ends at once, not up to maxInflatePause later, past
-// Shutdown's shutdownDropGrace. A wake-up that finds pauseOver false
-// (a client's caller woken for a call settled after it had handed the
+// Shutdown's shutdownDropGrace. The link ends it too (link.pauseTurn):
+// when it is closed off the read loop (a violation in a datagram or a
+// stream), and when its carrier connection ends (the other end closed
+// it, or it died: seen on QUIC, WebTransport, SCTP and WebRTC; over TCP
+// only a read would tell). A wake-up that finds pauseOver false (a
+// client's caller woken for a call settled after it had handed the
 // reading on) leaves the pause to run its time.
 func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 	wake := b.beginPause()
@@ -174,7 +181,7 @@ func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 		return
 	}
 	r.throttled()
-	l.pauseTurn(func() {
+	l.pauseTurn(r.endPauses, func(ended <-chan struct{}) {
 		hooks := testHookInflatePause.Load()
 		if hooks != nil {
 			hooks.began(r)
@@ -187,6 +194,10 @@ func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 			select {
 			case <-t.C:
 				timedOut = true
+				break wait
+			case <-ended:
+				// Nothing more to read: no more pauses either.
+				r.endPauses()
 				break wait
 			case <-wake:
 				wake = b.beginPause()

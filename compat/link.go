@@ -50,8 +50,11 @@ type link interface {
 	awaitRoom(b []byte, inTurn bool, deadline time.Time) bool
 	// pauseTurn runs wait on the read loop, in a turn, with the turn's
 	// answers so far sent rather than held for its end (an inflate
-	// pause, inflateBudget.pauseReading).
-	pauseTurn(wait func())
+	// pause, inflateBudget.pauseReading). ended, which wait selects on, is
+	// closed when the carrier connection ends, nil when the link cannot
+	// tell without reading (WebSocket); the link calls wake, meanwhile,
+	// when it is closed off the read loop. Both cut the pause short.
+	pauseTurn(wake func(), wait func(ended <-chan struct{}))
 	// ping sends a keepalive probe that the other end answers.
 	ping()
 	// maxPacket is the largest packet the carrier takes, 0 for no limit

@@ -351,8 +351,10 @@ type Limits struct {
 	// pauses before it inflates again (at most a second at a time),
 	// which holds the sender back through the carrier's flow control and
 	// loses nothing. The answers already made leave before the pause, and
-	// a close (Peer.Close, Shutdown, a slow consumer's drop) ends it at
-	// once. A compressed datagram that finds the budget spent is dropped
+	// a close (Peer.Close, Shutdown, a slow consumer's drop, a violation
+	// off the read loop) or the connection's end (but over WebSocket)
+	// ends it at once. A
+	// compressed datagram that finds the budget spent is dropped
 	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
 	// MaxMessageSize always passes at once, and NewServer refuses a rate

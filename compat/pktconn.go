@@ -114,15 +114,20 @@ type pktConn struct {
 	maxMessage int64 // Limits.MaxMessageSize
 	maxOutbox  int   // Limits.MaxOutboxBytes
 	client     bool  // this end is the client: its turns never wait (uncork)
+	hdr        uint8 // need's prefix length: beside client, it takes no room
 
 	// A byte stream: r and the outbox on its writer, the queue of a
-	// partial packet, and its size (need, prefix included, and prefix)
+	// partial packet, and its size (need, prefix included, and hdr)
 	// once the prefix is read.
 	r    io.Reader
 	out  *corkwriter.Outbox
 	q    segmentqueue.Queue
 	need int
-	hdr  int
+	// pauseWake ends the read loop's inflate pause while one is under
+	// way (pauseTurn); nil otherwise. A close asked for off the read loop
+	// calls it (wakePause): a violation in a datagram or a binary stream
+	// left the pause to run its time.
+	pauseWake atomic.Pointer[func()]
 
 	// A message channel, or nil.
 	ch msgChannel
@@ -307,7 +312,40 @@ func pauseInTurn(out *corkwriter.Outbox, wait func()) {
 	wait()
 }
 
-func (c *pktConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
+// pauseTurn runs an inflate pause (pauseInTurn), which wake ends should
+// the link be closed off the read loop meanwhile, and the end of the
+// carrier connection, where the carrier tells of it (transportEnd). A
+// close asked for before wake was kept ends it at once: the close stores
+// first and looks for wake after, the pause keeps wake first and looks
+// for the close after, so one of the two sees the other.
+func (c *pktConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
+	c.pauseWake.Store(&wake)
+	defer c.pauseWake.Store(nil)
+	if c.closeRequest.Load() != nil || c.isClosing() {
+		wake()
+	}
+	var ended <-chan struct{}
+	if e, ok := c.t.(transportEnd); ok {
+		ended = e.ended()
+	}
+	pauseInTurn(c.out, func() { wait(ended) })
+}
+
+// wakePause ends the read loop's inflate pause, if one is under way: the
+// link is closing, or dropped, off the read loop.
+func (c *pktConn) wakePause() {
+	if w := c.pauseWake.Load(); w != nil {
+		(*w)()
+	}
+}
+
+// transportEnd is a carrier that tells when its connection ends, closed
+// by either end or dead, without a read: the QUIC connection's or the
+// WebTransport session's context, the SCTP association's or the WebRTC
+// peer connection's end. An inflate pause ends with it.
+type transportEnd interface {
+	ended() <-chan struct{}
+}
 
 // turn runs the handling of one read, corked: everything the handlers send
 // meanwhile leaves in one write when it ends. A close asked for by another
@@ -351,7 +389,7 @@ func (c *pktConn) consume(b []byte, h messageHandler) error {
 		}
 		total := n + int(length)
 		if len(b) < total {
-			c.need, c.hdr = total, n
+			c.need, c.hdr = total, uint8(n)
 			break
 		}
 		if err := c.deliver(b[n:total], h); err != nil {
@@ -390,7 +428,7 @@ func (c *pktConn) drainQueue(h messageHandler) error {
 			if length > uint64(c.maxMessage) {
 				return errMessageTooBig
 			}
-			c.need, c.hdr = n+int(length), n
+			c.need, c.hdr = n+int(length), uint8(n)
 		}
 		if c.q.Len() < c.need {
 			return nil
@@ -636,6 +674,7 @@ func datagramTooBig(link *pktConn, t pktTransport) {
 // peer that never gave one for closeTimeout.
 func (c *pktConn) violate(code wsframe.CloseCode, reason string) {
 	c.sendClose(code, reason)
+	c.wakePause()
 	if c.t.carriesCloseCode() {
 		c.t.closeTransport(code, reason)
 	}
@@ -787,6 +826,7 @@ func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
 	if !c.closeRequest.CompareAndSwap(nil, &CloseError{Code: code, Reason: reason}) {
 		return
 	}
+	c.wakePause()
 	if !c.inTurn.Load() {
 		c.sendClose(code, reason)
 		return
@@ -857,6 +897,7 @@ func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
 // depending on whether a keepalive ping had left a flusher writing
 // (TestQUICCallerThatNeverReads).
 func (c *pktConn) abort() {
+	c.wakePause()
 	if req := c.closeRequest.Load(); req != nil && c.t.carriesCloseCode() {
 		c.t.closeTransport(req.Code, req.Reason)
 		return

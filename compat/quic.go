@@ -384,6 +384,10 @@ func newQUICTransport(qc *quic.Conn) *quicTransport {
 
 func (t *quicTransport) carriesCloseCode() bool { return true }
 
+// ended: the connection's context ends as either end closes it or it
+// dies (transportEnd).
+func (t *quicTransport) ended() <-chan struct{} { return t.conn.Context().Done() }
+
 func (t *quicTransport) carrier() Carrier { return CarrierQUIC }
 
 func (t *quicTransport) encrypted() bool { return true } // QUIC runs TLS 1.3 (RFC 9001)

@@ -304,7 +304,11 @@ type sctpTransport struct {
 	control        chan *sctp.Stream
 	closeOnce      sync.Once
 	closed         chan struct{} // closed with the association
-	datagrams      *datagramQueue
+	// gone is closed once the association has ended, closed by either
+	// end or dead (acceptStreams): the end of an inflate pause
+	// (transportEnd).
+	gone      chan struct{}
+	datagrams *datagramQueue
 	// link is the connection's engine once it exists, for acceptStreams
 	// to close it with a code.
 	link atomic.Pointer[pktConn]
@@ -315,7 +319,7 @@ type sctpTransport struct {
 }
 
 func newSCTPTransport(a *sctp.Association, nc net.Conn) *sctpTransport {
-	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1), closed: make(chan struct{})}
+	t := &sctpTransport{assoc: a, nc: nc, control: make(chan *sctp.Stream, 1), closed: make(chan struct{}), gone: make(chan struct{})}
 	t.datagrams = newDatagramQueue(t.writeDatagram, t.closed)
 	go t.acceptStreams()
 	return t
@@ -333,7 +337,11 @@ func (t *sctpTransport) acceptStreams() {
 	for {
 		st, err := t.assoc.AcceptStream()
 		if err != nil {
+			// pion ends the accepting as the association ends: an ABORT
+			// or a SHUTDOWN from the other end, a dead path, or this
+			// end's close.
 			close(t.control)
+			close(t.gone)
 			return
 		}
 		switch st.StreamIdentifier() {
@@ -371,6 +379,8 @@ func (t *sctpTransport) acceptControl() (*sctp.Stream, error) {
 func (t *sctpTransport) carriesCloseCode() bool { return false }
 
 func (t *sctpTransport) carrier() Carrier { return CarrierSCTP }
+
+func (t *sctpTransport) ended() <-chan struct{} { return t.gone }
 
 // encrypted: over DTLS (ListenSCTPDTLS, sctp+dtls://), not over plain UDP.
 func (t *sctpTransport) encrypted() bool {

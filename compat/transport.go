@@ -751,8 +751,15 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 	return awaitOutboxRoom(c.out, n, inTurn, deadline)
 }
 
-// pauseTurn runs an inflate pause with the turn's answers sent (pauseInTurn).
-func (c *wsConn) pauseTurn(wait func()) { pauseInTurn(c.out, wait) }
+// pauseTurn runs an inflate pause with the turn's answers sent
+// (pauseInTurn). Over TCP only a read tells that the other end closed:
+// ended is nil. A close asked for off the read loop comes through the
+// Peer or the Client, which end the pause themselves, so wake is not
+// kept; a write that fails leaves the pause to run its time, and the
+// read after it ends the loop.
+func (c *wsConn) pauseTurn(_ func(), wait func(ended <-chan struct{})) {
+	pauseInTurn(c.out, func() { wait(nil) })
+}
 
 // deflateBound is the most a message of n bytes takes compressed, with
 // its frame header: deflate adds 5 bytes per stored block of up to 64 KiB

@@ -450,6 +450,11 @@ func (t *rtcTransport) carriesCloseCode() bool { return false }
 
 func (t *rtcTransport) carrier() Carrier { return CarrierWebRTC }
 
+// ended: closed is closed with the peer connection, by this end, or as
+// it fails or closes, which is how the other end's close shows
+// (transportEnd).
+func (t *rtcTransport) ended() <-chan struct{} { return t.closed }
+
 // encrypted: a data channel always runs over DTLS (RFC 8831), whatever
 // the signalling ran over.
 func (t *rtcTransport) encrypted() bool { return true }

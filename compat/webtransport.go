@@ -384,6 +384,10 @@ func (t *wtTransport) carriesCloseCode() bool { return false }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
+// ended: the session's context ends as either end closes it, or its
+// QUIC connection ends (transportEnd).
+func (t *wtTransport) ended() <-chan struct{} { return t.sess.Context().Done() }
+
 func (t *wtTransport) encrypted() bool { return true } // over HTTP/3, over QUIC
 
 func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {

@@ -1,0 +1,186 @@
+package compat
+
+// What ends an inflate pause besides a close asked for through the Peer
+// or the Client: a close the link asks for off the read loop (a
+// violation in a datagram), and the carrier connection's end.
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/quic-go/quic-go"
+)
+
+// A server's read loop paused for MaxInflateRate ends its pause at once,
+// on every carrier but WebSocket, when the connection ends off the read
+// loop: a packet of a kind datagrams may not carry (PROTOCOL.md §8.4:
+// 1008), found by the datagram handler, which closes the link itself
+// (pktConn.violate), not through the Peer; or the client dropping the
+// carrier connection, which no read tells of while the loop is paused.
+// Both left the pause to run its time, up to maxInflatePause. The pause
+// here is a whole maxInflatePause; the hook tells whether it ran out.
+func TestInflatePauseEndsWithTheCarrier(t *testing.T) {
+	const size = 64 << 10
+	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newCarrierEnv(t, Options{Router: r, Limits: pauseLimits(size)})
+	paused := make(chan struct{}, 1)
+	ended := make(chan bool, 1)
+	pauseHooks(t, e.srv, func(*Peer) { paused <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
+	for _, carrier := range goCarriers {
+		for _, how := range []string{"violation", "peer gone"} {
+			t.Run(carrierName(carrier)+"/"+how, func(t *testing.T) {
+				c := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+				if err := callWithin(t, c, context.Background(), "ping", []byte("1"), nil); err != nil {
+					t.Fatal(err)
+				}
+				cc, err := c.current()
+				if err != nil || cc.dict.Load() == nil {
+					t.Fatalf("no dictionary negotiated: %v", err)
+				}
+				// Three Events, each inflating to about size: two spend
+				// the burst and a second more, the third waits a second.
+				pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte(`"` + strings.Repeat("a", size-80) + `"`)})
+				for range 3 {
+					b, release, ok := cc.dict.Load().compressPacket(pkt)
+					if !ok {
+						t.Fatal("the event did not compress")
+					}
+					cc.link.sendBuilt(b)
+					release()
+				}
+				select {
+				case <-paused:
+				case <-time.After(hangBound):
+					t.Fatal("the third event did not pause the reading")
+				}
+				var timedOut bool
+				switch how {
+				case "violation":
+					// A datagram may be lost: it is sent again until the
+					// pause ends.
+					call := wire.AppendCall(nil, dispatch.KindCall, 9, "ping", 0, nil)
+					resend := time.NewTicker(50 * time.Millisecond)
+					defer resend.Stop()
+					guard := time.After(hangBound)
+				wait:
+					for {
+						cc.link.sendDatagram(call)
+						select {
+						case timedOut = <-ended:
+							break wait
+						case <-resend.C:
+						case <-guard:
+							t.Fatal("the pause did not end")
+						}
+					}
+				case "peer gone":
+					cc.link.abort()
+					select {
+					case timedOut = <-ended:
+					case <-time.After(hangBound):
+						t.Fatal("the pause did not end")
+					}
+				}
+				if timedOut {
+					t.Error("the pause ran its whole time: the connection's end did not cut it short")
+				}
+				waitLong(t, "the connection's end", func() bool { return e.srv.Peers() == 0 })
+			})
+		}
+	}
+}
+
+// A Go client's read loop paused for MaxInflateRate ends its pause at
+// once when the server closes the QUIC connection meanwhile, which the
+// paused loop does not read, or sends a datagram of a kind datagrams may
+// not carry (PROTOCOL.md §8.4: 1008), which the client's datagram
+// handler closes the connection for. The pause is a whole
+// maxInflatePause; the hook tells whether it ran out.
+func TestClientInflatePauseEndsWithTheCarrier(t *testing.T) {
+	d := bombDictionary(t)
+	bomb := dictBomb(t, d)
+	for _, how := range []string{"server closes", "violation"} {
+		t.Run(how, func(t *testing.T) {
+			send := make(chan struct{})
+			act := make(chan struct{})
+			url, opts := rawQUICServerCaps(t, capsOf("codec", "json", "dict", "deflate:"+d.ID()), func(qc *quic.Conn, control *quic.Stream) {
+				select {
+				case <-send:
+				case <-qc.Context().Done():
+					return
+				}
+				var b []byte
+				for range 3 {
+					b = append(binary.AppendUvarint(b, uint64(len(bomb))), bomb...)
+				}
+				control.Write(b)
+				select {
+				case <-act:
+				case <-qc.Context().Done():
+					return
+				}
+				if how == "server closes" {
+					qc.CloseWithError(0, "")
+					return
+				}
+				call := wire.AppendCall(nil, dispatch.KindCall, 9, "ping", 0, nil)
+				resend := time.NewTicker(50 * time.Millisecond)
+				defer resend.Stop()
+				for {
+					qc.SendDatagram(call) // may be lost: sent until the connection ends
+					select {
+					case <-resend.C:
+					case <-qc.Context().Done():
+						return
+					}
+				}
+			})
+			opts.Dictionary = d
+			opts.Limits = bombLimits(1)
+			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+			defer cancel()
+			c, err := Dial(ctx, url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cc, err := c.current()
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := make(chan struct{}, 1)
+			ended := make(chan bool, 1)
+			clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
+			close(send)
+			select {
+			case <-began:
+			case <-time.After(hangBound):
+				t.Fatal("the third bomb did not pause the reading")
+			}
+			close(act)
+			select {
+			case timedOut := <-ended:
+				if timedOut {
+					t.Error("the pause ran its whole time: the connection's end did not cut it short")
+				}
+			case <-time.After(hangBound):
+				t.Fatal("the pause did not end")
+			}
+			select {
+			case <-cc.ended:
+			case <-time.After(hangBound):
+				t.Fatal("the connection did not end")
+			}
+		})
+	}
+}
