@@ -88,7 +88,9 @@ type ClientOptions struct {
 	// unanswered, before the client closes the connection with 1001
 	// HP_IDLE_TIMEOUT (and reconnects); 60 s by default; negative for
 	// neither pings nor the timeout. Dial refuses an interval not shorter
-	// than IdleTimeout. Any bytes read count as life.
+	// than IdleTimeout. Any bytes read count as life, and so does a pause
+	// of the reading for Limits.MaxInflateRate: the silence is the
+	// client's.
 	// Without it, a server whose host died, or a path that lost the
 	// connection without a reset, would hold every call until the kernel
 	// gave up on the socket: minutes, about 15 with a call's bytes

@@ -174,6 +174,12 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // only a read would tell). A wake-up that finds pauseOver false (a
 // client's caller woken for a call settled after it had handed the
 // reading on) leaves the pause to run its time.
+//
+// A pause that runs its time counts as life for the keepalive (both
+// ends' liveness.check): the silence is this end's, holding back, with
+// what the other end sent waiting to be read. Uncounted, a turn of many
+// bombs, each paused for, had the connection given up as idle while
+// the other end was sending plenty.
 func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 	wake := b.beginPause()
 	defer b.endPause()
@@ -205,6 +211,9 @@ func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 					break wait
 				}
 			}
+		}
+		if timedOut {
+			l.liveness().touch()
 		}
 		if hooks != nil {
 			hooks.ended(r, timedOut)

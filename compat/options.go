@@ -194,7 +194,9 @@ type Options struct {
 	// refuses an interval not shorter than IdleTimeout, and negative
 	// values (a server always gives silent peers up; the client's
 	// negative "off" has no server counterpart). Both are checked by one
-	// scheduler for the whole server.
+	// scheduler for the whole server. A pause of a connection's reading
+	// for Limits.MaxInflateRate counts as life: the silence is the
+	// server's.
 	KeepaliveInterval time.Duration
 	IdleTimeout       time.Duration
 
@@ -353,7 +355,7 @@ type Limits struct {
 	// loses nothing. The answers already made leave before the pause, and
 	// a close (Peer.Close, Shutdown, a slow consumer's drop, a violation
 	// off the read loop) or the connection's end (but over WebSocket)
-	// ends it at once. A
+	// ends it at once. A pause counts as life for the keepalive. A
 	// compressed datagram that finds the budget spent is dropped
 	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
