@@ -34,6 +34,26 @@ func bombLimits(perSecond int64) Limits {
 	return Limits{MaxMessageSize: bombSize, MaxInflateRate: perSecond * bombSize}
 }
 
+// dialBombed dials url as a client holding d, with bombLimits(perSecond),
+// closed at the test's end.
+func dialBombed(t *testing.T, url string, opts ClientOptions, d *dictionary.Dictionary, perSecond int64) (*Client, *clientConn) {
+	t.Helper()
+	opts.Dictionary = d
+	opts.Limits = bombLimits(perSecond)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	c, err := Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cc, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cc
+}
+
 // bombDictionary is the dictionary both ends hold.
 func bombDictionary(t *testing.T) *dictionary.Dictionary {
 	t.Helper()
@@ -213,19 +233,7 @@ func TestClientInflatePausesOverQUIC(t *testing.T) {
 		}
 		control.Write(b)
 	})
-	opts.Dictionary = d
-	opts.Limits = bombLimits(4)
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-	c, err := Dial(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cc, err := c.current()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cc := dialBombed(t, url, opts, d, 4)
 	var got atomic.Int32
 	c.On("bomb", func(Message) { got.Add(1) })
 	var pauses atomic.Int32
@@ -500,15 +508,7 @@ func TestClientInflateRateDropsDatagrams(t *testing.T) {
 			}
 		}
 	})
-	opts.Dictionary = d
-	opts.Limits = bombLimits(1)
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-	c, err := Dial(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := dialBombed(t, url, opts, d, 1)
 	var delivered atomic.Int32
 	c.On("bomb", func(Message) { delivered.Add(1) })
 	var begun atomic.Int32

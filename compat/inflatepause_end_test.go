@@ -145,19 +145,7 @@ func TestClientInflatePauseEndsWithTheCarrier(t *testing.T) {
 					}
 				}
 			})
-			opts.Dictionary = d
-			opts.Limits = bombLimits(1)
-			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-			defer cancel()
-			c, err := Dial(ctx, url, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cc, err := c.current()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, cc := dialBombed(t, url, opts, d, 1)
 			began := make(chan struct{}, 1)
 			ended := make(chan bool, 1)
 			clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
