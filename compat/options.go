@@ -354,8 +354,8 @@ type Limits struct {
 	// which holds the sender back through the carrier's flow control and
 	// loses nothing. The answers already made leave before the pause, and
 	// a close (Peer.Close, Shutdown, a slow consumer's drop, a violation
-	// off the read loop) or the connection's end (but over WebSocket)
-	// ends it at once. A pause counts as life for the keepalive. A
+	// off the read loop) or the connection's end (seen on every carrier
+	// but WebSocket, where only a read would tell) ends it at once. A pause counts as life for the keepalive. A
 	// compressed datagram that finds the budget spent is dropped
 	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
