@@ -338,10 +338,8 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 			return nil, err
 		}
 	}
-	if r, m := opts.Limits.MaxInflateRate, opts.Limits.MaxMessageSize; r > 0 && r < m {
-		// As NewServer: a packet of MaxMessageSize could then pause the
-		// reading for more than a second.
-		return nil, fmt.Errorf("compat: ClientOptions.Limits.MaxInflateRate %d is below MaxMessageSize (%d) a second; set it higher, or negative for no limit", r, m)
+	if err := checkInflateRate("ClientOptions.Limits", opts.Limits); err != nil {
+		return nil, err
 	}
 	if opts.SCTPRTOMax == 0 {
 		opts.SCTPRTOMax = defaultSCTPRTOMax

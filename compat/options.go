@@ -445,10 +445,16 @@ func (o Options) check() error {
 		// permessage-deflate would fail with 500.
 		return fmt.Errorf("compat: Compression.Level %d is outside 1 to 9", l)
 	}
-	if r, m := o.Limits.MaxInflateRate, o.Limits.MaxMessageSize; r > 0 && r < m {
-		// A message of MaxMessageSize could then pause the reading for
-		// more than a second.
-		return fmt.Errorf("compat: Limits.MaxInflateRate %d is below MaxMessageSize (%d) a second; set it higher, or negative for no limit", r, m)
+	return checkInflateRate("Limits", o.Limits)
+}
+
+// checkInflateRate refuses a MaxInflateRate below MaxMessageSize a
+// second, at either end (name is the Limits' own, for the error): a
+// message of MaxMessageSize could then pause the reading for more than
+// a second.
+func checkInflateRate(name string, l Limits) error {
+	if r, m := l.MaxInflateRate, l.MaxMessageSize; r > 0 && r < m {
+		return fmt.Errorf("compat: %s.MaxInflateRate %d is below MaxMessageSize (%d) a second; set it higher, or negative for no limit", name, r, m)
 	}
 	return nil
 }
