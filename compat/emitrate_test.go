@@ -120,6 +120,29 @@ func newEmitRateRoom(t *testing.T, rate int, quic bool) *emitRateRoom {
 
 // received reads got up to d's next mark and returns how many of a's
 // emits came before it.
+// emitsFromA has a send n except-sender emits to the room, then a call,
+// answered (the sender's connection stays), then d its mark. a's emits
+// were handled before its call, on its read loop, and d's mark leaves
+// after the answer: b and c have every emit of a that was relayed before
+// the mark (received).
+func (e *emitRateRoom) emitsFromA(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if err := e.a.Emit("r", "a", "x", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out echoReq
+	if err := e.a.Call(ctx, "echo/say", echoReq{Text: "still here"}, &out); err != nil || out.Text != "still here" {
+		t.Fatalf("the sender's call after its emits: %+v, %v", out, err)
+	}
+	if err := e.d.Emit("r", "d", "mark", true); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func received(t *testing.T, got chan string) (fromA int) {
 	t.Helper()
 	for {
@@ -146,23 +169,7 @@ func received(t *testing.T, got chan string) (fromA int) {
 func TestEmitRateDropsPastTheBudget(t *testing.T) {
 	e := newEmitRateRoom(t, 6, false)
 	const burst = 10
-	for range burst {
-		if err := e.a.Emit("r", "a", "x", true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// a's emits were handled before its call, on its read loop, and d's
-	// mark leaves after the answer: b and c have every emit of a that was
-	// relayed before the mark.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out echoReq
-	if err := e.a.Call(ctx, "echo/say", echoReq{Text: "still here"}, &out); err != nil || out.Text != "still here" {
-		t.Fatalf("the sender's call after its emits were throttled: %+v, %v", out, err)
-	}
-	if err := e.d.Emit("r", "d", "mark", true); err != nil {
-		t.Fatal(err)
-	}
+	e.emitsFromA(t, burst)
 	for name, got := range map[string]chan string{"b": e.gotB, "c": e.gotC} {
 		if n := received(t, got); n != 2 {
 			t.Errorf("%s received %d of a's %d emits, want 2 (6 deliveries a second, 3 an emit, the clock stopped)", name, n, burst)
@@ -194,19 +201,7 @@ func TestEmitRateDropsPastTheBudget(t *testing.T) {
 func TestEmitRateOff(t *testing.T) {
 	e := newEmitRateRoom(t, -1, false)
 	const burst = 10
-	for range burst {
-		if err := e.a.Emit("r", "a", "x", true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.a.Call(ctx, "echo/say", echoReq{Text: "x"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.Emit("r", "d", "mark", true); err != nil {
-		t.Fatal(err)
-	}
+	e.emitsFromA(t, burst)
 	if n := received(t, e.gotB); n != burst {
 		t.Errorf("b received %d of a's %d emits with the limit off", n, burst)
 	}

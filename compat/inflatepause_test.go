@@ -14,6 +14,21 @@ import (
 	"github.com/hotpath-go/hotpath/wsframe"
 )
 
+// wantPauseCutShort waits for a pause's end on ended (the ended hook's
+// timedOut) and fails the test if the pause ran its whole time: what, a
+// close or the connection's end, did not cut it short.
+func wantPauseCutShort(t *testing.T, ended <-chan bool, what string) {
+	t.Helper()
+	select {
+	case timedOut := <-ended:
+		if timedOut {
+			t.Errorf("the pause ran its whole time: %s did not cut it short", what)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the pause did not end")
+	}
+}
+
 // pauseHooks sets testHookInflatePause for the pauses of s's connections
 // until the test ends: began, then ended with whether the pause's time
 // ran out.

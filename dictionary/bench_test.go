@@ -161,10 +161,9 @@ func BenchmarkBuild(b *testing.B) {
 	}
 }
 
-// BenchmarkDecompress: the rate of decoding each message with the router's
-// dictionary, beside klauspost/compress inflating one-shot deflate without
-// one.
-func BenchmarkDecompress(b *testing.B) {
+// routerZstd returns the router's dictionary and a zstd codec with it,
+// closed when the benchmark ends.
+func routerZstd(b *testing.B) (*Dictionary, *Zstd) {
 	router, err := Build(testSource(), BuildOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -173,7 +172,15 @@ func BenchmarkDecompress(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer z.Close()
+	b.Cleanup(func() { z.Close() })
+	return router, z
+}
+
+// BenchmarkDecompress: the rate of decoding each message with the router's
+// dictionary, beside klauspost/compress inflating one-shot deflate without
+// one.
+func BenchmarkDecompress(b *testing.B) {
+	router, z := routerZstd(b)
 	codecs := []struct {
 		name  string
 		codec Codec
@@ -283,15 +290,7 @@ func BenchmarkSameLoad(b *testing.B) {
 // (RunParallel), where the readers' count is one cache line the cores
 // pass between them. lock's ns/op over decompress's is the lock's share.
 func BenchmarkZstdLock(b *testing.B) {
-	router, err := Build(testSource(), BuildOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	z, err := NewZstd(router, CodecOptions{Threshold: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer z.Close()
+	_, z := routerZstd(b)
 	msg := benchMessages[0].msg
 	comp, ok := z.AppendCompress(nil, msg)
 	if !ok {
