@@ -48,9 +48,7 @@ func (b *emitBudget) take(n int, now int64, rate int) bool {
 // to it costs about a tenth of a core. BenchmarkRoomEmit (`go test -run
 // '^$' -bench 'BenchmarkRoomEmit$'`) takes 40-42 µs an emit to 200
 // members on 2 cores, about 200 ns a delivery, the members' reads
-// included (bench/results/room-emit-prepared-after-2026-12-06.txt); its
-// process CPU, both ends of the loopback together, was some 340 ns a
-// delivery on a loaded machine, so at most 17% of a core.
+// included (bench/results/room-emit-prepared-after-2026-12-06.txt).
 const defaultMaxEmitRate = 500_000
 
 // chargeEmit takes the deliveries of p's emit to r from p's emit budget
