@@ -20,8 +20,9 @@ type h3Client struct {
 }
 
 // dialH3 opens an HTTP/3 connection to the QUIC listener at addr
-// (host:port) and its WebTransport client; the test's end closes it.
-func dialH3(t *testing.T, e *carrierEnv, addr string) (*h3Client, error) {
+// (host:port) and its WebTransport client, configured by conf (nil for
+// none: without WebTransport's flow control); the test's end closes it.
+func dialH3(t *testing.T, e *carrierEnv, addr string, conf *webtransport.Config) (*h3Client, error) {
 	t.Helper()
 	tc := e.cert.ClientTLSConfig()
 	tc.NextProtos = []string{http3.NextProtoH3}
@@ -32,7 +33,7 @@ func dialH3(t *testing.T, e *carrierEnv, addr string) (*h3Client, error) {
 		return nil, err
 	}
 	t.Cleanup(func() { qc.CloseWithError(0, "") })
-	cc, err := (&webtransport.Transport{}).NewClientConn(qc)
+	cc, err := (&webtransport.Transport{Config: conf}).NewClientConn(qc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestMaxConnectionsPerAddressH3WithoutSession(t *testing.T) {
 	count := func() int { n, _ := e.srv.addrCount(peerAddr); return n }
 	var conns []*h3Client
 	for range limit {
-		c, err := dialH3(t, e, relay)
+		c, err := dialH3(t, e, relay, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestMaxConnectionsPerAddressH3WithoutSession(t *testing.T) {
 	}
 	// (b) One more from the address is refused while they are open.
 	before = e.srv.Metrics()
-	if extra, err := dialH3(t, e, relay); !quicRefused(err) {
+	if extra, err := dialH3(t, e, relay, nil); !quicRefused(err) {
 		t.Fatalf("connection %d from 127.0.0.2, MaxConnectionsPerAddress %d, the others without a session: %v (connected %v), want CONNECTION_REFUSED", limit+1, limit, err, extra != nil)
 	}
 	if m := e.srv.Metrics(); m.RefusedPerAddress != before.RefusedPerAddress+1 {
@@ -196,15 +197,14 @@ func TestMaxConnectionsPerAddressH3WithoutSession(t *testing.T) {
 // never refused for its own count: the connection counts one between its
 // sessions, which its next session takes over instead of counting again,
 // and a request beside a session counts one more while it lasts. Closed,
-// the connection leaves no count. (webtransport-go refuses a second
-// session open at once on a connection without WebTransport's flow
-// control, which the server does not offer: the request beside a
-// session here is one that Authenticate holds.)
+// the connection leaves no count. (The client has WebTransport's flow
+// control on, without which a request beside a session is refused before
+// Authenticate: TestWebTransportSecondSessionWithoutFlowControl.)
 func TestMaxConnectionsPerAddressH3PooledSessions(t *testing.T) {
 	gate := newH3Gate()
 	e := newCarrierEnv(t, Options{MaxConnectionsPerAddress: 2, Authenticate: gate.authenticate})
 	u := e.urls[CarrierWebTransport]
-	c, err := dialH3(t, e, hostOf(u))
+	c, err := dialH3(t, e, hostOf(u), pooledConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func QUICConfig(idleTimeout time.Duration) *quic.Config {
 		EnableStreamResetPartialDelivery: true,
 		MaxIdleTimeout:                   idleTimeout,
 		KeepAlivePeriod:                  15 * time.Second,
-		MaxIncomingStreams:               1024,
+		MaxIncomingStreams:               maxIncomingStreams,
 		InitialStreamReceiveWindow:       streamWindow,
 		MaxStreamReceiveWindow:           streamWindowMax,
 		InitialConnectionReceiveWindow:   connectionWindow,
@@ -52,13 +52,15 @@ func QUICConfig(idleTimeout time.Duration) *quic.Config {
 	}
 }
 
-// The windows of QUICConfig: 15 streams at 1 MiB unread leave the control
+// The limits of QUICConfig: the streams a peer may have open at once,
+// and windows with which 15 streams at 1 MiB unread leave the control
 // stream 1 MiB.
 const (
-	streamWindow     = 256 << 10
-	streamWindowMax  = 1 << 20
-	streamsUnread    = 15
-	connectionWindow = (streamsUnread + 1) * streamWindowMax
+	maxIncomingStreams = 1024
+	streamWindow       = 256 << 10
+	streamWindowMax    = 1 << 20
+	streamsUnread      = 15
+	connectionWindow   = (streamsUnread + 1) * streamWindowMax
 )
 
 // ListenQUIC listens on the UDP address addr for native hotpath QUIC

@@ -45,12 +45,82 @@ func (s *Server) webTransport() *webtransport.Server {
 		}
 		h3 := &http3.Server{Handler: http.HandlerFunc(s.serveWebTransport), ConnContext: watch}
 		// Options.CheckOrigin runs in prepareUpgrade, as for WebSocket.
-		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }}
+		wt := &webtransport.Server{H3: h3, CheckOrigin: func(*http.Request) bool { return true }, Config: pooledFlowControl}
 		s.mu.Lock()
 		s.wt = wt
 		s.mu.Unlock()
 	})
 	return s.wt
+}
+
+// pooledFlowControl is the server's side of WebTransport's flow control,
+// sent in its SETTINGS: webtransport-go serves a second session at once on
+// one HTTP/3 connection only when both ends have it on (its Server.Upgrade
+// refuses the second otherwise), so that a browser may pool a page's
+// sessions on one connection. A client that sends no limits of its own
+// (compat's, Chromium's) keeps it off, and its sessions are served as
+// before, one at a time per connection.
+//
+// The limits hold a session to what QUICConfig gives a whole connection,
+// which binds first: its streams (1024) and its window (16 MiB), which the
+// sessions of a connection share as its streams do, so that a session
+// alone on its connection is served as one without flow control is. A
+// unidirectional stream is a violation (PROTOCOL.md §8.2): the limit of 0
+// tells the client so before it opens one.
+var pooledFlowControl = &webtransport.Config{
+	MaxIncomingStreams:    maxIncomingStreams,
+	MaxIncomingUniStreams: -1, // sent as 0
+	MaxIncomingData:       connectionWindow,
+}
+
+// maxPooledSessions bounds the WebTransport sessions of one HTTP/3
+// connection, open or opening, when both ends have flow control on
+// (without it webtransport-go serves one at a time). Each is a Peer,
+// counted by MaxConnections and MaxConnectionsPerAddress as a connection,
+// but both default to no cap, and a session costs its client a request on
+// a connection it has, where a connection costs a QUIC handshake. QUIC's
+// stream limit alone would allow 512 (a request stream and a control
+// stream each), all sharing one connection's window and congestion
+// control. A page pools a few; 16 leaves it room.
+const maxPooledSessions = 16
+
+// errTooManySessions refuses a CONNECT past the sessions its connection
+// may carry at once. A 4xx: the client's own sessions fill its
+// connection, and another connection, or the end of one of them, makes
+// room. RFC 9114 §4.1.1's H3_REQUEST_REJECTED, which says the same and
+// that the request was not processed, cannot be sent cleanly from a
+// handler: http3's HTTPStream, which gives the stream to reset, first
+// flushes a 200.
+var errTooManySessions = &HTTPError{Status: http.StatusTooManyRequests, Message: "too many WebTransport sessions on this connection"}
+
+// The HTTP/3 settings of WebTransport's initial flow-control limits:
+// webtransport-go has flow control on when the client sent any of them
+// above 0 (its Config.sessionFlowControl).
+const (
+	settingWTInitialMaxData        = 0x2b61
+	settingWTInitialMaxStreamsUni  = 0x2b64
+	settingWTInitialMaxStreamsBidi = 0x2b65
+)
+
+// sessionsAllowed is how many WebTransport sessions the connection of w
+// may carry at once: maxPooledSessions when its client has flow control
+// on, or has not sent its SETTINGS yet (webtransport-go's Upgrade waits
+// for them, and refuses a second session if they turn it off), else one.
+func sessionsAllowed(w http.ResponseWriter) int {
+	st, ok := w.(http3.Settingser)
+	if !ok {
+		return maxPooledSessions
+	}
+	select {
+	case <-st.ReceivedSettings():
+	default:
+		return maxPooledSessions
+	}
+	other := st.Settings().Other
+	if other[settingWTInitialMaxData] > 0 || other[settingWTInitialMaxStreamsUni] > 0 || other[settingWTInitialMaxStreamsBidi] > 0 {
+		return maxPooledSessions
+	}
+	return 1
 }
 
 // errNotConnect refuses an HTTP/3 request that is no WebTransport
@@ -97,12 +167,21 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 	// the connection's own count when the connection holds one (it has
 	// no other request or session), else reserves one more (h3Count). A
 	// request that opens no session gives them back (giveBack).
+	//
+	// Before all that, the request takes a place among the sessions its
+	// connection may carry at once (sessionsAllowed), given back as it
+	// fails or its session ends: past them it is refused before any hook
+	// sees it.
 	watch, _ := r.Context().Value(sessionWatchKey{}).(*sessionWatch)
 	var (
 		end   func()
 		count *h3Count
 	)
 	if watch != nil {
+		if !watch.admit(sessionsAllowed(w)) {
+			s.refuse(w, errTooManySessions)
+			return
+		}
 		end, count = watch.takePending(), watch.count
 	}
 	connSlot := end != nil
@@ -111,12 +190,14 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		if connSlot {
 			watch.returnPending(end)
 		}
+		watch.leave()
 		s.refuse(w, err)
 		return
 	}
 	pending, abort := context.WithCancelCause(context.Background())
 	giveBack := func() {
 		abort(nil)
+		watch.leave()
 		if connSlot {
 			watch.returnPending(end)
 		} else if end != nil {
@@ -213,6 +294,9 @@ var webTransportIdle = handshakeTimeout
 type sessionWatch struct {
 	mu       sync.Mutex
 	sessions int
+	// admitted counts the connection's sessions and the requests that
+	// may open one (admit).
+	admitted int
 	after    time.Duration // webTransportIdle when the server began
 	idle     *time.Timer
 	// pending ends the connection's slot of Options.MaxPendingQUIC,
@@ -343,6 +427,31 @@ func (w *sessionWatch) returnPending(end func()) {
 	end()
 }
 
+// admit takes a place for a CONNECT request among the connection's
+// sessions, up to limit of them open or opening; false when none is
+// left. The request gives it back (leave) if it opens no session, else
+// its session does as it ends (ended).
+func (w *sessionWatch) admit(limit int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.admitted >= limit {
+		return false
+	}
+	w.admitted++
+	return true
+}
+
+// leave gives back the place of a request that opened no session; safe
+// on a nil sessionWatch.
+func (w *sessionWatch) leave() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.admitted--
+	w.mu.Unlock()
+}
+
 func (w *sessionWatch) opened() {
 	w.mu.Lock()
 	w.sessions++
@@ -353,6 +462,7 @@ func (w *sessionWatch) opened() {
 func (w *sessionWatch) ended() {
 	w.mu.Lock()
 	w.sessions--
+	w.admitted--
 	if w.sessions == 0 {
 		w.idle.Reset(w.after)
 	}
@@ -535,10 +645,17 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 		}
 		return qc, err
 	}
-	rsp, sess, err := d.Dial(ctx, u.String(), c.opts.Header)
+	dial, dialer := d.Dial, d
+	if hook := testHookWebTransportDial.Load(); hook != nil {
+		// A Transport that never dialed cannot be closed.
+		dial, dialer = *hook, nil
+	}
+	rsp, sess, err := dial(ctx, u.String(), c.opts.Header)
 	if err != nil {
 		stop()
-		d.Close()
+		if dialer != nil {
+			dialer.Close()
+		}
 		if rsp != nil && rsp.StatusCode != 0 {
 			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode), RetryAfter: retryAfter(rsp.Header)}
 		}
@@ -554,8 +671,15 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 	}
 	if err != nil {
 		sess.CloseWithError(0, "")
-		d.Close()
+		if dialer != nil {
+			dialer.Close()
+		}
 		return nil, c.endedDialError(ctx, "WebTransport dial", err)
 	}
-	return newStreamConn(newWTTransport(sess, d), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
+	return newStreamConn(newWTTransport(sess, dialer), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
 }
+
+// testHookWebTransportDial, when set, opens the sessions of
+// dialWebTransport in place of a Transport's Dial: a test's opens them
+// side by side on one HTTP/3 connection, as a browser pooling them does.
+var testHookWebTransportDial atomic.Pointer[func(ctx context.Context, url string, h http.Header) (*http.Response, *webtransport.Session, error)]
