@@ -4,6 +4,7 @@
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
 //	    [-no-compression] [-context-takeover] [-max-message 1048576] [-max-emit 8192]
+//	    [-max-emit-rate 0] [-max-inflate-rate 0]
 //	    [-max-connections 0] [-max-connections-per-address 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
@@ -39,58 +40,20 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
-	echo := flag.Bool("echo", false, "echo every WebSocket message as received, for conformance tools")
-	metrics := flag.Bool("metrics", false, "serve counters in Prometheus text format at /metrics")
-	noCompression := flag.Bool("no-compression", false, "decline permessage-deflate")
-	contextTakeover := flag.Bool("context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
-	maxMessage := flag.Int64("max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
-	maxEmit := flag.Int64("max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
-	maxConnections := flag.Int("max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
-	maxPerAddress := flag.Int("max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
-	tickerEvery := flag.Duration("ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
-	presence := flag.Duration("presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
-	quicAddr := flag.String("quic", "", "UDP address for QUIC and WebTransport (off when empty)")
-	sctpAddr := flag.String("sctp", "", "UDP address for SCTP (off when empty)")
-	webrtc := flag.Bool("webrtc", false, "serve WebRTC signalling at /rtc")
-	webrtcLoopback := flag.Bool("webrtc-loopback", false, "serve WebRTC signalling at /rtc with loopback ICE candidates only")
-	certFile := flag.String("cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
-	keyFile := flag.String("key", "", "key file of -cert")
+	f := defineFlags(flag.CommandLine)
 	flag.Parse()
-	err := checkFlags(settings{
-		args: flag.Args(), maxMessage: *maxMessage, maxEmit: *maxEmit,
-		maxConnections: *maxConnections, maxPerAddress: *maxPerAddress,
-		ticker: *tickerEvery, presence: *presence,
-		cert: *certFile, key: *keyFile, quic: *quicAddr,
-		noCompression: *noCompression, contextTakeover: *contextTakeover,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hotpath:", err)
-		flag.Usage()
-		os.Exit(2)
+	f.args = flag.Args()
+	if err := checkFlags(*f); err != nil {
+		usageError(err)
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts := compat.Options{
-		Router:      demoRouter(),
-		Logger:      log,
-		Echo:        *echo,
-		Limits:      demoLimits(*maxMessage, *maxEmit),
-		Compression: compat.Compression{Disabled: *noCompression, ContextTakeover: *contextTakeover},
-		AllowEmit:   demoAllowEmit,
-
-		PresenceInterval: *presence,
-		MaxConnections:   *maxConnections,
-
-		MaxConnectionsPerAddress: *maxPerAddress,
-	}
-	if *quicAddr != "" || *webrtc || *webrtcLoopback {
-		// WebTransport comes from the page's origin on another port.
-		opts.CheckOrigin = compat.SameHost
-	}
-	srv, err := compat.NewServer(opts)
+	srv, err := compat.NewServer(f.options(log))
 	if err != nil {
-		fatal(err)
+		// Every option comes from a flag, so this is a flag NewServer
+		// refuses: -max-inflate-rate below -max-message, which checkFlags
+		// leaves to NewServer's own check.
+		usageError(err)
 	}
 
 	mux := http.NewServeMux()
@@ -99,34 +62,34 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	if *metrics {
+	if f.metrics {
 		mux.Handle("GET /metrics", srv.MetricsHandler())
 	}
-	if !*echo {
+	if !f.echo {
 		serveDemoPage(mux)
 	}
 
 	var tlsConf *tls.Config
 	var hash string
-	if *quicAddr != "" {
-		if tlsConf, hash, err = quicTLS(*certFile, *keyFile); err != nil {
+	if f.quic != "" {
+		if tlsConf, hash, err = quicTLS(f.cert, f.key); err != nil {
 			fatal(err)
 		}
 	}
 	// Every listener is bound before any is served: all are up, or the
 	// binary fails with none left bound.
-	lns, err := listen(srv, *addr, *quicAddr, *sctpAddr, tlsConf)
+	lns, err := listen(srv, f.addr, f.quic, f.sctp, tlsConf)
 	if err != nil {
 		fatal(err)
 	}
 	ln := lns.http
-	extra := mountCarriers(srv, mux, lns, hash, *webrtc, *webrtcLoopback)
+	extra := mountCarriers(srv, mux, lns, hash, f.webrtc, f.webrtcLoopback)
 	// Plain HTTP connections (the page, /metrics, signalling) are closed
 	// after 30 s without a request: left open, each idle keep-alive held a
 	// descriptor for good. Upgraded connections have timeouts of their own.
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	mode := "demo"
-	if *echo {
+	if f.echo {
 		mode = "echo"
 	}
 	// On a signal: stop accepting, then let every connection finish its
@@ -137,8 +100,8 @@ func main() {
 	fmt.Printf("hotpath listening on http://%s (%s mode; WebSocket at ws://%s/ws)\n", ln.Addr(), mode, ln.Addr())
 	extra.print()
 
-	if !*echo {
-		go runTicker(ctx, srv, *tickerEvery)
+	if !f.echo {
+		go runTicker(ctx, srv, f.ticker)
 	}
 	// A carrier that fails shuts the rest down as a signal does, and the
 	// process then exits 1, for a supervisor to restart it.
@@ -224,16 +187,71 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
-// settings are the flags checkFlags judges, together where they depend on
-// each other.
+// settings are the command's flags (defineFlags), with its arguments.
 type settings struct {
 	args                          []string
-	maxMessage, maxEmit           int64
-	maxConnections, maxPerAddress int
-	ticker, presence              time.Duration
-	cert, key, quic               string
+	addr                          string
+	echo, metrics                 bool
 	noCompression                 bool
 	contextTakeover               bool
+	maxMessage, maxEmit           int64
+	maxEmitRate                   int
+	maxInflateRate                int64
+	maxConnections, maxPerAddress int
+	ticker, presence              time.Duration
+	cert, key, quic, sctp         string
+	webrtc, webrtcLoopback        bool
+}
+
+// defineFlags defines the command's flags on fs; the settings it returns
+// hold their values once fs is parsed (but for args).
+func defineFlags(fs *flag.FlagSet) *settings {
+	f := &settings{}
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.BoolVar(&f.echo, "echo", false, "echo every WebSocket message as received, for conformance tools")
+	fs.BoolVar(&f.metrics, "metrics", false, "serve counters in Prometheus text format at /metrics")
+	fs.BoolVar(&f.noCompression, "no-compression", false, "decline permessage-deflate")
+	fs.BoolVar(&f.contextTakeover, "context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
+	fs.Int64Var(&f.maxMessage, "max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
+	fs.Int64Var(&f.maxEmit, "max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
+	fs.IntVar(&f.maxEmitRate, "max-emit-rate", 0, "member deliveries a second that one connection's room emits may cost (an emit to n members costs n); past it they are dropped (0: the default, 500000; negative: no limit)")
+	fs.Int64Var(&f.maxInflateRate, "max-inflate-rate", 0, "bytes a second one connection may inflate (permessage-deflate and dictionary packets); past it its reading pauses (0: the default, 64 MiB, or -max-message if larger; negative: no limit; else at least -max-message)")
+	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
+	fs.IntVar(&f.maxPerAddress, "max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
+	fs.DurationVar(&f.ticker, "ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
+	fs.DurationVar(&f.presence, "presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
+	fs.StringVar(&f.quic, "quic", "", "UDP address for QUIC and WebTransport (off when empty)")
+	fs.StringVar(&f.sctp, "sctp", "", "UDP address for SCTP (off when empty)")
+	fs.BoolVar(&f.webrtc, "webrtc", false, "serve WebRTC signalling at /rtc")
+	fs.BoolVar(&f.webrtcLoopback, "webrtc-loopback", false, "serve WebRTC signalling at /rtc with loopback ICE candidates only")
+	fs.StringVar(&f.cert, "cert", "", "certificate file for QUIC (a 13-day development certificate when empty)")
+	fs.StringVar(&f.key, "key", "", "key file of -cert")
+	return f
+}
+
+// options are the server's options for f, logging to log.
+func (f *settings) options(log *slog.Logger) compat.Options {
+	lim := demoLimits(f.maxMessage, f.maxEmit)
+	lim.MaxEmitRate = f.maxEmitRate
+	lim.MaxInflateRate = f.maxInflateRate
+	opts := compat.Options{
+		Router:      demoRouter(),
+		Logger:      log,
+		Echo:        f.echo,
+		Limits:      lim,
+		Compression: compat.Compression{Disabled: f.noCompression, ContextTakeover: f.contextTakeover},
+		AllowEmit:   demoAllowEmit,
+
+		PresenceInterval: f.presence,
+		MaxConnections:   f.maxConnections,
+
+		MaxConnectionsPerAddress: f.maxPerAddress,
+	}
+	if f.quic != "" || f.webrtc || f.webrtcLoopback {
+		// WebTransport comes from the page's origin on another port.
+		opts.CheckOrigin = compat.SameHost
+	}
+	return opts
 }
 
 // checkFlags refuses what the flag package lets through but the server
@@ -275,6 +293,14 @@ func checkFlags(f settings) error {
 		return errors.New("-context-takeover is for permessage-deflate: leave out -no-compression")
 	}
 	return nil
+}
+
+// usageError ends the process as the flag package does for a flag it
+// cannot parse: the error, the flags' help, exit status 2.
+func usageError(err error) {
+	fmt.Fprintln(os.Stderr, "hotpath:", err)
+	flag.Usage()
+	os.Exit(2)
 }
 
 func fatal(err error) {

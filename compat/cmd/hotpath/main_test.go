@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -198,6 +199,56 @@ func TestCheckFlags(t *testing.T) {
 		err := checkFlags(tc.settings)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// -max-emit-rate and -max-inflate-rate reach the server's
+// Limits.MaxEmitRate and MaxInflateRate as given; left out, they are 0,
+// the server's defaults. An inflate rate below -max-message a second
+// passes checkFlags and is refused by NewServer's own check, on the
+// options the flags make (main then exits 2, as for a bad flag).
+func TestRateFlagsReachTheServer(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	// options parses args as the command does and returns the server's
+	// options.
+	options := func(args ...string) compat.Options {
+		t.Helper()
+		fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+		f := defineFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		f.args = fs.Args()
+		if err := checkFlags(*f); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		return f.options(log)
+	}
+	for _, tc := range []struct {
+		args    []string
+		emit    int
+		inflate int64
+	}{
+		{nil, 0, 0},
+		{[]string{"-max-emit-rate", "1000", "-max-inflate-rate", "2097152"}, 1000, 2 << 20},
+		{[]string{"-max-emit-rate", "-1", "-max-inflate-rate", "-1"}, -1, -1},
+		{[]string{"-max-message", "4194304", "-max-inflate-rate", "4194304"}, 0, 4 << 20},
+	} {
+		opts := options(tc.args...)
+		if got := opts.Limits; got.MaxEmitRate != tc.emit || got.MaxInflateRate != tc.inflate {
+			t.Errorf("%q: MaxEmitRate %d, MaxInflateRate %d; want %d, %d", tc.args, got.MaxEmitRate, got.MaxInflateRate, tc.emit, tc.inflate)
+		}
+		if _, err := compat.NewServer(opts); err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-max-inflate-rate", "1000"},
+		{"-max-message", "4194304", "-max-inflate-rate", "2097152"},
+	} {
+		if _, err := compat.NewServer(options(args...)); err == nil || !strings.Contains(err.Error(), "MaxInflateRate") {
+			t.Errorf("%q: NewServer: %v, want MaxInflateRate refused", args, err)
 		}
 	}
 }
