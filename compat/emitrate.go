@@ -31,10 +31,7 @@ type emitBudget struct {
 // rate over time still holds. One not paid is not charged.
 func (b *emitBudget) take(n int, now int64, rate int) bool {
 	burst := float64(rate)
-	if now > b.last {
-		b.spent = max(0, b.spent-float64(now-b.last)*burst/1e9)
-		b.last = now
-	}
+	b.spent = max(0, b.spent-earned(&b.last, now, burst))
 	if b.spent > 0 && b.spent+float64(n) > burst {
 		return false
 	}

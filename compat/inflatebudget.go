@@ -51,10 +51,7 @@ func newInflateBudget(rate, burst int64, now int64) *inflateBudget {
 
 // refill adds what the rate earned since the last refill (b.mu held).
 func (b *inflateBudget) refill(now int64) {
-	if now > b.last {
-		b.tokens = min(b.burst, b.tokens+float64(now-b.last)*b.rate/1e9)
-		b.last = now
-	}
+	b.tokens = min(b.burst, b.tokens+earned(&b.last, now, b.rate))
 }
 
 // charge takes n inflated bytes at now (monoNow).
