@@ -1513,12 +1513,12 @@ func TestCarrierDatagramOverMaxMessageSize(t *testing.T) {
 // Dial gives up on a server that never answers after ConnectTimeout on
 // every carrier, also with a ctx that has no deadline: an SCTP handshake
 // with a silent host used to retry its INIT forever. Its error names the
-// URL and the timeout (QUIC's and WebTransport's were a bare "context
-// deadline exceeded") and matches context.DeadlineExceeded. It reads the
-// same on every carrier, naming the URL once: WebSocket's added the
-// upgrade's error, which named the URL again, and WebRTC's read
-// `compat: webrtc: Post "…": hotpath: <url>: no answer within
-// ConnectTimeout`.
+// URL, the timeout and the step it ended (QUIC's and WebTransport's were
+// a bare "context deadline exceeded") and matches
+// context.DeadlineExceeded. It reads the same on every carrier but for
+// the step, naming the URL once: WebSocket's added the upgrade's error,
+// which named the URL again, and WebRTC's read `compat: webrtc: Post
+// "…": hotpath: <url>: no answer within ConnectTimeout`.
 func TestDialSilentServer(t *testing.T) {
 	t.Parallel()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1540,12 +1540,12 @@ func TestDialSilentServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	for _, url := range []string{
-		"ws://" + tcp.Addr().String() + "/ws",
-		"webrtc+http://" + tcp.Addr().String() + "/rtc",
-		"quic://" + udp.LocalAddr().String(),
-		"https://" + udp.LocalAddr().String() + "/wt",
-		"sctp://" + udp.LocalAddr().String(),
+	for url, step := range map[string]string{
+		"ws://" + tcp.Addr().String() + "/ws":           "during the WebSocket upgrade",
+		"webrtc+http://" + tcp.Addr().String() + "/rtc": "during the WebRTC signalling",
+		"quic://" + udp.LocalAddr().String():            "during the QUIC handshake",
+		"https://" + udp.LocalAddr().String() + "/wt":   "during the QUIC handshake or the WebTransport CONNECT",
+		"sctp://" + udp.LocalAddr().String():            "during the SCTP handshake",
 	} {
 		dialed := make(chan error, 1)
 		go func() {
@@ -1557,7 +1557,7 @@ func TestDialSilentServer(t *testing.T) {
 		}()
 		select {
 		case err := <-dialed:
-			want := "hotpath: " + url + ": no answer within ConnectTimeout (300ms)"
+			want := "hotpath: " + url + ": ConnectTimeout (300ms) ran out " + step
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*connectTimeoutError)) || err.Error() != want {
 				t.Errorf("%s: %v, want %q, matching context.DeadlineExceeded", url, err, want)
 			}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -80,7 +81,11 @@ type ClientOptions struct {
 	CallTimeout time.Duration
 	// ConnectTimeout bounds each connection attempt, Dial's (within its
 	// ctx) and every reconnect's: the carrier's handshakes, the upgrade or
-	// signalling, and the server's capabilities. 10 s by default.
+	// signalling, and the server's capabilities. 10 s by default. An
+	// attempt it ends fails with an error that matches
+	// context.DeadlineExceeded and names the step that ran out (the TCP
+	// connect, the TLS handshake, the WebSocket upgrade, the carrier's
+	// handshake, the server's capabilities).
 	ConnectTimeout time.Duration
 	// KeepaliveInterval is how long the server may stay silent before the
 	// client pings it; 25 s by default, or half of IdleTimeout when that is
@@ -404,44 +409,128 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		// handshake held Dial closeTimeout past ctx.
 		c.close(true)
 		// Run out of ConnectTimeout, it reads as a dial that had no
-		// answer at all does (connectError).
+		// answer at all does (connectError), with the step it was at.
 		return nil, c.connectError(ctx, fmt.Errorf("hotpath: %s: no capabilities from the server: %w", url, ctx.Err()))
 	}
 }
 
 // connectTimeoutError is the cause of a connection attempt's ctx that ran
-// out of ClientOptions.ConnectTimeout: it names the URL and tells the
-// timeout from the caller's ctx ending. It matches
-// context.DeadlineExceeded.
+// out of ClientOptions.ConnectTimeout: it names the URL, the timeout and
+// the step the attempt was at, and tells the timeout from the caller's
+// ctx ending. It matches context.DeadlineExceeded.
 type connectTimeoutError struct {
 	url     string
 	timeout time.Duration
+	// step is the step the attempt was at when the timeout ran out, set
+	// by connectError from progress, which the attempt moves on as it
+	// goes (setConnectStep).
+	step     connectStep
+	progress *connectProgress
 }
 
 func (e *connectTimeoutError) Error() string {
-	return fmt.Sprintf("hotpath: %s: no answer within ConnectTimeout (%v)", e.url, e.timeout)
+	return fmt.Sprintf("hotpath: %s: ConnectTimeout (%v) ran out %s", e.url, e.timeout, e.step)
 }
 
 func (e *connectTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
+// connectStep is a step of a connection attempt, for the error of one
+// that ConnectTimeout ends: a server that never answers the upgrade, one
+// that upgrades and sends no capabilities, and a host that drops every
+// packet fail alike, and only the step tells them apart.
+type connectStep int32
+
+const (
+	stepConnect      connectStep = iota // the carrier's dial, before a step of its own is known
+	stepTCP                             // ws://, wss://: the TCP connect
+	stepTLS                             // wss://: the TLS handshake
+	stepUpgrade                         // ws://, wss://: the upgrade request and its answer
+	stepQUIC                            // quic://: the QUIC handshake, TLS included, and the control stream
+	stepWebTransport                    // https://: the QUIC handshake, the CONNECT and the control stream
+	stepSCTP                            // sctp://: the association's handshake
+	stepDTLS                            // sctp+dtls://: the DTLS handshake, then the association's
+	stepSignalling                      // webrtc+http(s)://: the offer and the signalling request
+	stepWebRTC                          // webrtc+http(s)://: ICE, DTLS, SCTP and the control channel
+	stepCapabilities                    // every carrier: the server's capabilities
+)
+
+func (s connectStep) String() string {
+	switch s {
+	case stepTCP:
+		return "during the TCP connect"
+	case stepTLS:
+		return "during the TLS handshake"
+	case stepUpgrade:
+		return "during the WebSocket upgrade"
+	case stepQUIC:
+		return "during the QUIC handshake"
+	case stepWebTransport:
+		return "during the QUIC handshake or the WebTransport CONNECT"
+	case stepSCTP:
+		return "during the SCTP handshake"
+	case stepDTLS:
+		return "during the DTLS or SCTP handshake"
+	case stepSignalling:
+		return "during the WebRTC signalling"
+	case stepWebRTC:
+		return "during the WebRTC connection (ICE, DTLS, SCTP, its data channel)"
+	case stepCapabilities:
+		return "waiting for the server's capabilities"
+	}
+	return "during the connection"
+}
+
+// connectProgress is the step a connection attempt is at. Dial's attempt
+// and the connect within it share one, so that whichever ctx runs out
+// first names the step.
+type connectProgress struct{ step atomic.Int32 }
+
+type connectProgressKey struct{}
+
+// setConnectStep records that the attempt ctx bounds is at step.
+func setConnectStep(ctx context.Context, step connectStep) {
+	if p, ok := ctx.Value(connectProgressKey{}).(*connectProgress); ok {
+		p.step.Store(int32(step))
+	}
+}
+
 // withConnectTimeout bounds a connection attempt by ConnectTimeout.
 func (c *Client) withConnectTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, c.opts.ConnectTimeout, &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout})
+	p, ok := ctx.Value(connectProgressKey{}).(*connectProgress)
+	if !ok {
+		p = &connectProgress{}
+		ctx = context.WithValue(ctx, connectProgressKey{}, p)
+	}
+	return context.WithTimeoutCause(ctx, c.opts.ConnectTimeout, &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout, progress: p})
 }
 
 // connectError is the error of a connection attempt that failed with err
-// under ctx. One that ran out of ConnectTimeout says so: a QUIC handshake
-// with a host that never answers ended in a bare "context deadline
-// exceeded".
+// under ctx. One that ran out of ConnectTimeout says so, and at which
+// step: a QUIC handshake with a host that never answers ended in a bare
+// "context deadline exceeded".
 func (c *Client) connectError(ctx context.Context, err error) error {
-	var te *connectTimeoutError
-	if !errors.As(context.Cause(ctx), &te) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return err
 	}
-	if err == context.DeadlineExceeded || err == error(te) {
-		return te
+	if ctx.Err() == nil {
+		// A dialer that sets ctx's deadline on its socket (net.Dialer's
+		// connect) may fail at it, with the socket's own "i/o timeout", a
+		// moment before ctx ends and has its cause: a TCP connect that
+		// ran out of ConnectTimeout read "dial tcp …: i/o timeout" in
+		// about one run of three.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			<-ctx.Done()
+		}
 	}
-	return &connectTimedOut{te: te, err: err}
+	var te *connectTimeoutError
+	if !errors.As(context.Cause(ctx), &te) {
+		return err
+	}
+	at := &connectTimeoutError{url: te.url, timeout: te.timeout, step: connectStep(te.progress.step.Load())}
+	if err == context.DeadlineExceeded || err == error(te) {
+		return at
+	}
+	return &connectTimedOut{te: at, err: err}
 }
 
 // connectTimedOut is a connection attempt's error, err, when
@@ -518,6 +607,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		return nil, c.connectError(ctx, err)
 	}
+	setConnectStep(ctx, stepCapabilities)
 	cc := &clientConn{c: c, link: l, ready: make(chan struct{}), ended: make(chan struct{})}
 	cc.asksCtx, cc.cancelAsks = context.WithCancel(context.Background())
 	if ws, ok := l.(*wsConn); ok {
@@ -537,11 +627,28 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 }
 
 // dialWebSocket opens a WebSocket connection (ws:// and wss:// URLs).
-func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
+func (c *Client) dialWebSocket(ctx context.Context, u *url.URL) (link, error) {
 	d := ws.Dialer{Protocols: []string{Subprotocol}, Timeout: c.opts.ConnectTimeout}
+	tlsScheme := u.Scheme == "wss"
 	if c.opts.TLSConfig != nil {
 		d.TLSConfig = c.opts.TLSConfig.Clone()
 		d.TLSConfig.NextProtos = []string{"http/1.1"} // the upgrade is HTTP/1.1, never h2
+	} else if tlsScheme {
+		d.TLSConfig = &tls.Config{} // as the Dialer's own, to hook on
+	}
+	if tlsScheme {
+		// The handshake runs inside the Dialer's first write (the
+		// upgrade request): VerifyConnection, at its end, marks it done.
+		verify := d.TLSConfig.VerifyConnection
+		d.TLSConfig.VerifyConnection = func(cs tls.ConnectionState) error {
+			if verify != nil {
+				if err := verify(cs); err != nil {
+					return err
+				}
+			}
+			setConnectStep(ctx, stepUpgrade)
+			return nil
+		}
 	}
 	if len(c.opts.Header) > 0 {
 		d.Header = ws.HandshakeHeaderHTTP(c.opts.Header)
@@ -565,10 +672,16 @@ func (c *Client) dialWebSocket(ctx context.Context) (link, error) {
 	// every header line, whole, so a server whose answer never ended had
 	// the client buffer all it sent until ConnectTimeout (an audit: 64 MiB
 	// in a second on loopback).
-	d.NetDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	setConnectStep(ctx, stepTCP)
+	d.NetDial = func(dctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(dctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		if tlsScheme {
+			setConnectStep(ctx, stepTLS)
+		} else {
+			setConnectStep(ctx, stepUpgrade)
 		}
 		uc := &upgradeConn{Conn: nc}
 		uc.left.Store(maxUpgradeAnswer)
@@ -843,14 +956,22 @@ func (c *Client) dialLink(ctx context.Context) (link, error) {
 	var l link
 	switch u.Scheme {
 	case "ws", "wss":
-		return c.dialWebSocket(ctx)
+		return c.dialWebSocket(ctx, u)
 	case "quic":
+		setConnectStep(ctx, stepQUIC)
 		l, err = c.dialQUIC(ctx, u)
 	case "https":
+		setConnectStep(ctx, stepWebTransport)
 		l, err = c.dialWebTransport(ctx, u)
 	case "sctp", "sctp+dtls":
+		if u.Scheme == "sctp" {
+			setConnectStep(ctx, stepSCTP)
+		} else {
+			setConnectStep(ctx, stepDTLS)
+		}
 		l, err = c.dialSCTP(ctx, u)
 	case "webrtc+http", "webrtc+https":
+		setConnectStep(ctx, stepSignalling)
 		l, err = c.dialWebRTC(ctx, u)
 	default:
 		return nil, fmt.Errorf("compat: unsupported URL scheme %q (ws, wss, quic, https for WebTransport, sctp, sctp+dtls, webrtc+http, webrtc+https)", u.Scheme)

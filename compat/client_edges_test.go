@@ -3,8 +3,10 @@ package compat
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -164,9 +166,55 @@ func TestDialNoCapabilitiesWithinConnectTimeout(t *testing.T) {
 		c.Close()
 		t.Fatal("Dial succeeded without the server's capabilities")
 	}
-	want := "hotpath: " + url + ": no answer within ConnectTimeout (300ms)"
+	want := "hotpath: " + url + ": ConnectTimeout (300ms) ran out waiting for the server's capabilities"
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*connectTimeoutError)) || err.Error() != want {
 		t.Errorf("%v, want %q, matching context.DeadlineExceeded", err, want)
+	}
+}
+
+// A WebSocket Dial that ConnectTimeout ends says at which step: the TLS
+// handshake (wss://, a server that accepts and never answers its
+// ClientHello), the upgrade (ws:// likewise; wss:// once the handshake
+// is done) or the server's capabilities (above). The timeout alone did
+// not tell a server that never upgrades from one that never sends its
+// capabilities, nor a TLS port from a plain one. The error still matches
+// context.DeadlineExceeded and is a *connectTimeoutError.
+func TestDialTimeoutNamesTheStep(t *testing.T) {
+	// silent accepts connections on ln, after a TLS handshake with tls,
+	// and never writes to them.
+	silent := func(ln net.Listener, tlsConf *tls.Config) {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { nc.Close() })
+			if tlsConf != nil {
+				go tls.Server(nc, tlsConf).Handshake()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, scheme string
+		serverTLS    *tls.Config
+		want         string
+	}{
+		{"ws, no answer", "ws", nil, "during the WebSocket upgrade"},
+		{"wss, no TLS answer", "wss", nil, "during the TLS handshake"},
+		{"wss, no upgrade after TLS", "wss", testCert().ServerTLSConfig(), "during the WebSocket upgrade"},
+	} {
+		ln := listenLoopback(t)
+		go silent(ln, tc.serverTLS)
+		url := tc.scheme + "://" + ln.Addr().String() + "/ws"
+		c, err := Dial(context.Background(), url, ClientOptions{ConnectTimeout: 300 * time.Millisecond, TLSConfig: testCert().ClientTLSConfig()})
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: Dial succeeded", tc.name)
+		}
+		want := "hotpath: " + url + ": ConnectTimeout (300ms) ran out " + tc.want
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*connectTimeoutError)) || err.Error() != want {
+			t.Errorf("%s: %v, want %q, matching context.DeadlineExceeded", tc.name, err, want)
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 	case <-cc.ended:
 		return
 	case <-t.C:
-		c.opts.Logger.Info("hotpath: reconnect failed", "err", fmt.Errorf("no capabilities from the server: %w", &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout}))
+		c.opts.Logger.Info("hotpath: reconnect failed", "err", &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout, step: stepCapabilities})
 		cc.link.abort()
 		return
 	}

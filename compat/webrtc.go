@@ -669,6 +669,7 @@ func (c *Client) dialWebRTC(ctx context.Context, u *url.URL) (link, error) {
 	if err := pc.SetRemoteDescription(*answer); err != nil {
 		return fail(err)
 	}
+	setConnectStep(ctx, stepWebRTC)
 	select {
 	case ch := <-opened:
 		link := newMessageConn(t, ch, c.opts.Limits)
