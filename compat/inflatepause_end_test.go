@@ -14,6 +14,7 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/pion/sctp"
 	"github.com/quic-go/quic-go"
 )
 
@@ -40,24 +41,7 @@ func TestInflatePauseEndsWithTheCarrier(t *testing.T) {
 		for _, how := range []string{"violation", "peer gone"} {
 			t.Run(carrierName(carrier)+"/"+how, func(t *testing.T) {
 				c := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
-				if err := callWithin(t, c, context.Background(), "ping", []byte("1"), nil); err != nil {
-					t.Fatal(err)
-				}
-				cc, err := c.current()
-				if err != nil || cc.dict.Load() == nil {
-					t.Fatalf("no dictionary negotiated: %v", err)
-				}
-				// Three Events, each inflating to about size: two spend
-				// the burst and a second more, the third waits a second.
-				pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte(`"` + strings.Repeat("a", size-80) + `"`)})
-				for range 3 {
-					b, release, ok := cc.dict.Load().compressPacket(pkt)
-					if !ok {
-						t.Fatal("the event did not compress")
-					}
-					cc.link.sendBuilt(b)
-					release()
-				}
+				cc := sendPauseBombs(t, c, size)
 				select {
 				case <-paused:
 				case <-time.After(hangBound):
@@ -162,6 +146,76 @@ func TestClientInflatePauseEndsWithTheCarrier(t *testing.T) {
 			case <-time.After(hangBound):
 				t.Fatal("the connection did not end")
 			}
+		})
+	}
+}
+
+// sendPauseBombs has c send three Events, dictionary compressed, each
+// inflating to about size: with pauseLimits(size), two spend the burst
+// and a second more, and the third pauses the server's reading for a
+// whole maxInflatePause. It returns c's connection.
+func sendPauseBombs(t *testing.T, c *Client, size int) *clientConn {
+	t.Helper()
+	if err := callWithin(t, c, context.Background(), "ping", []byte("1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := c.current()
+	if err != nil || cc.dict.Load() == nil {
+		t.Fatalf("no dictionary negotiated: %v", err)
+	}
+	pkt := wire.Append(nil, &wire.Packet{Kind: dispatch.KindEvent, Name: []byte("bomb"), Payload: []byte(`"` + strings.Repeat("a", size-80) + `"`)})
+	for range 3 {
+		b, release, ok := cc.dict.Load().compressPacket(pkt)
+		if !ok {
+			t.Fatal("the event did not compress")
+		}
+		cc.link.sendBuilt(b)
+		release()
+	}
+	return cc
+}
+
+// An SCTP association that the client breaks by opening a stream
+// PROTOCOL.md §8.2 does not allow, while the server's reading is paused
+// for MaxInflateRate, ends the pause, and its end closes the
+// transport's ended channel (transportEnd), as any other end of the
+// association does. The stream had acceptStreams close the link and
+// return, and ended, closed only by acceptStreams, stayed open for good.
+func TestInflatePauseEndsWithAnUnexpectedSCTPStream(t *testing.T) {
+	const size = 64 << 10
+	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newCarrierEnv(t, Options{Router: r, Limits: pauseLimits(size)})
+	paused := make(chan *Peer, 1)
+	ended := make(chan bool, 1)
+	pauseHooks(t, e.srv, func(p *Peer) { paused <- p }, func(timedOut bool) { ended <- timedOut })
+	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
+		t.Run(carrierName(carrier), func(t *testing.T) {
+			c := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
+			cc := sendPauseBombs(t, c, size)
+			var p *Peer
+			select {
+			case p = <-paused:
+			case <-time.After(hangBound):
+				t.Fatal("the third event did not pause the reading")
+			}
+			st, err := cc.link.(*pktConn).t.(*sctpTransport).assoc.OpenStream(7, sctp.PayloadTypeWebRTCBinary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			wantPauseCutShort(t, ended, "the unexpected stream")
+			select {
+			case <-p.link.(*pktConn).t.(*sctpTransport).ended():
+			case <-time.After(hangBound):
+				t.Fatal("the association's end did not close the transport's ended channel")
+			}
+			waitLong(t, "the connection's end", func() bool { return e.srv.Peers() == 0 })
 		})
 	}
 }

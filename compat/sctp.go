@@ -305,9 +305,12 @@ type sctpTransport struct {
 	closeOnce      sync.Once
 	closed         chan struct{} // closed with the association
 	// gone is closed once the association has ended, closed by either
-	// end or dead (acceptStreams): the end of an inflate pause
-	// (transportEnd).
+	// end or dead: the end of an inflate pause (transportEnd). Closed
+	// once (endGone), by acceptStreams, whose accepting ends with the
+	// association, or by this end's close of it, for an acceptStreams
+	// that stopped before (an unexpected stream).
 	gone      chan struct{}
+	goneOnce  sync.Once
 	datagrams *datagramQueue
 	// link is the connection's engine once it exists, for acceptStreams
 	// to close it with a code.
@@ -341,7 +344,7 @@ func (t *sctpTransport) acceptStreams() {
 			// or a SHUTDOWN from the other end, a dead path, or this
 			// end's close.
 			close(t.control)
-			close(t.gone)
+			t.endGone()
 			return
 		}
 		switch st.StreamIdentifier() {
@@ -357,7 +360,12 @@ func (t *sctpTransport) acceptStreams() {
 		default:
 			if link := t.link.Load(); link != nil {
 				link.requestClose(wsframe.CloseProtocolError, unexpectedStreamReason)
-				return // acceptControl has returned: nobody waits on control
+				// acceptControl has returned: nobody waits on control.
+				// gone is left to the link's end, which closes the
+				// association (closeTransport, closeClosed): seeing the
+				// association end here would take accepting the
+				// streams opened meanwhile, which returning avoids.
+				return
 			}
 			// Before the connection exists there is no one to tell why.
 			t.assoc.Abort(unexpectedStreamReason)
@@ -366,6 +374,9 @@ func (t *sctpTransport) acceptStreams() {
 }
 
 func (t *sctpTransport) attach(c *pktConn) { t.link.Store(c) }
+
+// endGone closes gone, once: the association has ended.
+func (t *sctpTransport) endGone() { t.goneOnce.Do(func() { close(t.gone) }) }
 
 // acceptControl waits for the control stream the client opens.
 func (t *sctpTransport) acceptControl() (*sctp.Stream, error) {
@@ -409,6 +420,7 @@ func (t *sctpTransport) closeTransport(code wsframe.CloseCode, reason string) {
 		}
 		t.assoc.Close()
 		t.nc.Close()
+		t.endGone()
 	})
 }
 
@@ -450,6 +462,7 @@ func (t *sctpTransport) closeClosed() {
 		t.deliver.Store(nil) // see rtcTransport.close
 		t.assoc.Close()
 		t.nc.Close()
+		t.endGone()
 	})
 }
 
