@@ -165,10 +165,11 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // server Peer.Close, Shutdown, a slow consumer; on a client Close, the
 // idle timeout) ends at once, not up to maxInflatePause later, past
 // Shutdown's shutdownDropGrace. The link ends it too (link.pauseTurn):
-// when it is closed off the read loop (a violation in a datagram or a
-// stream), and when its carrier connection ends (the other end closed
-// it, or it died: seen on QUIC, WebTransport, SCTP and WebRTC; over TCP
-// only a read would tell). A wake-up that finds pauseOver false (a
+// when it is closed or dropped off the read loop (a violation in a
+// datagram or a stream, a write that failed), and when its carrier
+// connection ends (the other end closed it, or it died: seen on QUIC,
+// WebTransport, SCTP and WebRTC; over TCP only a read would tell). A
+// wake-up that finds pauseOver false (a
 // client's caller woken for a call settled after it had handed the
 // reading on) leaves the pause to run its time.
 //

@@ -2,11 +2,15 @@ package compat
 
 // What ends an inflate pause besides a close asked for through the Peer
 // or the Client: a close the link asks for off the read loop (a
-// violation in a datagram), and the carrier connection's end.
+// violation in a datagram, a write that failed), and the carrier
+// connection's end.
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,18 +18,20 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
+	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/sctp"
 	"github.com/quic-go/quic-go"
 )
 
 // A server's read loop paused for MaxInflateRate ends its pause at once,
-// on every carrier but WebSocket, when the connection ends off the read
-// loop: a packet of a kind datagrams may not carry (PROTOCOL.md §8.4:
-// 1008), found by the datagram handler, which closes the link itself
-// (pktConn.violate), not through the Peer; or the client dropping the
-// carrier connection, which no read tells of while the loop is paused.
-// Both left the pause to run its time, up to maxInflatePause. The pause
-// here is a whole maxInflatePause; the hook tells whether it ran out.
+// on every carrier but WebSocket (TestInflatePauseEndsWithTheWebSocket),
+// when the connection ends off the read loop: a packet of a kind
+// datagrams may not carry (PROTOCOL.md §8.4: 1008), found by the
+// datagram handler, which closes the link itself (pktConn.violate), not
+// through the Peer; or the client dropping the carrier connection, which
+// no read tells of while the loop is paused. Both left the pause to run
+// its time, up to maxInflatePause. The pause here is a whole
+// maxInflatePause; the hook tells whether it ran out.
 func TestInflatePauseEndsWithTheCarrier(t *testing.T) {
 	const size = 64 << 10
 	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
@@ -173,6 +179,80 @@ func sendPauseBombs(t *testing.T, c *Client, size int) *clientConn {
 		release()
 	}
 	return cc
+}
+
+// A server's read loop paused for MaxInflateRate over WebSocket, served
+// plain or over TLS, ends its pause at once when the link is dropped or
+// closed off the read loop: a write that failed (the outbox's
+// onWriteError, which drops the socket: the paused loop reads no closed
+// socket); a close asked of the link alone (requestClose, whose wake-up
+// is a read deadline). Each left the pause to run its time, up to
+// maxInflatePause. The pause is a whole maxInflatePause; the hook tells
+// whether it ran out.
+func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
+	const size = 64 << 10
+	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disconnected := make(chan error, 1)
+	s, addr := newTestServer(t, Options{
+		Router:       r,
+		Limits:       pauseLimits(size),
+		OnDisconnect: func(_ *Peer, err error) { disconnected <- err },
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go s.Serve(tls.NewListener(ln, testCert().ServerTLSConfig()))
+	paused := make(chan *Peer, 1)
+	ended := make(chan bool, 1)
+	pauseHooks(t, s, func(p *Peer) { paused <- p }, func(timedOut bool) { ended <- timedOut })
+	writeFailed := errors.New("test: the write failed")
+	for _, url := range []string{"ws://" + addr + "/ws", "wss://" + ln.Addr().String() + "/ws"} {
+		for _, how := range []string{"write fails", "close asked"} {
+			t.Run(url[:strings.Index(url, ":")]+"/"+how, func(t *testing.T) {
+				tlsOn := strings.HasPrefix(url, "wss:")
+				ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+				defer cancel()
+				c, err := Dial(ctx, url, ClientOptions{Dictionary: d, TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				sendPauseBombs(t, c, size)
+				var p *Peer
+				select {
+				case p = <-paused:
+				case <-time.After(hangBound):
+					t.Fatal("the third event did not pause the reading")
+				}
+				ws := p.link.(*wsConn)
+				switch how {
+				case "write fails":
+					ws.onWriteError(writeFailed)
+				case "close asked":
+					ws.requestClose(wsframe.CloseGoingAway, "")
+				}
+				wantPauseCutShort(t, ended, "the connection's end")
+				select {
+				case err := <-disconnected:
+					switch {
+					case how == "write fails" && !tlsOn && !errors.Is(err, writeFailed):
+						// Over TLS, the close_notify that the drop sends
+						// may have the client gone, and its close read,
+						// before the socket is closed: 1006 then.
+						t.Errorf("the server ended the connection with %v, want the write's error", err)
+					}
+				case <-time.After(hangBound):
+					t.Fatal("the connection did not end")
+				}
+			})
+		}
+	}
 }
 
 // An SCTP association that the client breaks by opening a stream

@@ -53,7 +53,8 @@ type link interface {
 	// pause, inflateBudget.pauseReading). ended, which wait selects on, is
 	// closed when the carrier connection ends, nil when the link cannot
 	// tell without reading (WebSocket); the link calls wake, meanwhile,
-	// when it is closed off the read loop. Both cut the pause short.
+	// when it is closed or dropped off the read loop. Both cut the pause
+	// short.
 	pauseTurn(wake func(), wait func(ended <-chan struct{}))
 	// ping sends a keepalive probe that the other end answers.
 	ping()

@@ -77,6 +77,13 @@ type wsConn struct {
 	closeExpired bool
 
 	writeErr atomic.Pointer[error] // the write failure that closed nc, if one did
+
+	// pauseWake ends the read loop's inflate pause while one is under
+	// way (pauseTurn); nil otherwise. abort and requestClose call it
+	// (wakePause); aborted, set by abort before, is for a pause that
+	// begins after the drop.
+	pauseWake atomic.Pointer[func()]
+	aborted   atomic.Bool
 }
 
 // readBufSize is the size of the pooled buffer one read fills: large enough
@@ -321,6 +328,8 @@ func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 	if c.shared != nil {
 		c.shared.wakeLoop() // nobody may be reading: the loop lingers (sharedread.go)
 	}
+	// The read loop paused for the inflate budget reads no deadline.
+	c.wakePause()
 }
 
 // testHookCloseRequested, when set, runs between a close request and its
@@ -752,13 +761,28 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 }
 
 // pauseTurn runs an inflate pause with the turn's answers sent
-// (pauseInTurn). Over TCP only a read tells that the other end closed:
-// ended is nil. A close asked for off the read loop comes through the
-// Peer or the Client, which end the pause themselves, so wake is not
-// kept; a write that fails leaves the pause to run its time, and the
-// read after it ends the loop.
-func (c *wsConn) pauseTurn(_ func(), wait func(ended <-chan struct{})) {
+// (pauseInTurn). A paused read loop reads nothing, so neither the read
+// deadline of requestClose nor the socket that abort closes reaches it:
+// both call wake (wakePause), and a pause that begins after them calls
+// it at once. Over TCP only a read tells that the other end closed:
+// ended is nil.
+func (c *wsConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
+	c.pauseWake.Store(&wake)
+	defer c.pauseWake.Store(nil)
+	// abort and requestClose set their flag first and look for wake
+	// after; the pause keeps wake first and looks at the flags after, so
+	// one of the two sees the other.
+	if c.aborted.Load() || c.closeRequest.Load() != nil {
+		wake()
+	}
 	pauseInTurn(c.out, func() { wait(nil) })
+}
+
+// wakePause ends the read loop's inflate pause, if one is under way.
+func (c *wsConn) wakePause() {
+	if w := c.pauseWake.Load(); w != nil {
+		(*w)()
+	}
 }
 
 // deflateBound is the most a message of n bytes takes compressed, with
@@ -831,6 +855,8 @@ func (c *wsConn) lostCompressed(st corkwriter.Status) {
 // either way; the peer sees the connection end without a close frame, as
 // it would after a FIN.
 func (c *wsConn) abort() {
+	c.aborted.Store(true)
+	defer c.wakePause()
 	nc := c.nc
 	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		nc = tc.NetConn()
