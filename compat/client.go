@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -776,6 +777,15 @@ func (c *upgradeConn) SetLinger(sec int) error {
 		return l.SetLinger(sec)
 	}
 	return nil
+}
+
+// SyscallConn lets an inflate pause watch the socket under TLS for the
+// server's going (watchHangUp).
+func (c *upgradeConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // closedCh returns a channel closed once Close was called.

@@ -168,10 +168,11 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // when it is closed or dropped off the read loop (a violation in a
 // datagram or a stream, a write that failed), and when its carrier
 // connection ends (the other end closed it, or it died: seen on QUIC,
-// WebTransport, SCTP and WebRTC; over TCP only a read would tell). A
-// wake-up that finds pauseOver false (a
-// client's caller woken for a call settled after it had handed the
-// reading on) leaves the pause to run its time.
+// WebTransport, SCTP and WebRTC; over TCP when the other end's FIN or
+// reset arrives, on Linux, and elsewhere only at the next read). A
+// wake-up that finds pauseOver false (a client's caller woken for a
+// call settled after it had handed the reading on) leaves the pause to
+// run its time.
 //
 // A pause that runs its time counts as life for the keepalive (both
 // ends' liveness.check): the silence is this end's, holding back, with

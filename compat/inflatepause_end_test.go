@@ -11,11 +11,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
@@ -182,13 +184,17 @@ func sendPauseBombs(t *testing.T, c *Client, size int) *clientConn {
 }
 
 // A server's read loop paused for MaxInflateRate over WebSocket, served
-// plain or over TLS, ends its pause at once when the link is dropped or
-// closed off the read loop: a write that failed (the outbox's
-// onWriteError, which drops the socket: the paused loop reads no closed
-// socket); a close asked of the link alone (requestClose, whose wake-up
-// is a read deadline). Each left the pause to run its time, up to
+// plain or over TLS, ends its pause at once when the connection ends off
+// the read loop: the client gone (its FIN, its reset), which the paused
+// loop does not read; a write that failed (the outbox's onWriteError,
+// which drops the socket: the paused loop reads no closed socket); a
+// close asked of the link alone (requestClose, whose wake-up is a read
+// deadline). Each left the pause to run its time, up to
 // maxInflatePause. The pause is a whole maxInflatePause; the hook tells
-// whether it ran out.
+// whether it ran out. The client's going is seen without a read on
+// Linux only (watchHangUp), over TLS through the TCP connection under
+// it; the connection then ends as at the EOF or reset the next read
+// would have met: 1006.
 func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	const size = 64 << 10
 	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
@@ -213,9 +219,12 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	pauseHooks(t, s, func(p *Peer) { paused <- p }, func(timedOut bool) { ended <- timedOut })
 	writeFailed := errors.New("test: the write failed")
 	for _, url := range []string{"ws://" + addr + "/ws", "wss://" + ln.Addr().String() + "/ws"} {
-		for _, how := range []string{"write fails", "close asked"} {
+		for _, how := range []string{"peer closes", "peer resets", "write fails", "close asked"} {
 			t.Run(url[:strings.Index(url, ":")]+"/"+how, func(t *testing.T) {
-				tlsOn := strings.HasPrefix(url, "wss:")
+				peerGoes, tlsOn := strings.HasPrefix(how, "peer"), strings.HasPrefix(url, "wss:")
+				if peerGoes && runtime.GOOS != "linux" {
+					t.Skip("a peer's going is seen without a read on Linux only")
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 				defer cancel()
 				c, err := Dial(ctx, url, ClientOptions{Dictionary: d, TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}})
@@ -223,7 +232,7 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { c.Close() })
-				sendPauseBombs(t, c, size)
+				cc := sendPauseBombs(t, c, size)
 				var p *Peer
 				select {
 				case p = <-paused:
@@ -232,6 +241,16 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 				}
 				ws := p.link.(*wsConn)
 				switch how {
+				case "peer closes":
+					nc := cc.link.(*wsConn).nc
+					if tc, ok := nc.(*tls.Conn); ok {
+						nc = tc.NetConn().(*upgradeConn).Conn
+					}
+					if err := nc.(*net.TCPConn).CloseWrite(); err != nil { // a FIN
+						t.Fatal(err)
+					}
+				case "peer resets":
+					cc.link.abort()
 				case "write fails":
 					ws.onWriteError(writeFailed)
 				case "close asked":
@@ -241,6 +260,8 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 				select {
 				case err := <-disconnected:
 					switch {
+					case peerGoes && CloseStatus(err) != wsframe.CloseAbnormal:
+						t.Errorf("the server ended the connection with %v, want 1006", err)
 					case how == "write fails" && !tlsOn && !errors.Is(err, writeFailed):
 						// Over TLS, the close_notify that the drop sends
 						// may have the client gone, and its close read,
@@ -297,5 +318,78 @@ func TestInflatePauseEndsWithAnUnexpectedSCTPStream(t *testing.T) {
 			}
 			waitLong(t, "the connection's end", func() bool { return e.srv.Peers() == 0 })
 		})
+	}
+}
+
+// A Go client's read loop paused for MaxInflateRate over WebSocket,
+// plain or over TLS, ends its pause at once when the server goes (its
+// FIN, its reset), which the paused loop does not read, on Linux
+// (watchHangUp); over TLS the watch reaches the socket through the
+// dialer's upgradeConn. The pause is a whole maxInflatePause; the hook
+// tells whether it ran out.
+func TestClientInflatePauseEndsWithTheWebSocket(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a peer's going is seen without a read on Linux only")
+	}
+	d := bombDictionary(t)
+	bomb := wsframe.AppendFrame(nil, wsframe.OpBinary, dictBomb(t, d), wsframe.Fin)
+	for _, scheme := range []string{"ws", "wss"} {
+		for _, how := range []string{"server closes", "server resets"} {
+			t.Run(scheme+"/"+how, func(t *testing.T) {
+				ln := listenLoopback(t)
+				if scheme == "wss" {
+					ln = tls.NewListener(ln, testCert().ServerTLSConfig())
+				}
+				send := make(chan struct{})
+				act := make(chan struct{})
+				served := make(chan struct{})
+				go func() {
+					defer close(served)
+					nc, err := acceptRaw(ln, "")
+					if err != nil {
+						return
+					}
+					defer nc.Close()
+					wsutil.WriteServerBinary(nc, capsOf("codec", "json", "dict", "deflate:"+d.ID()))
+					for _, ch := range []chan struct{}{send, act} {
+						select {
+						case <-ch:
+						case <-time.After(hangBound):
+							return
+						}
+						if ch == send {
+							nc.Write(append(append(append([]byte(nil), bomb...), bomb...), bomb...))
+						}
+					}
+					tcp := nc
+					if tc, ok := nc.(*tls.Conn); ok {
+						tcp = tc.NetConn()
+					}
+					if how == "server closes" {
+						tcp.(*net.TCPConn).CloseWrite() // a FIN
+						return
+					}
+					tcp.(*net.TCPConn).SetLinger(0) // a reset, as nc closes
+				}()
+				_, cc := dialBombed(t, scheme+"://"+ln.Addr().String()+"/ws", ClientOptions{TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}}, d, 1)
+				began := make(chan struct{}, 1)
+				ended := make(chan bool, 1)
+				clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
+				close(send)
+				select {
+				case <-began:
+				case <-time.After(hangBound):
+					t.Fatal("the third bomb did not pause the reading")
+				}
+				close(act)
+				wantPauseCutShort(t, ended, "the server's going")
+				select {
+				case <-cc.ended:
+				case <-time.After(hangBound):
+					t.Fatal("the connection did not end")
+				}
+				<-served
+			})
+		}
 	}
 }

@@ -51,8 +51,9 @@ type link interface {
 	// pauseTurn runs wait on the read loop, in a turn, with the turn's
 	// answers so far sent rather than held for its end (an inflate
 	// pause, inflateBudget.pauseReading). ended, which wait selects on, is
-	// closed when the carrier connection ends, nil when the link cannot
-	// tell without reading (WebSocket); the link calls wake, meanwhile,
+	// closed when the carrier connection ends: on WebSocket, when the
+	// other end hangs up (a FIN or a reset), seen without a read on Linux
+	// only (watchHangUp), nil elsewhere. The link calls wake, meanwhile,
 	// when it is closed or dropped off the read loop. Both cut the pause
 	// short.
 	pauseTurn(wake func(), wait func(ended <-chan struct{}))

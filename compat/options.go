@@ -354,10 +354,10 @@ type Limits struct {
 	// which holds the sender back through the carrier's flow control and
 	// loses nothing. The answers already made leave before the pause, and
 	// a close (Peer.Close, Shutdown, a slow consumer's drop, a violation
-	// off the read loop) or the connection's end (seen on every carrier
-	// but WebSocket, where only a read would tell) ends it at once. A pause counts as life for the keepalive. A
-	// compressed datagram that finds the budget spent is dropped
-	// (DroppedEvents).
+	// off the read loop) or the connection's end (on WebSocket, the
+	// client's FIN or reset, seen on Linux only) ends it at once. A pause
+	// counts as life for the keepalive. A compressed datagram that finds
+	// the budget spent is dropped (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
 	// MaxMessageSize always passes at once, and NewServer refuses a rate
 	// below MaxMessageSize a second.

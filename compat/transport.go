@@ -76,7 +76,11 @@ type wsConn struct {
 	// the peer silent for closeTimeout. Set by the read loop (readError).
 	closeExpired bool
 
-	writeErr atomic.Pointer[error] // the write failure that closed nc, if one did
+	// dropErr is why this end dropped nc (abort), when the read that the
+	// drop then fails would only say "use of closed network connection":
+	// a write that failed (onWriteError), or the other end gone during an
+	// inflate pause (pauseTurn).
+	dropErr atomic.Pointer[error]
 
 	// pauseWake ends the read loop's inflate pause while one is under
 	// way (pauseTurn); nil otherwise. abort and requestClose call it
@@ -167,7 +171,7 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 // why (readError): the read that the close then fails would only say
 // "use of closed network connection".
 func (c *wsConn) onWriteError(err error) {
-	c.writeErr.CompareAndSwap(nil, &err)
+	c.dropErr.CompareAndSwap(nil, &err)
 	c.abort()
 }
 
@@ -482,6 +486,12 @@ type inflateMeter interface {
 
 var errInvalidInflatedUTF8 = &CloseError{Code: wsframe.CloseInvalidPayload, Reason: "WS_ERR_INVALID_UTF8"}
 
+// The other end gone without a close frame: closed (an EOF), or reset.
+var (
+	errPeerClosed = &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
+	errPeerReset  = &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection reset without a close frame", Remote: true}
+)
+
 // readError turns the end of the read side into the connection's error:
 // a closed or timed-out socket after this end sent a close frame is a clean
 // end of the closing handshake, with the close this end sent.
@@ -492,16 +502,16 @@ func (c *wsConn) readError(err error) error {
 		return sent
 	}
 	if errors.Is(err, io.EOF) {
-		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection closed without a close frame", Remote: true}
+		return errPeerClosed
 	}
 	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		// The other end gone without a close frame, as at an EOF: 1006,
 		// as the Go client and the packet carriers read it, not the
 		// socket's error with no close code.
-		return &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection reset without a close frame", Remote: true}
+		return errPeerReset
 	}
-	if werr := c.writeErr.Load(); werr != nil && errors.Is(err, net.ErrClosed) {
-		return *werr
+	if derr := c.dropErr.Load(); derr != nil && errors.Is(err, net.ErrClosed) {
+		return *derr
 	}
 	return err
 }
@@ -764,8 +774,17 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 // (pauseInTurn). A paused read loop reads nothing, so neither the read
 // deadline of requestClose nor the socket that abort closes reaches it:
 // both call wake (wakePause), and a pause that begins after them calls
-// it at once. Over TCP only a read tells that the other end closed:
-// ended is nil.
+// it at once. That the other end has gone, a FIN or a reset, is seen
+// without a read where the socket can be watched for it (watchHangUp:
+// on Linux, and over TLS through the TCP connection under it): it
+// closes ended. The connection is then dropped, and ends with 1006 as
+// at the EOF or reset the next read would meet; what the other end sent
+// before it went and this end has not read is not handled. The pause
+// ended with endPauses (pauseReading), so reading on would inflate all
+// of it, up to a socket's receive buffer of bombs, unpaced.
+//
+// The watch costs a goroutine and a duplicate descriptor per pause,
+// nothing per message: a pause is rare.
 func (c *wsConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
 	c.pauseWake.Store(&wake)
 	defer c.pauseWake.Store(nil)
@@ -775,7 +794,14 @@ func (c *wsConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
 	if c.aborted.Load() || c.closeRequest.Load() != nil {
 		wake()
 	}
-	pauseInTurn(c.out, func() { wait(nil) })
+	w := watchHangUp(c.nc)
+	defer func() {
+		if gone := w.stop(); gone != nil {
+			c.dropErr.CompareAndSwap(nil, &gone)
+			c.abort()
+		}
+	}()
+	pauseInTurn(c.out, func() { wait(w.ended()) })
 }
 
 // wakePause ends the read loop's inflate pause, if one is under way.
