@@ -3,6 +3,7 @@ package compat
 import (
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,9 +27,21 @@ type hangUpWatch struct {
 	reset bool
 }
 
+// maxHangUpWatches bounds the watches under way at once in the process,
+// and so the descriptors they duplicate: connections that all spend
+// their inflate budget together (a flood of bombs) would otherwise hold
+// two descriptors each, and take from the accept loop the ones its
+// process limit leaves. A pause that finds none left runs its time, as
+// where nothing can be watched.
+const maxHangUpWatches = 256
+
+// hangUpWatches counts the watches under way (watchHangUp, stop).
+var hangUpWatches atomic.Int32
+
 // watchHangUp starts watching nc, over TLS the TCP connection under it
 // (the watch reads nothing, so the records are left whole); nil when it
-// cannot: nc has no descriptor, or none can be spared.
+// cannot: nc has no descriptor, or none can be spared (maxHangUpWatches,
+// or the process's limit).
 func watchHangUp(nc net.Conn) *hangUpWatch {
 	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		nc = tc.NetConn()
@@ -41,8 +54,13 @@ func watchHangUp(nc net.Conn) *hangUpWatch {
 	if err != nil {
 		return nil
 	}
+	if hangUpWatches.Add(1) > maxHangUpWatches {
+		hangUpWatches.Add(-1)
+		return nil
+	}
 	dup, derr := -1, error(nil)
 	if err := rc.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		hangUpWatches.Add(-1)
 		return nil
 	}
 	// Non-blocking as the socket is (the flag is the open file's), so
@@ -51,6 +69,7 @@ func watchHangUp(nc net.Conn) *hangUpWatch {
 	frc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
+		hangUpWatches.Add(-1)
 		return nil
 	}
 	w := &hangUpWatch{f: f, gone: make(chan struct{}), done: make(chan struct{})}
@@ -100,6 +119,7 @@ func (w *hangUpWatch) stop() error {
 	}
 	w.f.Close() // wakes the goroutine, and waits for its Read to return
 	<-w.done
+	hangUpWatches.Add(-1)
 	select {
 	case <-w.gone:
 	default:

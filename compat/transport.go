@@ -784,7 +784,8 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 // of it, up to a socket's receive buffer of bombs, unpaced.
 //
 // The watch costs a goroutine and a duplicate descriptor per pause,
-// nothing per message: a pause is rare.
+// nothing per message: a pause is rare, and the watches under way at
+// once are bounded (maxHangUpWatches).
 func (c *wsConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
 	c.pauseWake.Store(&wake)
 	defer c.pauseWake.Store(nil)
