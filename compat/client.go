@@ -404,10 +404,11 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		c.mu.Unlock()
 		return nil, &dialEndError{url: url, end: err}
 	case <-ctx.Done():
-		// Dropped at once, as settleReconnect drops a reconnected
-		// connection given up: nothing sent on it needs the closing
-		// handshake's confirmation, and a server silent since its
-		// handshake held Dial closeTimeout past ctx.
+		// Closed without waiting for the answer (link.closeNow):
+		// nothing sent on it needs the closing handshake's
+		// confirmation, and a server silent since its handshake held
+		// Dial closeTimeout past ctx. Its close tells the server why
+		// the connection ended, which a drop did not (1006).
 		c.close(true)
 		// Run out of ConnectTimeout, it reads as a dial that had no
 		// answer at all does (connectError), with the step it was at.
@@ -846,15 +847,19 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // server vanished, nothing answers) it returns after those 3 s, on every
 // carrier: a silent server cannot be told from a slow one sooner. A
 // reconnected connection whose server has not sent its capabilities yet
-// has carried nothing to confirm: Close drops it at once.
+// has carried nothing to confirm: Close sends its close and ends the
+// connection once that is written, without waiting for the answer (on
+// SCTP and WebRTC the carrier's close delivers the close notice first,
+// within a second). The server sees 1000 on every carrier but
+// WebTransport, whose close overtakes the notice: 1006 there.
 func (c *Client) Close() error {
 	c.close(false)
 	return nil
 }
 
-// close is Close; with abort, the connection is dropped without the
-// closing handshake.
-func (c *Client) close(abort bool) {
+// close is Close; with now, the connection is closed without waiting
+// for the server's answer (link.closeNow).
+func (c *Client) close(now bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -872,14 +877,15 @@ func (c *Client) close(abort bool) {
 	c.dgMu.Unlock()
 	switch {
 	case cc == nil:
-	case abort || !cc.isReady():
+	case now || !cc.isReady():
 		// A reconnected connection still waiting for the server's
 		// capabilities has carried nothing but the client's own: no call,
 		// emit or event leaves before them (awaitReady), so the closing
 		// handshake would confirm nothing, and a server silent since its
-		// handshake held Close for closeTimeout. It is dropped, as Dial
-		// and settleReconnect drop one whose capabilities never came.
-		cc.link.abort()
+		// handshake held Close for closeTimeout. Its close is sent, and
+		// the connection ended, without waiting for the answer: dropped,
+		// as it was, the server saw 1006.
+		cc.link.closeNow(wsframe.CloseNormal, "")
 		cc.endPauses()
 	default:
 		cc.link.requestClose(wsframe.CloseNormal, "")

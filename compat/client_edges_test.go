@@ -7,6 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,14 +60,16 @@ func TestClientPongCompressedWithinCarrierLimit(t *testing.T) {
 	}
 }
 
-// Close drops a reconnected connection whose server has not sent its
-// capabilities, without the closing handshake: nothing but the client's
-// own capabilities has left on it (calls, emits and events wait for the
-// server's), so there is nothing for the server's answer to confirm. It
-// ran the handshake, and against a server silent since its upgrade
+// Close ends a reconnected connection whose server has not sent its
+// capabilities without waiting for the answer to its close: nothing but
+// the client's own capabilities has left on it (calls, emits and events
+// wait for the server's), so there is nothing for the answer to confirm.
+// It ran the handshake, and against a server silent since its upgrade
 // waited closeTimeout (3 s) for an answer that never came. The test
 // checks that decision (no handshake expired); the bound on Close only
 // catches a hang. A call waiting for the capabilities fails.
+// TestCloseWhileAwaitingCapabilitiesSendsItsClose checks the server's
+// side.
 func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 	_, addr := newTestServer(t, Options{})
 	ln, first := hangAfterFirst(t, addr)
@@ -111,6 +116,186 @@ func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 	case <-time.After(hangBound):
 		t.Fatal("a call waiting for the capabilities still waiting after Close")
 	}
+}
+
+// closeCarriers are the carriers on which a client's close reaches a
+// server that has not sent its capabilities yet. Not WebTransport: the
+// session's close ends its QUIC connection at once (HTTP/3's 0x100),
+// which drops the close notice not yet sent and overtakes the session's
+// own code (wtTransport.carriesCloseCode), so the server sees 1006.
+var closeCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC}
+
+// heldConnectEnv is a carrier env whose OnConnect, while hold has a
+// channel, sends the peer on held and waits for the channel to close:
+// the server reads nothing of that connection meanwhile, and sends no
+// capabilities. ends gets every connection's end.
+type heldConnectEnv struct {
+	*carrierEnv
+	hold atomic.Pointer[chan struct{}]
+	held chan *Peer
+	ends chan peerEnd
+}
+
+type peerEnd struct {
+	p   *Peer
+	err error
+}
+
+func newHeldConnectEnv(t *testing.T) *heldConnectEnv {
+	e := &heldConnectEnv{held: make(chan *Peer, 1), ends: make(chan peerEnd, 16)}
+	e.carrierEnv = newCarrierEnv(t, Options{
+		OnConnect: func(p *Peer) {
+			if release := e.hold.Load(); release != nil {
+				e.held <- p
+				<-*release
+			}
+		},
+		OnDisconnect: func(p *Peer, err error) { e.ends <- peerEnd{p, err} },
+	})
+	return e
+}
+
+// awaitEnd returns the error p ended with.
+func (e *heldConnectEnv) awaitEnd(t *testing.T, p *Peer) error {
+	t.Helper()
+	timeout := time.After(hangBound)
+	for {
+		select {
+		case end := <-e.ends:
+			if end.p == p {
+				return end.err
+			}
+		case <-timeout:
+			t.Fatal("the held connection has not ended")
+		}
+	}
+}
+
+// checkClientClose fails t unless err, a server connection's end, is the
+// client's close: 1000, from the other end.
+func checkClientClose(t *testing.T, err error) {
+	t.Helper()
+	ce, ok := errors.AsType[*CloseError](err)
+	if !ok || ce.Code != wsframe.CloseNormal || !ce.Remote {
+		t.Errorf("the server's connection ended with %v, want the client's close, 1000", err)
+	}
+}
+
+// Close of a client whose reconnected connection awaits the server's
+// capabilities sends its close, 1000, as Close of a ready connection
+// does, and does not wait for the server's answer: the server, held in
+// OnConnect, reads nothing until Close has returned, and then reads the
+// client's close. Close dropped the connection, and the server saw 1006.
+// A Close that waited for the answer would run for closeTimeout; the
+// bound, half of that, tells it from one that does not wait (a few
+// milliseconds).
+func TestCloseWhileAwaitingCapabilitiesSendsItsClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("carriers", func(t *testing.T) {
+		e := newHeldConnectEnv(t)
+		for _, carrier := range closeCarriers {
+			t.Run(carrierName(carrier), func(t *testing.T) {
+				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+				dialed, err := c.current()
+				if err != nil {
+					t.Fatal(err)
+				}
+				release := make(chan struct{})
+				e.hold.Store(&release)
+				var releaseOnce sync.Once
+				defer releaseOnce.Do(func() { close(release) })
+				for _, p := range e.srv.snapshotPeers() {
+					p.closeWith(wsframe.CloseInternalError, "drop")
+				}
+				var p *Peer
+				select {
+				case p = <-e.held:
+				case <-time.After(hangBound):
+					t.Fatal("no reconnect")
+				}
+				e.hold.Store(nil)
+				var cc *clientConn
+				waitFor(t, func() bool {
+					cc, _ = c.current()
+					return cc != nil && cc != dialed
+				})
+				if cc.isReady() {
+					t.Fatal("the held connection is ready")
+				}
+				closed := make(chan struct{})
+				start := time.Now()
+				go func() { c.Close(); close(closed) }()
+				select {
+				case <-closed:
+					t.Logf("Close took %v", time.Since(start))
+				case <-time.After(closeTimeout / 2):
+					t.Errorf("Close still waiting after %v for a server held from reading: it waits for the answer", closeTimeout/2)
+					<-closed
+				}
+				releaseOnce.Do(func() { close(release) })
+				checkClientClose(t, e.awaitEnd(t, p))
+			})
+		}
+	}) // the env's listeners close with the subtest
+	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
+}
+
+// Dial that gives up on a server's capabilities at ConnectTimeout closes
+// the connection as Close does: the server sees 1000, not 1006, and Dial
+// does not wait for its answer.
+func TestDialGivingUpSendsItsClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("carriers", func(t *testing.T) {
+		e := newHeldConnectEnv(t)
+		// Each attempt waits out ConnectTimeout: the carriers of the
+		// three ways a link closes (wsConn, a carrier whose close
+		// carries the code, one whose does not).
+		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP} {
+			t.Run(carrierName(carrier), func(t *testing.T) {
+				release := make(chan struct{})
+				e.hold.Store(&release)
+				var releaseOnce sync.Once
+				defer releaseOnce.Do(func() { close(release) })
+				const connectTimeout = 2 * time.Second
+				dialed := make(chan error, 1)
+				start := time.Now()
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+					defer cancel()
+					opts := ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
+						TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig()}
+					opts.WebRTC.LoopbackOnly = true
+					c, err := Dial(ctx, e.urls[carrier], opts)
+					if err == nil {
+						c.Close()
+					}
+					dialed <- err
+				}()
+				var p *Peer
+				select {
+				case p = <-e.held:
+				case <-time.After(hangBound):
+					t.Fatal("no connection")
+				}
+				e.hold.Store(nil)
+				var err error
+				select {
+				case err = <-dialed:
+					t.Logf("Dial gave up after %v", time.Since(start))
+				case <-time.After(connectTimeout + closeTimeout/2 - time.Since(start)):
+					t.Errorf("Dial still waiting %v past its ConnectTimeout for a server held from reading: it waits for the answer", closeTimeout/2)
+					err = <-dialed
+				}
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Dial to a server that sends no capabilities: %v, want its ConnectTimeout", err)
+				}
+				releaseOnce.Do(func() { close(release) })
+				checkClientClose(t, e.awaitEnd(t, p))
+			})
+		}
+	})
+	checkGoroutinesBack(t, before, hangBound, "after the Dials gave up")
 }
 
 // The server's side of the rule above: a client's Ping compressed with

@@ -93,18 +93,19 @@ func TestDialWebTransportUnansweredConnect(t *testing.T) {
 }
 
 // A Dial given up after the carrier's handshake, while it waits for the
-// server's capabilities, drops the connection at once, as a reconnect
-// given up then does (settleReconnect): nothing it sent needs the closing
-// handshake's confirmation. It ran the closing handshake, and a server
-// silent since its upgrade held Dial closeTimeout past its ctx; with
-// ConnectTimeout, for ConnectTimeout and closeTimeout. The server here
-// checks that no close frame came before the connection ended: a close
-// frame is the handshake Dial no longer waits for, and its absence says
-// so without a clock.
+// server's capabilities, sends its close and ends the connection without
+// waiting for the answer (link.closeNow): nothing it sent needs the
+// closing handshake's confirmation. It ran the closing handshake, and a
+// server silent since its upgrade held Dial closeTimeout past its ctx;
+// with ConnectTimeout, for ConnectTimeout and closeTimeout. The server
+// here never answers: the client's side of the connection records
+// whether its handshake ran out (closeExpired), which says without a
+// clock that Dial did not wait. The server reads the close, 1000, before
+// the connection ends (TestDialGivingUpSendsItsClose checks a Server).
 func TestDialCanceledBeforeCapabilities(t *testing.T) {
 	// Not parallel: it counts the process's goroutines.
 	ln := listenLoopback(t)
-	upgraded, ended := make(chan struct{}, 1), make(chan bool, 1)
+	upgraded, ended := make(chan struct{}, 1), make(chan ws.StatusCode, 1)
 	go func() { // upgrades one connection, then only reads it
 		nc, err := acceptRaw(ln, "")
 		if err != nil {
@@ -115,16 +116,25 @@ func TestDialCanceledBeforeCapabilities(t *testing.T) {
 			return
 		}
 		upgraded <- struct{}{}
-		sawClose := false
-		for { // until the connection ends: bounded by hangBound below
+		// The close code read, 0 until a close frame comes; read until
+		// the connection ends, bounded by hangBound below.
+		var code ws.StatusCode
+		for {
 			f, err := ws.ReadFrame(nc)
 			if err != nil {
 				break
 			}
-			sawClose = sawClose || f.Header.OpCode == ws.OpClose
+			if f.Header.OpCode == ws.OpClose {
+				f = ws.UnmaskFrameInPlace(f)
+				code, _ = ws.ParseCloseFrameData(f.Payload)
+			}
 		}
-		ended <- sawClose
+		ended <- code
 	}()
+	links := make(chan *wsConn, 1)
+	hook := func(c *wsConn) { links <- c }
+	testHookCloseRequested.Store(&hook)
+	t.Cleanup(func() { testHookCloseRequested.Store(nil) })
 	base := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -144,12 +154,20 @@ func TestDialCanceledBeforeCapabilities(t *testing.T) {
 		t.Fatalf("Dial = %v, want it canceled", err)
 	}
 	select {
-	case sawClose := <-ended:
-		if sawClose {
-			t.Errorf("Dial canceled before the server's capabilities sent a close frame: it ran the closing handshake (up to %v with a silent server)", closeTimeout)
+	case code := <-ended:
+		if code != ws.StatusNormalClosure {
+			t.Errorf("the server read close code %d before the abandoned dial's connection ended, want 1000", code)
 		}
 	case <-time.After(hangBound):
 		t.Fatal("the abandoned dial's connection is still open")
+	}
+	select {
+	case link := <-links:
+		if link.closeExpired {
+			t.Errorf("Dial canceled before the server's capabilities waited out the closing handshake (%v with a silent server)", closeTimeout)
+		}
+	default:
+		t.Error("Dial canceled before the server's capabilities asked for no close")
 	}
 	checkGoroutinesBack(t, base, hangBound, "after the abandoned dial")
 }

@@ -66,6 +66,13 @@ type link interface {
 	// requestClose asks the link to close with code after what is queued,
 	// exchanging close notices with the other end (PROTOCOL.md §7, §8).
 	requestClose(code wsframe.CloseCode, reason string)
+	// closeNow closes the link with code after what is queued, and ends
+	// it once the close is written, without waiting for the other end's
+	// answer, as a protocol violation does: a close that has nothing for
+	// the answer to confirm (Client.Close before the server's
+	// capabilities), which a silent other end must not hold for
+	// closeTimeout. Unlike abort, it tells the other end the code.
+	closeNow(code wsframe.CloseCode, reason string)
 	// refuse closes a link that was never started, with code.
 	refuse(code wsframe.CloseCode, reason string)
 	// abort drops the link at once, without a closing handshake: a write

@@ -115,6 +115,10 @@ type pktConn struct {
 	maxOutbox  int   // Limits.MaxOutboxBytes
 	client     bool  // this end is the client: its turns never wait (uncork)
 	hdr        uint8 // need's prefix length: beside client, it takes no room
+	// writeEnded: a turn's answers met the end of the connection; the
+	// read loop reads on only for a close notice (turn). Owned by the
+	// read loop; beside client too.
+	writeEnded bool
 
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and hdr)
@@ -359,10 +363,18 @@ func (c *pktConn) turn(handle func() error) error {
 	err := handle()
 	if c.out != nil {
 		if werr := uncork(c.out, c.client); err == nil && werr != nil {
-			// The turn's answers met the end of the connection: it ends
-			// as the next read would have ended it (a QUIC close without
-			// a notice is 1006, not QUIC's own error).
-			err = c.readError(werr)
+			// The turn's answers met the end of the connection, whose
+			// carrier the outbox's failure dropped (OnError). What the
+			// other end sent before it went is read still, for its close
+			// notice, which says why; nothing else of it is handled
+			// (deliver). An SCTP client that closed before the server's
+			// capabilities (Client.Close, link.closeNow) sent its notice
+			// and shut the association down: the answer to its
+			// capabilities met the shutdown, and the server ended with
+			// that write's error, the notice unread
+			// (TestCloseWhileAwaitingCapabilitiesSendsItsClose). Without
+			// a notice the reading ends as the write did (readError).
+			c.writeEnded = true
 		}
 	}
 	c.inTurn.Store(false)
@@ -513,9 +525,10 @@ func (c *pktConn) deliver(pkt []byte, h messageHandler) error {
 	if isCloseNotice(pkt) {
 		return c.onCloseNotice(pkt)
 	}
-	if c.isClosing() {
+	if c.isClosing() || c.writeEnded {
 		// As after a WebSocket close frame (RFC 6455 §1.4), an end that
-		// sent its close notice discards what it receives meanwhile.
+		// sent its close notice discards what it receives meanwhile; so
+		// does one that can no longer answer.
 		return nil
 	}
 	return h.handleMessage(wsframe.OpBinary, pkt)
@@ -846,6 +859,23 @@ func (c *pktConn) requestClose(code wsframe.CloseCode, reason string) {
 	})
 }
 
+// closeNow sends the close notice after what is queued, waits, bounded,
+// for the outbox to write it, and closes the carrier with code, without
+// waiting for the answer, as a violation does on a carrier whose close
+// carries the code (violate). The carrier's close delivers the notice
+// where its close carries no code: SCTP's graceful shutdown delivers
+// what was written, and a WebRTC close waits for the control channel's
+// delivery (rtcTransport.close). The read loop then ends at the closed
+// carrier, with this end's close (outcome).
+func (c *pktConn) closeNow(code wsframe.CloseCode, reason string) {
+	c.sendClose(code, reason)
+	c.wakePause()
+	if c.out != nil {
+		drainOutbox(c.out, time.Now().Add(closeTimeout))
+	}
+	c.t.closeTransport(code, reason)
+}
+
 // sendClose queues the close notice, once, and from then on refuses
 // packets. The closing handshake is bounded: when the other end has not
 // answered within closeTimeout the link is dropped.
@@ -909,6 +939,12 @@ func (c *pktConn) abort() {
 // close code the carrier brought, a clean end of a closing handshake, or
 // an abnormal closure.
 func (c *pktConn) readError(err error) error {
+	if c.writeEnded {
+		// Read on for a close notice that was not there: the connection
+		// ends as the write that met its end did (a QUIC close without a
+		// notice is 1006, not QUIC's own error).
+		err = c.out.Err()
+	}
 	if ce := c.t.closeErrorOf(err); ce != nil {
 		return ce
 	}

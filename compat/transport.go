@@ -48,6 +48,9 @@ type wsConn struct {
 	// (shutdown, idle timeout): the read loop sends it between two reads,
 	// after the answers of the turn in progress.
 	closeRequest atomic.Pointer[CloseError]
+	// closeUnawaited: the close asked for ends the connection once its
+	// frame is written, without waiting for the peer's (closeNow).
+	closeUnawaited atomic.Bool
 
 	live  liveness
 	early []byte // bytes that arrived with the upgrade, handled first
@@ -209,7 +212,9 @@ func (c *wsConn) readLoop(h messageHandler, handoff bool) error {
 			if c.takeCloseRequest(err) {
 				continue
 			}
-			if handoff && c.idleDeadline != 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.isClosing() {
+			// A close request left untaken is closeNow's, which readError
+			// ends the connection with.
+			if handoff && c.idleDeadline != 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.isClosing() && c.closeRequest.Load() == nil {
 				if monoNow()-c.live.lastRead.Load() >= int64(idleHandoff/2) {
 					return errIdle
 				}
@@ -340,12 +345,28 @@ func (c *wsConn) requestClose(code wsframe.CloseCode, reason string) {
 // wake-up.
 var testHookCloseRequested atomic.Pointer[func(*wsConn)]
 
+// closeNow is requestClose whose close, once taken, ends the read loop as
+// a protocol violation does: the reader that the wake-up reaches, the
+// loop or a caller (sharedread.go), leaves the request to readError, and
+// end sends the close frame, after the answers of the turn in progress,
+// and closes the socket once it is written (finish), with a FIN and
+// without lingering. Run by the read loop, the close cannot race with its
+// reads, its deadlines or its closing handshake. A closing handshake
+// already under way keeps its bound. (RFC 6455 §7.1.1 has the server
+// close TCP first "in most normal cases"; an end that must not wait for
+// the other is not one of them.)
+func (c *wsConn) closeNow(code wsframe.CloseCode, reason string) {
+	c.closeUnawaited.Store(true)
+	c.requestClose(code, reason)
+}
+
 // takeCloseRequest reports whether err is the wake-up of requestClose, and
 // then sends the close frame asked for; the read loop goes on reading until
-// the peer's close frame.
+// the peer's close frame. closeNow's is not taken: readError ends the
+// connection with it.
 func (c *wsConn) takeCloseRequest(err error) bool {
 	req := c.closeRequest.Load()
-	if req == nil || !errors.Is(err, os.ErrDeadlineExceeded) || c.isClosing() {
+	if req == nil || !errors.Is(err, os.ErrDeadlineExceeded) || c.isClosing() || c.closeUnawaited.Load() {
 		return false
 	}
 	c.sendClose(req.Code, req.Reason)
@@ -501,6 +522,12 @@ func (c *wsConn) readError(err error) error {
 		c.closeExpired = errors.Is(err, os.ErrDeadlineExceeded)
 		return sent
 	}
+	if req := c.closeRequest.Load(); req != nil && c.closeUnawaited.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The wake-up of closeNow: the connection ends with this end's
+		// close, which end sends.
+		ce := *req
+		return &ce
+	}
 	if errors.Is(err, io.EOF) {
 		return errPeerClosed
 	}
@@ -637,8 +664,10 @@ func (c *wsConn) end(err error) error {
 		// Chromium reported 1006 instead of 1009 WS_ERR_FRAME_TOO_BIG.
 		// Not after a closing handshake that ran out: the peer sent
 		// nothing for closeTimeout, and lingering on a dead path made
-		// Close take a second more than the handshake's bound.
-		c.lingerOnClose = c.isClosing() && !c.closeExpired
+		// Close take a second more than the handshake's bound. Nor
+		// after closeNow, whose caller must not wait for the peer: its
+		// peer was sending nothing this end refused.
+		c.lingerOnClose = c.isClosing() && !c.closeExpired && !c.closeUnawaited.Load()
 	}
 	c.finish()
 	return c.outcome(err)
