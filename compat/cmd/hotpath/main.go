@@ -4,7 +4,7 @@
 //
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
 //	    [-no-compression] [-context-takeover] [-max-message 1048576] [-max-emit 8192]
-//	    [-max-emit-rate 0] [-max-inflate-rate 0]
+//	    [-max-emit-rate 0] [-max-inflate-rate 0] [-max-outbox 0]
 //	    [-max-connections 0] [-max-connections-per-address 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
@@ -197,6 +197,7 @@ type settings struct {
 	maxMessage, maxEmit           int64
 	maxEmitRate                   int
 	maxInflateRate                int64
+	maxOutbox                     int
 	maxConnections, maxPerAddress int
 	ticker, presence              time.Duration
 	cert, key, quic, sctp         string
@@ -216,6 +217,7 @@ func defineFlags(fs *flag.FlagSet) *settings {
 	fs.Int64Var(&f.maxEmit, "max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
 	fs.IntVar(&f.maxEmitRate, "max-emit-rate", 0, "member deliveries a second that one connection's room emits may cost (an emit to n members costs n); past it they are dropped (0: the default, 500000; negative: no limit)")
 	fs.Int64Var(&f.maxInflateRate, "max-inflate-rate", 0, "bytes a second one connection may inflate (permessage-deflate and dictionary packets); past it its reading pauses (0: the default, 64 MiB, or -max-message if larger; negative: no limit; else at least -max-message)")
+	fs.IntVar(&f.maxOutbox, "max-outbox", 0, "bytes queued for one connection and not yet written; past it room emits skip it and answers wait up to 3 s for room (0: the default, 4 MiB)")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	fs.IntVar(&f.maxPerAddress, "max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
 	fs.DurationVar(&f.ticker, "ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
@@ -234,6 +236,7 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 	lim := demoLimits(f.maxMessage, f.maxEmit)
 	lim.MaxEmitRate = f.maxEmitRate
 	lim.MaxInflateRate = f.maxInflateRate
+	lim.MaxOutboxBytes = f.maxOutbox
 	opts := compat.Options{
 		Router:      demoRouter(),
 		Logger:      log,
@@ -257,9 +260,9 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
-// less, a presence interval of 0, a negative connection cap) or be ignored
-// (a stray argument, -key without -cert, -cert without -quic,
-// -context-takeover with -no-compression).
+// less, a presence interval of 0, a negative connection cap or outbox
+// bound) or be ignored (a stray argument, -key without -cert, -cert
+// without -quic, -context-takeover with -no-compression).
 func checkFlags(f settings) error {
 	switch {
 	case len(f.args) > 0:
@@ -272,6 +275,10 @@ func checkFlags(f settings) error {
 		// Limits.MaxEmitSize reads a negative one as none, and no emit
 		// over -max-message arrives at all.
 		return fmt.Errorf("-max-emit %d: must be from 0 (up to -max-message) to -max-message, %d bytes", f.maxEmit, f.maxMessage)
+	case f.maxOutbox < 0:
+		// Limits.MaxOutboxBytes reads it as the default, as 0: not the
+		// smaller queue a negative number seems to ask for.
+		return fmt.Errorf("-max-outbox %d: give a number of bytes, or 0 for the default", f.maxOutbox)
 	case f.maxConnections < 0:
 		// Options.MaxConnections reads it as no cap, as 0: not what a
 		// negative number seems to ask.

@@ -184,6 +184,8 @@ func TestCheckFlags(t *testing.T) {
 		{name: "negative connection cap", settings: settings{maxMessage: 1 << 20, maxConnections: -1, ticker: every, presence: every}},
 		{name: "per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: 100, ticker: every, presence: every}, ok: true},
 		{name: "negative per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: -1, ticker: every, presence: every}},
+		{name: "outbox bound", settings: settings{maxMessage: 1 << 20, maxOutbox: 64 << 10, ticker: every, presence: every}, ok: true},
+		{name: "negative outbox bound", settings: settings{maxMessage: 1 << 20, maxOutbox: -1, ticker: every, presence: every}},
 		{name: "key without cert", settings: settings{maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every}},
 		{name: "cert without quic", settings: settings{maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every}},
 		{name: "context takeover", settings: settings{maxMessage: 1 << 20, ticker: every, presence: every, contextTakeover: true}, ok: true},
@@ -203,9 +205,9 @@ func TestCheckFlags(t *testing.T) {
 	}
 }
 
-// -max-emit-rate and -max-inflate-rate reach the server's
-// Limits.MaxEmitRate and MaxInflateRate as given; left out, they are 0,
-// the server's defaults. An inflate rate below -max-message a second
+// -max-emit-rate, -max-inflate-rate and -max-outbox reach the server's
+// Limits.MaxEmitRate, MaxInflateRate and MaxOutboxBytes as given; left
+// out, they are 0, the server's defaults. An inflate rate below -max-message a second
 // passes checkFlags and is refused by NewServer's own check, on the
 // options the flags make (main then exits 2, as for a bad flag).
 func TestRateFlagsReachTheServer(t *testing.T) {
@@ -229,15 +231,17 @@ func TestRateFlagsReachTheServer(t *testing.T) {
 		args    []string
 		emit    int
 		inflate int64
+		outbox  int
 	}{
-		{nil, 0, 0},
-		{[]string{"-max-emit-rate", "1000", "-max-inflate-rate", "2097152"}, 1000, 2 << 20},
-		{[]string{"-max-emit-rate", "-1", "-max-inflate-rate", "-1"}, -1, -1},
-		{[]string{"-max-message", "4194304", "-max-inflate-rate", "4194304"}, 0, 4 << 20},
+		{nil, 0, 0, 0},
+		{[]string{"-max-emit-rate", "1000", "-max-inflate-rate", "2097152"}, 1000, 2 << 20, 0},
+		{[]string{"-max-emit-rate", "-1", "-max-inflate-rate", "-1"}, -1, -1, 0},
+		{[]string{"-max-message", "4194304", "-max-inflate-rate", "4194304"}, 0, 4 << 20, 0},
+		{[]string{"-max-outbox", "65536"}, 0, 0, 64 << 10},
 	} {
 		opts := options(tc.args...)
-		if got := opts.Limits; got.MaxEmitRate != tc.emit || got.MaxInflateRate != tc.inflate {
-			t.Errorf("%q: MaxEmitRate %d, MaxInflateRate %d; want %d, %d", tc.args, got.MaxEmitRate, got.MaxInflateRate, tc.emit, tc.inflate)
+		if got := opts.Limits; got.MaxEmitRate != tc.emit || got.MaxInflateRate != tc.inflate || got.MaxOutboxBytes != tc.outbox {
+			t.Errorf("%q: MaxEmitRate %d, MaxInflateRate %d, MaxOutboxBytes %d; want %d, %d, %d", tc.args, got.MaxEmitRate, got.MaxInflateRate, got.MaxOutboxBytes, tc.emit, tc.inflate, tc.outbox)
 		}
 		if _, err := compat.NewServer(opts); err != nil {
 			t.Errorf("%q: %v", tc.args, err)
