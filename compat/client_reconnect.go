@@ -98,6 +98,13 @@ func (c *Client) run(cc *clientConn) {
 // upgrade until IdleTimeout (a reconnect audit: 7 s with a 1 s
 // ConnectTimeout), and OnState said Connected to a server that refused
 // the client a moment later.
+//
+// The connection given up is closed with 1000 as Dial closes one it gives
+// up on (link.closeNow): its close is sent, and the connection ended once
+// that is written, without waiting for the answer. The answer would
+// confirm nothing (no call, emit or event left before the capabilities),
+// and a server silent since its handshake would hold the next attempt
+// closeTimeout for it. Dropped, as it was, the server saw 1006.
 func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 	defer close(done)
 	t := time.NewTimer(c.opts.ConnectTimeout)
@@ -108,7 +115,7 @@ func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 		return
 	case <-t.C:
 		c.opts.Logger.Info("hotpath: reconnect failed", "err", &connectTimeoutError{url: c.url, timeout: c.opts.ConnectTimeout, step: stepCapabilities})
-		cc.link.abort()
+		cc.link.closeNow(wsframe.CloseNormal, "")
 		return
 	}
 	c.setState(Connected)
@@ -264,10 +271,21 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 			}
 			continue
 		}
+		if hook := testHookReconnectDialed.Load(); hook != nil {
+			(*hook)()
+		}
 		c.mu.Lock()
 		if c.closed {
+			// Closed as the attempt completed. The link was never started
+			// (run starts it once reconnect returns): nothing reads it,
+			// and on WebSocket closeNow, which the read loop carries out,
+			// would never end it. refuse sends its close after the
+			// capabilities queued and ends it without waiting for an
+			// answer, as Close does with a connection that has not had
+			// the server's capabilities. Dropped, as it was, the server
+			// saw 1006.
 			c.mu.Unlock()
-			cc.link.abort()
+			cc.link.refuse(wsframe.CloseNormal, "")
 			return nil, step
 		}
 		c.conn = cc
@@ -275,6 +293,11 @@ func (c *Client) reconnect(step time.Duration) (*clientConn, time.Duration) {
 		return cc, step
 	}
 }
+
+// testHookReconnectDialed, when set, runs in reconnect once an attempt
+// has made its connection, before it checks whether the client was
+// closed meanwhile.
+var testHookReconnectDialed atomic.Pointer[func()]
 
 // reconnectDelay is the wait before a reconnect attempt: drawn from the
 // upper half of step, and after a refusal with Retry-After (notBefore)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -1134,4 +1135,130 @@ func TestReconnectDelayAfterRetryAfterIsSpread(t *testing.T) {
 			t.Fatalf("delay %v for a step of 1 s without Retry-After, want 500 ms to 1 s", d)
 		}
 	}
+}
+
+// A reconnected connection whose server sends no capabilities within
+// ConnectTimeout is given up with the client's close, 1000, as a Dial
+// that gives up closes its connection (TestDialGivingUpSendsItsClose):
+// the server, held in OnConnect, reads it once released. It was dropped,
+// and the server saw 1006. The close does not wait for the answer, which
+// the held server never sends, so the next attempt follows at once: one
+// that waited would come closeTimeout later. The bound, ConnectTimeout
+// and half of closeTimeout from the held connection to the client
+// Connected again, tells the two apart.
+func TestReconnectGivenUpSendsItsClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("carriers", func(t *testing.T) {
+		e := newHeldConnectEnv(t)
+		// Each waits out ConnectTimeout: the carriers of the three ways a
+		// link closes, as in TestDialGivingUpSendsItsClose.
+		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP} {
+			t.Run(carrierName(carrier), func(t *testing.T) {
+				const connectTimeout = time.Second
+				connected := make(chan struct{}, 1) // a reconnect's: Dial reports no state
+				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
+					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+					OnState: func(st State) {
+						if st == Connected {
+							select {
+							case connected <- struct{}{}:
+							default:
+							}
+						}
+					}})
+				dialed, err := c.current()
+				if err != nil {
+					t.Fatal(err)
+				}
+				release := make(chan struct{})
+				e.hold.Store(&release)
+				var releaseOnce sync.Once
+				defer releaseOnce.Do(func() { close(release) })
+				for _, p := range e.srv.snapshotPeers() {
+					p.closeWith(wsframe.CloseInternalError, "drop")
+				}
+				var p *Peer
+				select {
+				case p = <-e.held:
+				case <-time.After(hangBound):
+					t.Fatal("no reconnect")
+				}
+				held := time.Now()
+				e.hold.Store(nil) // the next attempt is served
+				select {
+				case <-connected:
+					t.Logf("Connected again %v after the held connection", time.Since(held))
+				case <-time.After(connectTimeout + closeTimeout/2):
+					t.Errorf("not Connected again %v past ConnectTimeout: giving up the held connection waits for the answer to its close", closeTimeout/2)
+				}
+				if cc, _ := c.current(); cc == dialed {
+					t.Error("the client is still on its first connection")
+				}
+				releaseOnce.Do(func() { close(release) })
+				checkClientClose(t, e.awaitEnd(t, p))
+			})
+		}
+	}) // the env's listeners close with the subtest
+	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
+}
+
+// Close that comes as a reconnect attempt has made its connection, before
+// the attempt hands it to the client, ends that connection, never
+// started, with the client's close, 1000 (link.refuse): the attempt
+// drops it no more, which the server saw as 1006. The hook holds the
+// attempt there until Close has begun, with the server holding the
+// connection in OnConnect, reading nothing: Close does not wait for an
+// answer, and the server reads the close once released. The bound on
+// Close, half of closeTimeout, tells one that waits from one that does
+// not.
+func TestCloseAsAReconnectIsMadeSendsItsClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("carriers", func(t *testing.T) {
+		e := newHeldConnectEnv(t)
+		for _, carrier := range closeCarriers {
+			t.Run(carrierName(carrier), func(t *testing.T) {
+				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+				release := make(chan struct{})
+				e.hold.Store(&release)
+				var releaseOnce sync.Once
+				defer releaseOnce.Do(func() { close(release) })
+				peers, closed := make(chan *Peer, 1), make(chan struct{})
+				hook := func() {
+					var p *Peer // nil: the server never had the connection
+					select {
+					case p = <-e.held:
+					case <-time.After(hangBound):
+					}
+					peers <- p
+					go func() { c.Close(); close(closed) }()
+					<-c.closedCh() // Close has begun
+				}
+				testHookReconnectDialed.Store(&hook)
+				defer testHookReconnectDialed.Store(nil)
+				for _, p := range e.srv.snapshotPeers() {
+					p.closeWith(wsframe.CloseInternalError, "drop")
+				}
+				var p *Peer
+				select {
+				case p = <-peers:
+				case <-time.After(2 * hangBound):
+					t.Fatal("no reconnect")
+				}
+				e.hold.Store(nil)
+				if p == nil {
+					t.Fatal("the server never had the reconnected connection")
+				}
+				select {
+				case <-closed:
+				case <-time.After(closeTimeout / 2):
+					t.Errorf("Close still waiting after %v for a server held from reading: it waits for the answer", closeTimeout/2)
+					<-closed
+				}
+				releaseOnce.Do(func() { close(release) })
+				checkClientClose(t, e.awaitEnd(t, p))
+			})
+		}
+	})
+	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
 }
