@@ -171,6 +171,38 @@ func (e *heldConnectEnv) awaitEnd(t *testing.T, p *Peer) error {
 	}
 }
 
+// holdConnects has OnConnect hold the connections made from now on,
+// reading nothing, until release, which t's end calls too.
+func (e *heldConnectEnv) holdConnects(t *testing.T) (release func()) {
+	ch := make(chan struct{})
+	e.hold.Store(&ch)
+	release = sync.OnceFunc(func() { close(ch) })
+	t.Cleanup(release)
+	return release
+}
+
+// awaitHeld returns the connection OnConnect holds, failing t with what
+// when none comes; the connections made after it are served.
+func (e *heldConnectEnv) awaitHeld(t *testing.T, what string) *Peer {
+	t.Helper()
+	select {
+	case p := <-e.held:
+		e.hold.Store(nil)
+		return p
+	case <-time.After(hangBound):
+		t.Fatal(what)
+		return nil
+	}
+}
+
+// dropPeers closes every connection the server has, for its clients to
+// reconnect.
+func (e *heldConnectEnv) dropPeers() {
+	for _, p := range e.srv.snapshotPeers() {
+		p.closeWith(wsframe.CloseInternalError, "drop")
+	}
+}
+
 // checkClientClose fails t unless err, a server connection's end, is the
 // client's close: 1000, from the other end.
 func checkClientClose(t *testing.T, err error) {
@@ -201,20 +233,9 @@ func TestCloseWhileAwaitingCapabilitiesSendsItsClose(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				release := make(chan struct{})
-				e.hold.Store(&release)
-				var releaseOnce sync.Once
-				defer releaseOnce.Do(func() { close(release) })
-				for _, p := range e.srv.snapshotPeers() {
-					p.closeWith(wsframe.CloseInternalError, "drop")
-				}
-				var p *Peer
-				select {
-				case p = <-e.held:
-				case <-time.After(hangBound):
-					t.Fatal("no reconnect")
-				}
-				e.hold.Store(nil)
+				release := e.holdConnects(t)
+				e.dropPeers()
+				p := e.awaitHeld(t, "no reconnect")
 				var cc *clientConn
 				waitFor(t, func() bool {
 					cc, _ = c.current()
@@ -233,7 +254,7 @@ func TestCloseWhileAwaitingCapabilitiesSendsItsClose(t *testing.T) {
 					t.Errorf("Close still waiting after %v for a server held from reading: it waits for the answer", closeTimeout/2)
 					<-closed
 				}
-				releaseOnce.Do(func() { close(release) })
+				release()
 				checkClientClose(t, e.awaitEnd(t, p))
 			})
 		}
@@ -253,10 +274,7 @@ func TestDialGivingUpSendsItsClose(t *testing.T) {
 		// carries the code, one whose does not).
 		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP} {
 			t.Run(carrierName(carrier), func(t *testing.T) {
-				release := make(chan struct{})
-				e.hold.Store(&release)
-				var releaseOnce sync.Once
-				defer releaseOnce.Do(func() { close(release) })
+				release := e.holdConnects(t)
 				const connectTimeout = 2 * time.Second
 				dialed := make(chan error, 1)
 				start := time.Now()
@@ -272,13 +290,7 @@ func TestDialGivingUpSendsItsClose(t *testing.T) {
 					}
 					dialed <- err
 				}()
-				var p *Peer
-				select {
-				case p = <-e.held:
-				case <-time.After(hangBound):
-					t.Fatal("no connection")
-				}
-				e.hold.Store(nil)
+				p := e.awaitHeld(t, "no connection")
 				var err error
 				select {
 				case err = <-dialed:
@@ -290,7 +302,7 @@ func TestDialGivingUpSendsItsClose(t *testing.T) {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("Dial to a server that sends no capabilities: %v, want its ConnectTimeout", err)
 				}
-				releaseOnce.Do(func() { close(release) })
+				release()
 				checkClientClose(t, e.awaitEnd(t, p))
 			})
 		}

@@ -1170,21 +1170,10 @@ func TestReconnectGivenUpSendsItsClose(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				release := make(chan struct{})
-				e.hold.Store(&release)
-				var releaseOnce sync.Once
-				defer releaseOnce.Do(func() { close(release) })
-				for _, p := range e.srv.snapshotPeers() {
-					p.closeWith(wsframe.CloseInternalError, "drop")
-				}
-				var p *Peer
-				select {
-				case p = <-e.held:
-				case <-time.After(hangBound):
-					t.Fatal("no reconnect")
-				}
+				release := e.holdConnects(t)
+				e.dropPeers()
+				p := e.awaitHeld(t, "no reconnect") // the next attempt is served
 				held := time.Now()
-				e.hold.Store(nil) // the next attempt is served
 				select {
 				case <-connected:
 					t.Logf("Connected again %v after the held connection", time.Since(held))
@@ -1194,7 +1183,7 @@ func TestReconnectGivenUpSendsItsClose(t *testing.T) {
 				if cc, _ := c.current(); cc == dialed {
 					t.Error("the client is still on its first connection")
 				}
-				releaseOnce.Do(func() { close(release) })
+				release()
 				checkClientClose(t, e.awaitEnd(t, p))
 			})
 		}
@@ -1219,10 +1208,7 @@ func TestCloseAsAReconnectIsMadeSendsItsClose(t *testing.T) {
 			t.Run(carrierName(carrier), func(t *testing.T) {
 				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
 					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
-				release := make(chan struct{})
-				e.hold.Store(&release)
-				var releaseOnce sync.Once
-				defer releaseOnce.Do(func() { close(release) })
+				release := e.holdConnects(t)
 				peers, closed := make(chan *Peer, 1), make(chan struct{})
 				hook := func() {
 					var p *Peer // nil: the server never had the connection
@@ -1236,9 +1222,7 @@ func TestCloseAsAReconnectIsMadeSendsItsClose(t *testing.T) {
 				}
 				testHookReconnectDialed.Store(&hook)
 				defer testHookReconnectDialed.Store(nil)
-				for _, p := range e.srv.snapshotPeers() {
-					p.closeWith(wsframe.CloseInternalError, "drop")
-				}
+				e.dropPeers()
 				var p *Peer
 				select {
 				case p = <-peers:
@@ -1255,7 +1239,7 @@ func TestCloseAsAReconnectIsMadeSendsItsClose(t *testing.T) {
 					t.Errorf("Close still waiting after %v for a server held from reading: it waits for the answer", closeTimeout/2)
 					<-closed
 				}
-				releaseOnce.Do(func() { close(release) })
+				release()
 				checkClientClose(t, e.awaitEnd(t, p))
 			})
 		}
