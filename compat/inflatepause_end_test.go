@@ -138,22 +138,7 @@ func TestClientInflatePauseEndsWithTheCarrier(t *testing.T) {
 				}
 			})
 			_, cc := dialBombed(t, url, opts, d, 1)
-			began := make(chan struct{}, 1)
-			ended := make(chan bool, 1)
-			clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
-			close(send)
-			select {
-			case <-began:
-			case <-time.After(hangBound):
-				t.Fatal("the third bomb did not pause the reading")
-			}
-			close(act)
-			wantPauseCutShort(t, ended, "the connection's end")
-			select {
-			case <-cc.ended:
-			case <-time.After(hangBound):
-				t.Fatal("the connection did not end")
-			}
+			cutClientPause(t, cc, send, act, "the connection's end")
 		})
 	}
 }
@@ -372,24 +357,32 @@ func TestClientInflatePauseEndsWithTheWebSocket(t *testing.T) {
 					tcp.(*net.TCPConn).SetLinger(0) // a reset, as nc closes
 				}()
 				_, cc := dialBombed(t, scheme+"://"+ln.Addr().String()+"/ws", ClientOptions{TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}}, d, 1)
-				began := make(chan struct{}, 1)
-				ended := make(chan bool, 1)
-				clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
-				close(send)
-				select {
-				case <-began:
-				case <-time.After(hangBound):
-					t.Fatal("the third bomb did not pause the reading")
-				}
-				close(act)
-				wantPauseCutShort(t, ended, "the server's going")
-				select {
-				case <-cc.ended:
-				case <-time.After(hangBound):
-					t.Fatal("the connection did not end")
-				}
+				cutClientPause(t, cc, send, act, "the server's going")
 				<-served
 			})
 		}
+	}
+}
+
+// cutClientPause lets the server send its bombs (send), waits for the
+// client's read loop to pause, has the connection end (act), and checks
+// that the pause was cut short by what, and that the connection ended.
+func cutClientPause(t *testing.T, cc *clientConn, send, act chan struct{}, what string) {
+	t.Helper()
+	began := make(chan struct{}, 1)
+	ended := make(chan bool, 1)
+	clientPauseHooks(t, cc, func() { began <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
+	close(send)
+	select {
+	case <-began:
+	case <-time.After(hangBound):
+		t.Fatal("the third bomb did not pause the reading")
+	}
+	close(act)
+	wantPauseCutShort(t, ended, what)
+	select {
+	case <-cc.ended:
+	case <-time.After(hangBound):
+		t.Fatal("the connection did not end")
 	}
 }
