@@ -1350,9 +1350,12 @@ export class Client {
     conn.timer = this.#timers.setTimeout(() => {
       // Dropped before the socket is closed: Node's WebSocket fires its
       // error event at once when closed while connecting, and that
-      // dropped the connection first, as HP_ERR_CONNECT_FAILED.
+      // dropped the connection first, as HP_ERR_CONNECT_FAILED. Closed
+      // with 1000, as the Go client closes a connection it gives up: a
+      // server that upgraded and sent no capabilities reads why the
+      // client left, where a bare close() read 1005.
       this.#drop(conn, new CloseError(1006, 'HP_ERR_CONNECT_TIMEOUT'));
-      conn.ws?.close();
+      conn.ws?.close(1000);
     }, this.#connectTimeout);
   }
 

@@ -1466,6 +1466,7 @@ test('a server that hangs after the upgrade is given up at connectTimeout, and t
     assert.equal(net.sockets.length, i + 1, 'not given up before connectTimeout');
     clock.advance(1);
     assert.ok(ws.closedWith, 'the hung socket is closed at connectTimeout');
+    assert.equal(ws.closedWith.code, 1000, 'the server is told the client gave up (1000, as the Go client\'s Dial does), not left to read 1005');
     assert.equal(seen.at(-1).state, 'reconnecting');
     assert.equal(seen.at(-1).error.reason, 'HP_ERR_CONNECT_TIMEOUT');
     delays.push(seen.at(-1).delay);
