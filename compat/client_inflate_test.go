@@ -222,16 +222,7 @@ func TestClientInflatePausesOverQUIC(t *testing.T) {
 	bomb := dictBomb(t, d)
 	send := make(chan struct{})
 	url, opts := rawQUICServerCaps(t, capsOf("codec", "json", "dict", "deflate:"+d.ID()), func(qc *quic.Conn, control *quic.Stream) {
-		select {
-		case <-send:
-		case <-qc.Context().Done():
-			return
-		}
-		var b []byte
-		for range n {
-			b = append(binary.AppendUvarint(b, uint64(len(bomb))), bomb...)
-		}
-		control.Write(b)
+		writeBombsWhen(qc, control, send, bomb, n)
 	})
 	c, cc := dialBombed(t, url, opts, d, 4)
 	var got atomic.Int32
@@ -517,4 +508,21 @@ func TestClientInflateRateDropsDatagrams(t *testing.T) {
 	if _, err := c.current(); err != nil {
 		t.Errorf("the connection after the datagrams: %v", err)
 	}
+}
+
+// writeBombsWhen writes n copies of bomb, each with its length prefix, on
+// a raw QUIC server's control stream once send is closed; false when the
+// connection ended first.
+func writeBombsWhen(qc *quic.Conn, control *quic.Stream, send <-chan struct{}, bomb []byte, n int) bool {
+	select {
+	case <-send:
+	case <-qc.Context().Done():
+		return false
+	}
+	var b []byte
+	for range n {
+		b = append(binary.AppendUvarint(b, uint64(len(bomb))), bomb...)
+	}
+	_, err := control.Write(b)
+	return err == nil
 }

@@ -8,7 +8,6 @@ package compat
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"net"
 	"runtime"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/gobwas/ws/wsutil"
 	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dictionary"
 	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/pion/sctp"
@@ -36,15 +36,9 @@ import (
 // maxInflatePause; the hook tells whether it ran out.
 func TestInflatePauseEndsWithTheCarrier(t *testing.T) {
 	const size = 64 << 10
-	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
-	d, err := RouterDictionary(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, d := pauseRouter(t)
 	e := newCarrierEnv(t, Options{Router: r, Limits: pauseLimits(size)})
-	paused := make(chan struct{}, 1)
-	ended := make(chan bool, 1)
-	pauseHooks(t, e.srv, func(*Peer) { paused <- struct{}{} }, func(timedOut bool) { ended <- timedOut })
+	paused, ended := watchPauses(t, e.srv)
 	for _, carrier := range goCarriers {
 		for _, how := range []string{"violation", "peer gone"} {
 			t.Run(carrierName(carrier)+"/"+how, func(t *testing.T) {
@@ -106,16 +100,9 @@ func TestClientInflatePauseEndsWithTheCarrier(t *testing.T) {
 			send := make(chan struct{})
 			act := make(chan struct{})
 			url, opts := rawQUICServerCaps(t, capsOf("codec", "json", "dict", "deflate:"+d.ID()), func(qc *quic.Conn, control *quic.Stream) {
-				select {
-				case <-send:
-				case <-qc.Context().Done():
+				if !writeBombsWhen(qc, control, send, bomb, 3) {
 					return
 				}
-				var b []byte
-				for range 3 {
-					b = append(binary.AppendUvarint(b, uint64(len(bomb))), bomb...)
-				}
-				control.Write(b)
 				select {
 				case <-act:
 				case <-qc.Context().Done():
@@ -182,11 +169,7 @@ func sendPauseBombs(t *testing.T, c *Client, size int) *clientConn {
 // would have met: 1006.
 func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	const size = 64 << 10
-	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
-	d, err := RouterDictionary(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, d := pauseRouter(t)
 	disconnected := make(chan error, 1)
 	s, addr := newTestServer(t, Options{
 		Router:       r,
@@ -199,9 +182,7 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	go s.Serve(tls.NewListener(ln, testCert().ServerTLSConfig()))
-	paused := make(chan *Peer, 1)
-	ended := make(chan bool, 1)
-	pauseHooks(t, s, func(p *Peer) { paused <- p }, func(timedOut bool) { ended <- timedOut })
+	paused, ended := watchPauses(t, s)
 	writeFailed := errors.New("test: the write failed")
 	for _, url := range []string{"ws://" + addr + "/ws", "wss://" + ln.Addr().String() + "/ws"} {
 		for _, how := range []string{"peer closes", "peer resets", "write fails", "close asked"} {
@@ -269,15 +250,9 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 // return, and ended, closed only by acceptStreams, stayed open for good.
 func TestInflatePauseEndsWithAnUnexpectedSCTPStream(t *testing.T) {
 	const size = 64 << 10
-	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
-	d, err := RouterDictionary(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, d := pauseRouter(t)
 	e := newCarrierEnv(t, Options{Router: r, Limits: pauseLimits(size)})
-	paused := make(chan *Peer, 1)
-	ended := make(chan bool, 1)
-	pauseHooks(t, e.srv, func(p *Peer) { paused <- p }, func(timedOut bool) { ended <- timedOut })
+	paused, ended := watchPauses(t, e.srv)
 	for _, carrier := range []Carrier{CarrierSCTP, carrierSCTPDTLS} {
 		t.Run(carrierName(carrier), func(t *testing.T) {
 			c := e.dial(t, carrier, ClientOptions{Dictionary: d, Reconnect: Reconnect{Disabled: true}})
@@ -385,4 +360,24 @@ func cutClientPause(t *testing.T, cc *clientConn, send, act chan struct{}, what 
 	case <-time.After(hangBound):
 		t.Fatal("the connection did not end")
 	}
+}
+
+// pauseRouter is the router of the pause tests, whose events inflate
+// (inflateRateRouter), and its dictionary.
+func pauseRouter(t *testing.T) (*Router, *dictionary.Dictionary) {
+	t.Helper()
+	r := inflateRateRouter(new(atomic.Int64), new(atomic.Int32))
+	d, err := RouterDictionary(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, d
+}
+
+// watchPauses reports s's inflate pauses: the Peer of each that begins,
+// and whether each that ends ran out its time (pauseHooks).
+func watchPauses(t *testing.T, s *Server) (paused <-chan *Peer, ended <-chan bool) {
+	began, over := make(chan *Peer, 1), make(chan bool, 1)
+	pauseHooks(t, s, func(p *Peer) { began <- p }, func(timedOut bool) { over <- timedOut })
+	return began, over
 }
