@@ -196,10 +196,11 @@ var errTooManyHandshakes = errors.New("compat: too many QUIC connections opening
 // WebTransport sessions (ServeWebTransport's handler answers on every
 // path). ln should be made with QUICConfig's settings (ListenQUIC does).
 func (s *Server) ServeQUIC(ln *quic.Listener) error {
-	if !s.track(ln) {
+	key := s.track(ln)
+	if key == nil {
 		return http.ErrServerClosed
 	}
-	defer s.untrack(ln)
+	defer s.untrack(key)
 	for {
 		qc, err := ln.Accept(context.Background())
 		if err != nil {

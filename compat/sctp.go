@@ -108,10 +108,11 @@ const sctpInitResends = 65 * time.Second
 // for staleHandshake (2 s), which is aborted, and is dropped otherwise, and
 // its client retries its INIT.
 func (s *Server) ServeSCTP(ln net.Listener) error {
-	if !s.track(ln) {
+	key := s.track(ln)
+	if key == nil {
 		return http.ErrServerClosed
 	}
-	defer s.untrack(ln)
+	defer s.untrack(key)
 	pending := &pendingHandshakes{max: s.opts.MaxPendingSCTP}
 	refused := newRefusalCounter(sctpInitResends, true)
 	for {

@@ -46,8 +46,12 @@ type Server struct {
 	mu sync.Mutex
 	// peers are the open connections, each with its count by address
 	// (register), which unregister ends; nil when not counted.
-	peers     map[*Peer]*addrSlot
-	listeners map[io.Closer]struct{} // closed by Shutdown
+	peers map[*Peer]*addrSlot
+	// listeners are closed by Shutdown. Keyed by a pointer of track's,
+	// not by the listener: a listener's dynamic type need not be
+	// comparable (a struct value holding a func), and as a map key it
+	// panicked Serve.
+	listeners map[*io.Closer]struct{}
 	nextID    uint64
 	// byAddr counts the connections by addrKey, for
 	// Options.MaxConnectionsPerAddress (nil without it), from the moment
@@ -101,7 +105,7 @@ func NewServer(opts Options) (*Server, error) {
 		opts:      opts,
 		router:    opts.Router,
 		peers:     map[*Peer]*addrSlot{},
-		listeners: map[io.Closer]struct{}{},
+		listeners: map[*io.Closer]struct{}{},
 
 		quicPending: &pendingHandshakes{max: opts.MaxPendingQUIC},
 	}
@@ -243,10 +247,11 @@ func (s *Server) ListenAndServe(addr string) error {
 // from an address at the cap is answered 503 there, before its request is
 // read, and closed.
 func (s *Server) Serve(ln net.Listener) error {
-	if !s.track(ln) {
+	key := s.track(ln)
+	if key == nil {
 		return http.ErrServerClosed
 	}
-	defer s.untrack(ln)
+	defer s.untrack(key)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -322,21 +327,22 @@ func bareAnswer(he *HTTPError) []byte {
 		he.Status, http.StatusText(he.Status), retryAfterFull, len(body), body)
 }
 
-// track registers a listener for Shutdown to close; false when shutting
-// down already.
-func (s *Server) track(ln io.Closer) bool {
+// track registers a listener for Shutdown to close and returns the key
+// that untracks it; nil when shutting down already.
+func (s *Server) track(ln io.Closer) *io.Closer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
-		return false
+		return nil
 	}
-	s.listeners[ln] = struct{}{}
-	return true
+	key := &ln
+	s.listeners[key] = struct{}{}
+	return key
 }
 
-func (s *Server) untrack(ln io.Closer) {
+func (s *Server) untrack(key *io.Closer) {
 	s.mu.Lock()
-	delete(s.listeners, ln)
+	delete(s.listeners, key)
 	s.mu.Unlock()
 }
 
@@ -801,7 +807,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutting.Store(true)
 	s.stop()
 	for ln := range s.listeners {
-		ln.Close()
+		(*ln).Close()
 	}
 	s.mu.Unlock()
 	// The asks awaiting a client's answer fail now, as at the end of

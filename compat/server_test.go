@@ -255,6 +255,35 @@ func TestShutdownGoingAway(t *testing.T) {
 	}
 }
 
+// Serve takes any net.Listener, one whose dynamic type is not comparable
+// too (a struct value holding a func, as a middleware's wrapper may be):
+// the server tracked its listeners as map keys, and such a one panicked
+// Serve. It serves, and Shutdown closes it.
+func TestServeUncomparableListener(t *testing.T) {
+	s, err := NewServer(Options{Router: testRouter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(wrappingListener{ln, func(c net.Conn) net.Conn { return c }}) }()
+	c := dial(t, ln.Addr().String())
+	waitFor(t, func() bool { return s.Peers() == 1 })
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+	}
+}
+
 // Shutdown does not wait for an ask its client never answers: the asks
 // pending fail at once with ErrCanceled joined with the shutdown's close
 // (1001 HP_SHUTTING_DOWN), so the Async handler asking returns, its
