@@ -122,7 +122,9 @@ func (p *Peer) Carrier() Carrier { return p.link.carrier() }
 // ListenSCTPDTLS; WebRTC, always) and over QUIC (native QUIC and
 // WebTransport, always); false for ws:// and for SCTP over plain UDP.
 // It tells of the hop the server reads: behind a proxy that ends TLS it
-// is false, whatever the client used. Options.Authenticate, which runs
+// is false, whatever the client used. Under a listener that wraps each
+// *tls.Conn, it sees through wrappers that have a NetConn method, as
+// *tls.Conn has, and not through others. Options.Authenticate, which runs
 // before the connection is a Peer, sees the same in r.TLS on every
 // carrier but WebRTC, whose r is the signalling request.
 func (p *Peer) Encrypted() bool { return p.link.encrypted() }

@@ -951,10 +951,37 @@ func (c *wsConn) carrier() Carrier    { return CarrierWebSocket }
 // reports a TLS state as one does.
 type tlsConn interface{ ConnectionState() tls.ConnectionState }
 
+// maxConnWrappers bounds how many NetConn wrappers findTLS looks through:
+// a wrapper whose NetConn returns itself, or a cycle, must not loop.
+const maxConnWrappers = 8
+
+// findTLS returns the TLS connection nc runs over: nc itself, or one
+// under the wrappers a listener or middleware put around it (a byte
+// counter, a rate limiter), found through the NetConn method that
+// *tls.Conn has and such wrappers conventionally keep. Without it, a
+// wss:// client served through a wrapping listener was taken for a plain
+// one by Peer.Encrypted, and Authenticate saw no r.TLS. A wrapper without
+// NetConn hides what it wraps.
+func findTLS(nc net.Conn) (tlsConn, bool) {
+	for range maxConnWrappers {
+		if tc, ok := nc.(tlsConn); ok {
+			return tc, true
+		}
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil, false
+		}
+		if nc = w.NetConn(); nc == nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
 // encrypted reports whether the connection runs over TLS: Serve over
-// tls.NewListener, or the connection ServeHTTP hijacks from an
-// http.Server serving TLS.
+// tls.NewListener (with any wrappers findTLS sees through), or the
+// connection ServeHTTP hijacks from an http.Server serving TLS.
 func (c *wsConn) encrypted() bool {
-	_, ok := c.nc.(tlsConn)
+	_, ok := findTLS(c.nc)
 	return ok
 }

@@ -831,12 +831,13 @@ var (
 var errManyHosts = ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadRequest), ws.RejectionReason("more than one Host header"))
 
 // tlsState is the TLS state of a connection that runs over TLS (a
-// *tls.Conn, as tls.NewListener accepts), for the request the upgrade
-// checks see on Serve, as net/http gives it under ServeHTTP; nil for any
-// other. Without it, an Authenticate behind Serve could not read the
-// client's certificates, and took every wss:// client for a plain one.
+// *tls.Conn, as tls.NewListener accepts, or one under wrappers: findTLS),
+// for the request the upgrade checks see on Serve, as net/http gives it
+// under ServeHTTP; nil for any other. Without it, an Authenticate behind
+// Serve could not read the client's certificates, and took every wss://
+// client for a plain one.
 func tlsState(nc net.Conn) *tls.ConnectionState {
-	tc, ok := nc.(tlsConn)
+	tc, ok := findTLS(nc)
 	if !ok {
 		return nil
 	}
