@@ -50,7 +50,8 @@ type ClientOptions struct {
 	WebRTC WebRTCOptions
 	// SCTPRTOMax caps the retransmission timeout of the client's SCTP
 	// associations: sctp://, sctp+dtls:// and WebRTC's data channels. 3 s
-	// by default; Dial refuses a value under 1 s, SCTP's RTO.Min.
+	// by default; Dial refuses a value under 1 s, SCTP's RTO.Min, or
+	// above 60 s, its RTO.Max.
 	// Options.SCTPRTOMax says why 3 s, and when to choose another.
 	SCTPRTOMax time.Duration
 	// Handlers answers the server's asks; nil answers every ask NotFound.

@@ -105,7 +105,8 @@ type Options struct {
 	// rarely congestion and is worth sending again sooner. NewServer
 	// refuses a value under 1 s, SCTP's RTO.Min (§6.3.1 C6): pion takes
 	// the cap as the timeout outright when it is below RTO.Min, whatever
-	// the round trip, and would resend every packet of a slower path. Each
+	// the round trip, and would resend every packet of a slower path. It
+	// refuses one above 60 s, RTO.Max (§16), too. Each
 	// end caps its own timers: a Go client's is ClientOptions.SCTPRTOMax.
 	SCTPRTOMax time.Duration
 

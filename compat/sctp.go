@@ -249,11 +249,23 @@ const defaultSCTPRTOMax = 3 * time.Second
 // within 9 caps, before a server past MaxPendingSCTP had room for it.
 const minSCTPRTOMax = time.Second
 
+// maxSCTPRTOMax is the greatest cap accepted: RFC 9260's RTO.Max (§16),
+// pion's own default. A cap above it only makes each retransmission on
+// a lossy path wait longer than the protocol's suggested worst case,
+// past the keepalive and IdleTimeout that then give the connection up
+// as silent; a value that large is more likely a unit mistake (3000 *
+// time.Second for 3 s) than a choice.
+const maxSCTPRTOMax = 60 * time.Second
+
 // checkSCTPRTOMax refuses a cap, once its default is filled in, below
-// minSCTPRTOMax; name is the option's, for the error.
+// minSCTPRTOMax or above maxSCTPRTOMax; name is the option's, for the
+// error.
 func checkSCTPRTOMax(name string, d time.Duration) error {
 	if d < minSCTPRTOMax {
 		return fmt.Errorf("compat: %s %v is below SCTP's RTO.Min of %v (RFC 9260 §6.3.1 C6): pion would time every retransmission at exactly that, however long the round trip; 0 takes the default %v", name, d, minSCTPRTOMax, defaultSCTPRTOMax)
+	}
+	if d > maxSCTPRTOMax {
+		return fmt.Errorf("compat: %s %v is above SCTP's RTO.Max of %v (RFC 9260 §16): a lost packet would wait longer than the protocol's own worst case; 0 takes the default %v", name, d, maxSCTPRTOMax, defaultSCTPRTOMax)
 	}
 	return nil
 }

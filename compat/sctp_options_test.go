@@ -83,11 +83,16 @@ func TestSCTPRTOMaxOptionReachesAssociations(t *testing.T) {
 }
 
 // NewServer and Dial refuse a cap under SCTP's RTO.Min (RFC 9260 §6.3.1
-// C6), where pion would take the cap as the timeout itself; 1 s passes.
-func TestSCTPRTOMaxBelowRTOMinRefused(t *testing.T) {
-	for _, d := range []time.Duration{-time.Second, time.Millisecond, 999 * time.Millisecond} {
+// C6), where pion would take the cap as the timeout itself, and above its
+// RTO.Max (§16); 1 s and 60 s pass.
+func TestSCTPRTOMaxOutsideRTOMinMaxRefused(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, time.Millisecond, 999 * time.Millisecond, maxSCTPRTOMax + time.Millisecond, 3000 * time.Second} {
+		bound := "RTO.Min"
+		if d > maxSCTPRTOMax {
+			bound = "RTO.Max"
+		}
 		_, err := NewServer(Options{Router: testRouter(), SCTPRTOMax: d})
-		if err == nil || !strings.Contains(err.Error(), "Options.SCTPRTOMax") || !strings.Contains(err.Error(), "RTO.Min") {
+		if err == nil || !strings.Contains(err.Error(), "Options.SCTPRTOMax") || !strings.Contains(err.Error(), bound) {
 			t.Errorf("NewServer with SCTPRTOMax %v: %v, want a refusal naming the option", d, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -96,15 +101,17 @@ func TestSCTPRTOMaxBelowRTOMinRefused(t *testing.T) {
 		if err == nil {
 			c.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), "ClientOptions.SCTPRTOMax") || !strings.Contains(err.Error(), "RTO.Min") {
+		if err == nil || !strings.Contains(err.Error(), "ClientOptions.SCTPRTOMax") || !strings.Contains(err.Error(), bound) {
 			t.Errorf("Dial with SCTPRTOMax %v: %v, want a refusal naming the option", d, err)
 		}
 	}
-	s, err := NewServer(Options{Router: testRouter(), SCTPRTOMax: minSCTPRTOMax})
-	if err != nil {
-		t.Fatalf("NewServer with SCTPRTOMax %v: %v", minSCTPRTOMax, err)
-	}
-	if s.opts.SCTPRTOMax != minSCTPRTOMax {
-		t.Errorf("SCTPRTOMax %v, want %v", s.opts.SCTPRTOMax, minSCTPRTOMax)
+	for _, d := range []time.Duration{minSCTPRTOMax, maxSCTPRTOMax} {
+		s, err := NewServer(Options{Router: testRouter(), SCTPRTOMax: d})
+		if err != nil {
+			t.Fatalf("NewServer with SCTPRTOMax %v: %v", d, err)
+		}
+		if s.opts.SCTPRTOMax != d {
+			t.Errorf("SCTPRTOMax %v, want %v", s.opts.SCTPRTOMax, d)
+		}
 	}
 }
