@@ -151,9 +151,10 @@ func (s *Server) ServeSCTP(ln net.Listener) error {
 			s.conns.done()
 			continue
 		}
-		s.handshakes.add(nc)
+		h := &handshakeConn{nc}
+		s.handshakes.add(h)
 		go s.serveSCTPConn(nc, slot, func() {
-			s.handshakes.remove(nc)
+			s.handshakes.remove(h)
 			end()
 		})
 	}

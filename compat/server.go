@@ -358,9 +358,10 @@ func (s *Server) upgradeRaw(nc net.Conn, slot *addrSlot) {
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	// Shutdown drops it when its ctx ends, as the other carriers'
 	// handshakes: left, it outlived Shutdown by up to handshakeTimeout.
-	s.handshakes.add(nc)
+	h := &handshakeConn{nc}
+	s.handshakes.add(h)
 	up, err := s.upgradeConn(nc, slot)
-	s.handshakes.remove(nc)
+	s.handshakes.remove(h)
 	if err != nil {
 		s.metrics.handshakeFailures.Add(1)
 		nc.Close()
@@ -879,6 +880,12 @@ func (s *Server) snapshotPeers() []*Peer {
 	}
 	return ps
 }
+
+// handshakeConn holds a connection accepted from a caller's listener in
+// a closerSet while it shakes hands, by pointer: the set's map needs
+// comparable keys, and a listener may return a net.Conn that is not (a
+// struct value holding a func), which as a key panicked the process.
+type handshakeConn struct{ net.Conn }
 
 // closerSet is a set of things to close at once, safe for concurrent use.
 // Once closeAll has run, what is added is closed at once: a handshake's

@@ -255,10 +255,12 @@ func TestShutdownGoingAway(t *testing.T) {
 	}
 }
 
-// Serve takes any net.Listener, one whose dynamic type is not comparable
-// too (a struct value holding a func, as a middleware's wrapper may be):
-// the server tracked its listeners as map keys, and such a one panicked
-// Serve. It serves, and Shutdown closes it.
+// Serve takes any net.Listener, and any net.Conn from it, whose dynamic
+// type is not comparable (a struct value holding a func, as a
+// middleware's wrapper may be): the server kept its listeners, and the
+// connections in their upgrade, as map keys, and such a listener
+// panicked Serve, such a connection the whole process. It serves, and
+// Shutdown closes it.
 func TestServeUncomparableListener(t *testing.T) {
 	s, err := NewServer(Options{Router: testRouter()})
 	if err != nil {
@@ -269,19 +271,42 @@ func TestServeUncomparableListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(wrappingListener{ln, func(c net.Conn) net.Conn { return c }}) }()
+	served := make(chan error, 2)
+	go func() {
+		served <- s.Serve(wrappingListener{ln, func(c net.Conn) net.Conn { return funcConn{c, func() {}} }})
+	}()
+	sln, err := ListenSCTP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sln.Close()
+	go func() {
+		served <- s.ServeSCTP(wrappingListener{sln, func(c net.Conn) net.Conn { return funcConn{c, func() {}} }})
+	}()
 	c := dial(t, ln.Addr().String())
 	waitFor(t, func() bool { return s.Peers() == 1 })
 	c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	sc, err := Dial(ctx, "sctp://"+sln.Addr().String(), ClientOptions{Reconnect: Reconnect{Disabled: true}})
+	if err != nil {
+		t.Fatalf("Dial over SCTP: %v", err)
+	}
+	sc.Close()
 	if err := s.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+	for range 2 {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve or ServeSCTP returned %v, want http.ErrServerClosed", err)
+		}
 	}
+}
+
+// funcConn is a connection value that is not comparable.
+type funcConn struct {
+	net.Conn
+	onClose func()
 }
 
 // Shutdown does not wait for an ask its client never answers: the asks
