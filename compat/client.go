@@ -851,8 +851,9 @@ func (c *Client) logCallbackPanic(what string, r any, attrs ...any) {
 // has carried nothing to confirm: Close sends its close and ends the
 // connection once that is written, without waiting for the answer (on
 // SCTP and WebRTC the carrier's close delivers the close notice first,
-// within a second). The server sees 1000 on every carrier but
-// WebTransport, whose close overtakes the notice: 1006 there.
+// within a second; on WebTransport the session's and the QUIC
+// connection's closes carry the code). The server sees 1000 on every
+// carrier.
 func (c *Client) Close() error {
 	c.close(false)
 	return nil

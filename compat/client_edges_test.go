@@ -119,11 +119,13 @@ func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 }
 
 // closeCarriers are the carriers on which a client's close reaches a
-// server that has not sent its capabilities yet. Not WebTransport: the
-// session's close ends its QUIC connection at once (HTTP/3's 0x100),
-// which drops the close notice not yet sent and overtakes the session's
-// own code (wtTransport.carriesCloseCode), so the server sees 1006.
-var closeCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC}
+// server that has not sent its capabilities yet: every one. On
+// WebTransport the code comes in the session's close, or in the QUIC
+// connection's, which the client closes right after it with the same
+// code (wtTransport.closeTransport): the connection's close used to
+// carry HTTP/3's 0x100, and when it overtook the session's the server
+// saw 1006.
+var closeCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC}
 
 // heldConnectEnv is a carrier env whose OnConnect, while hold has a
 // channel, sends the peer on held and waits for the channel to close:
@@ -279,9 +281,10 @@ func TestDialGivingUpSendsItsClose(t *testing.T) {
 	t.Run("carriers", func(t *testing.T) {
 		e := newHeldConnectEnv(t)
 		// Each attempt waits out ConnectTimeout: the carriers of the
-		// three ways a link closes (wsConn, a carrier whose close
-		// carries the code, one whose does not).
-		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP} {
+		// four ways a link closes (wsConn, a carrier whose close
+		// carries the code, one whose does not, and WebTransport's
+		// session and QUIC connection, each with the code).
+		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP} {
 			t.Run(carrierName(carrier), func(t *testing.T) {
 				release := e.holdConnects(t)
 				const connectTimeout = 2 * time.Second

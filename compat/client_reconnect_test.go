@@ -1150,9 +1150,9 @@ func TestReconnectGivenUpSendsItsClose(t *testing.T) {
 	before := runtime.NumGoroutine()
 	t.Run("carriers", func(t *testing.T) {
 		e := newHeldConnectEnv(t)
-		// Each waits out ConnectTimeout: the carriers of the three ways a
+		// Each waits out ConnectTimeout: the carriers of the four ways a
 		// link closes, as in TestDialGivingUpSendsItsClose.
-		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierSCTP} {
+		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP} {
 			t.Run(carrierName(carrier), func(t *testing.T) {
 				const connectTimeout = time.Second
 				connected := make(chan struct{}, 1) // a reconnect's: Dial reports no state

@@ -272,7 +272,11 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 			s.conns.done()
 			return
 		}
-		s.serveLink(newStreamConn(newWTTransport(sess, nil), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
+		var conn context.Context
+		if watch != nil {
+			conn = watch.conn
+		}
+		s.serveLink(newStreamConn(newWTTransport(sess, nil, conn), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
 	}()
 }
 
@@ -292,6 +296,11 @@ var webTransportIdle = handshakeTimeout
 // per stream for good, uncounted: http3 has no timeout for a request's
 // headers, and its IdleTimeout stops at a request's first byte.
 type sessionWatch struct {
+	// conn is the QUIC connection's context (http3's, with its values),
+	// whose cause is the error it closed with (wtTransport.conn). The
+	// context only, which holds none of the connection's buffers:
+	// watchSessions says why nothing may hold an ended connection.
+	conn     context.Context
 	mu       sync.Mutex
 	sessions int
 	// admitted counts the connection's sessions and the requests that
@@ -388,7 +397,7 @@ type sessionWatchKey struct{}
 // saw the heap of closed connections come back only after 1 to 5 s and
 // more (it failed 1 run in 15, and 1 in 40, under go test -race).
 func watchSessions(ctx context.Context, qc *quic.Conn, after time.Duration) context.Context {
-	w := &sessionWatch{after: after}
+	w := &sessionWatch{after: after, conn: ctx}
 	var conn atomic.Pointer[quic.Conn]
 	conn.Store(qc)
 	w.idle = time.AfterFunc(after, func() {
@@ -471,25 +480,37 @@ func (w *sessionWatch) ended() {
 
 // wtTransport is a WebTransport session under a pktConn.
 type wtTransport struct {
-	sess      *webtransport.Session
-	dialer    *webtransport.Transport // the client's, closed with the session
+	sess *webtransport.Session
+	// own is the client's QUIC connection, which it dialed for this
+	// session alone and closes with it (closeTransport); nil on a server,
+	// and for a test's sessions (testHookWebTransportDial).
+	own *quic.Conn
+	// conn is the context of the QUIC connection under the session, whose
+	// cause is the error it closed with (closeErrorOf); nil when unknown.
+	conn      context.Context
 	datagrams *quicDatagrams
+	closeOnce sync.Once
 }
 
-func newWTTransport(sess *webtransport.Session, dialer *webtransport.Transport) *wtTransport {
-	return &wtTransport{sess: sess, dialer: dialer, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
+func newWTTransport(sess *webtransport.Session, own *quic.Conn, conn context.Context) *wtTransport {
+	if own != nil {
+		conn = own.Context()
+	}
+	return &wtTransport{sess: sess, own: own, conn: conn, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
 }
 
-// carriesCloseCode: neither end's session close reliably carries the
-// code, so each waits for the answer to its close notice first, as on
-// SCTP. A client's: webtransport-go's client closes the QUIC connection
-// under the session at once (HTTP/3's 0x100), which can overtake the
-// session's close. A server's: Chromium never reports the code of
+// carriesCloseCode: neither end's session close reliably carries the code,
+// so each waits for the answer to its close notice first, as on SCTP. A
+// client's: another client may close its QUIC connection under the session
+// at once with HTTP/3's code, as webtransport-go's Transport.Dial does,
+// and overtake the session's close (compat's own closes it with the close
+// code, closeTransport, which PROTOCOL.md §8.3 has as a SHOULD, not a
+// MUST). A server's: Chromium never reports the code of
 // webtransport-go's CLOSE_WEBTRANSPORT_SESSION (its closed promise
-// rejects, "Connection lost."), and the session's close resets the
-// control stream, which discarded the close notice sent just before it:
-// a page saw 1006 for every violation the server found (carriertest's
-// "the page sees 1009 on WebTransport").
+// rejects, "Connection lost."), and the session's close resets the control
+// stream, which discarded the close notice sent just before it: a page saw
+// 1006 for every violation the server found (carriertest's "the page sees
+// 1009 on WebTransport").
 func (t *wtTransport) carriesCloseCode() bool { return false }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
@@ -500,21 +521,42 @@ func (t *wtTransport) ended() <-chan struct{} { return t.sess.Context().Done() }
 
 func (t *wtTransport) encrypted() bool { return true } // over HTTP/3, over QUIC
 
+// closeTransport closes the session with CLOSE_WEBTRANSPORT_SESSION
+// carrying code and reason, and then a client's QUIC connection with the
+// same code and reason in its CONNECTION_CLOSE, as native QUIC closes
+// (PROTOCOL.md §8.3). The connection's close is sent at once, and
+// overtakes what is not yet sent of the session's close and of the
+// close notice: had it carried HTTP/3's H3_NO_ERROR (0x100), as
+// webtransport-go's Transport.Dial closes it, the server saw 1006 where
+// it lost the race. With the code it reads the code whichever comes
+// first (closeErrorOf). RFC 9114 §8 has an HTTP/3 endpoint that does not
+// know the code treat it as H3_NO_ERROR, so another server sees a clean
+// close; the connection carries this session alone.
+//
+// The first close alone counts: the read loop, ended by the session's
+// close, closes the transport again with its own code (1006 for the end
+// of its read), which must not reach the connection's close first.
 func (t *wtTransport) closeTransport(code wsframe.CloseCode, reason string) {
-	t.sess.CloseWithError(webtransport.SessionErrorCode(code), reason)
-	if t.dialer != nil {
-		t.dialer.Close()
-	}
+	t.closeOnce.Do(func() {
+		t.sess.CloseWithError(webtransport.SessionErrorCode(code), reason)
+		if t.own != nil {
+			t.own.CloseWithError(quic.ApplicationErrorCode(code), reason)
+		}
+	})
 }
 
 // closeErrorOf recovers the code of the other end's CLOSE_WEBTRANSPORT_SESSION,
 // or of the QUIC connection's close.
 //
-// A session that ended is asked for its own error first: as soon as a
-// session ends, webtransport-go's client closes the QUIC connection under
-// it (0x100, local), and a read racing with that returns the connection's
-// error instead of the session's, which carries the code (TestCarrierBadInput
-// saw it in about one run in eight).
+// A session that ended is asked for its own error first: a read racing
+// with the session's end can return another error than the session's,
+// which carries the code (TestCarrierBadInput saw it in about one run in
+// eight, when the client closed the QUIC connection as its session
+// ended). Then the QUIC connection's: a session that the connection's
+// close ended has an error of its own that does not carry the
+// connection's code (webtransport-go's H3_DATAGRAM_ERROR with the
+// connection's error as text), and neither does the read of a stream
+// that the session's end canceled first.
 func (t *wtTransport) closeErrorOf(err error) *CloseError {
 	if ce := remoteSessionClose(err); ce != nil {
 		return ce
@@ -529,6 +571,11 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 		} else {
 			str.CancelWrite(0)
 			str.CancelRead(0)
+		}
+	}
+	if t.conn != nil && t.conn.Err() != nil {
+		if ce := quicCloseError(context.Cause(t.conn)); ce != nil {
+			return ce
 		}
 	}
 	return quicCloseError(err)
@@ -624,37 +671,52 @@ func (s wtStream) resetCode(err error) (uint32, bool) {
 }
 
 // dialWebTransport opens a WebTransport session at an https:// URL and
-// its control stream.
+// its control stream, on a QUIC connection of its own that it closes
+// with the session (wtTransport.closeTransport). webtransport-go's
+// Transport.Dial closes the connection it dials with HTTP/3's
+// H3_NO_ERROR as soon as the session ends, and that close overtook the
+// session's, which carries the close code: the server saw 1006 for a
+// client's close (TestCloseWhileAwaitingCapabilitiesSendsItsClose).
 func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error) {
-	tlsConf := c.opts.TLSConfig.Clone()
-	if tlsConf == nil {
-		tlsConf = &tls.Config{}
-	}
-	tlsConf.NextProtos = []string{http3.NextProtoH3}
-	d := &webtransport.Transport{TLSClientConfig: tlsConf, QUICConfig: QUICConfig(0)}
-	// webtransport-go reads the answer to its CONNECT request without
-	// ctx: a server that never answered held the dial (and Close, during
-	// a reconnect attempt) for as long as it kept the connection, for ever
-	// with our keepalives. Closing the connection when ctx ends fails
-	// that read.
+	var (
+		rsp  *http.Response
+		sess *webtransport.Session
+		qc   *quic.Conn // the client's own; nil for a test's session
+		err  error
+	)
 	stop := func() bool { return true }
-	d.DialAddr = func(ctx context.Context, addr string, tc *tls.Config, conf *quic.Config) (*quic.Conn, error) {
-		qc, err := quic.DialAddrEarly(ctx, addr, tc, conf)
-		if err == nil {
-			stop = context.AfterFunc(ctx, func() { qc.CloseWithError(0, "") })
-		}
-		return qc, err
-	}
-	dial, dialer := d.Dial, d
 	if hook := testHookWebTransportDial.Load(); hook != nil {
-		// A Transport that never dialed cannot be closed.
-		dial, dialer = *hook, nil
+		rsp, sess, err = (*hook)(ctx, u.String(), c.opts.Header)
+	} else {
+		tlsConf := c.opts.TLSConfig.Clone()
+		if tlsConf == nil {
+			tlsConf = &tls.Config{}
+		}
+		tlsConf.NextProtos = []string{http3.NextProtoH3}
+		qc, err = quic.DialAddrEarly(ctx, u.Host, tlsConf, QUICConfig(0))
+		if err == nil {
+			// webtransport-go reads the answer to its CONNECT request
+			// without ctx: a server that never answered held the dial
+			// (and Close, during a reconnect attempt) for as long as it
+			// kept the connection, for ever with our keepalives. Closing
+			// the connection when ctx ends fails that read.
+			conn := qc
+			stop = context.AfterFunc(ctx, func() { conn.CloseWithError(0, "") })
+			var cc *webtransport.ClientConn
+			if cc, err = (&webtransport.Transport{}).NewClientConn(qc); err == nil {
+				rsp, sess, err = cc.Dial(ctx, u.String(), c.opts.Header)
+			}
+		}
 	}
-	rsp, sess, err := dial(ctx, u.String(), c.opts.Header)
 	if err != nil {
 		stop()
-		if dialer != nil {
-			dialer.Close()
+		if qc != nil {
+			// As Transport.Dial closes it.
+			code, msg := quic.ApplicationErrorCode(http3.ErrCodeNoError), ""
+			if rerr, ok := errors.AsType[*webtransport.RequirementsNotMetError](err); ok {
+				code, msg = webtransport.WTRequirementsNotMetErrorCode, rerr.Message
+			}
+			qc.CloseWithError(code, msg)
 		}
 		if rsp != nil && rsp.StatusCode != 0 {
 			return nil, &HTTPError{Status: rsp.StatusCode, Message: "webtransport: " + http.StatusText(rsp.StatusCode), RetryAfter: retryAfter(rsp.Header)}
@@ -671,12 +733,12 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 	}
 	if err != nil {
 		sess.CloseWithError(0, "")
-		if dialer != nil {
-			dialer.Close()
+		if qc != nil {
+			qc.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 		}
 		return nil, c.endedDialError(ctx, "WebTransport dial", err)
 	}
-	return newStreamConn(newWTTransport(sess, dialer), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
+	return newStreamConn(newWTTransport(sess, qc, nil), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
 }
 
 // testHookWebTransportDial, when set, opens the sessions of
