@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hotpath-go/hotpath/compat/wire"
 	"github.com/hotpath-go/hotpath/dispatch"
@@ -1821,9 +1822,82 @@ func TestCarrierCodesOutsideCloseCodes(t *testing.T) {
 		{"QUIC 5000", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 5000}), wsframe.CloseAbnormal},
 		{"session 1000", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 1000}), wsframe.CloseNormal},
 		{"session 0", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 0}), wsframe.CloseNoStatus},
+		{"session 4999", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 4999}), 4999},
+		{"session 5000", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 5000}), wsframe.CloseNoStatus},
+		{"session 2^32-1", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 1<<32 - 1}), wsframe.CloseNoStatus},
+		// A carrier's close carries 1005 and 1006, which no close frame
+		// does: an end that drops its connection closes with 1006.
+		{"session 1005", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 1005}), wsframe.CloseNoStatus},
+		{"session 1006", remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 1006}), wsframe.CloseAbnormal},
+		{"QUIC 1006", quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 1006}), wsframe.CloseAbnormal},
 	} {
 		if tc.got == nil || tc.got.Code != tc.want || !tc.got.Remote {
 			t.Errorf("%s: %v, want a remote close %d", tc.name, tc.got, tc.want)
+		}
+	}
+	// A code in the range that no end may close with is the other end's
+	// protocol error, as in a close notice.
+	for _, code := range []uint64{1004, 1015, 1016, 2000, 2999} {
+		for _, got := range []*CloseError{
+			quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: quic.ApplicationErrorCode(code)}),
+			remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: webtransport.SessionErrorCode(code)}),
+		} {
+			if got == nil || got.Code != wsframe.CloseProtocolError || !strings.HasPrefix(got.Reason, "HP_ERR_BAD_CLOSE_CODE") {
+				t.Errorf("a carrier's close with %d: %v, want 1002 HP_ERR_BAD_CLOSE_CODE", code, got)
+			}
+		}
+	}
+	// The reason is held to a close frame's.
+	long := strings.Repeat("\xff", 400)
+	for _, got := range []*CloseError{
+		quicCloseError(&quic.ApplicationError{Remote: true, ErrorCode: 4000, ErrorMessage: long}),
+		remoteSessionClose(&webtransport.SessionError{Remote: true, ErrorCode: 4000, Message: long}),
+	} {
+		if len(got.Reason) > wsframe.MaxCloseReason || !utf8.ValidString(got.Reason) {
+			t.Errorf("a reason of 400 invalid bytes read as %d bytes (valid UTF-8: %v), want at most %d, valid", len(got.Reason), utf8.ValidString(got.Reason), wsframe.MaxCloseReason)
+		}
+	}
+}
+
+// A WebTransport client's session close reaches the server's
+// OnDisconnect with its code as PROTOCOL.md §8.3 reads it: a close code
+// as it is, a code outside the close codes as 1005, one in their range
+// that no end may close with as 1002 HP_ERR_BAD_CLOSE_CODE. The
+// connection under the sessions lives on, and serves the next session.
+func TestWebTransportSessionCloseCodes(t *testing.T) {
+	ended := make(chan error, 1)
+	e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
+	u := e.urls[CarrierWebTransport]
+	c, err := dialH3(t, e, hostOf(u), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		code   webtransport.SessionErrorCode
+		want   wsframe.CloseCode
+		remote bool
+	}{
+		{1000, wsframe.CloseNormal, true},
+		{4321, 4321, true},
+		{0, wsframe.CloseNoStatus, true},
+		{1 << 31, wsframe.CloseNoStatus, true},
+		{2000, wsframe.CloseProtocolError, false},
+		{1015, wsframe.CloseProtocolError, false},
+	} {
+		sess := c.open(t, e, u, 1)
+		sess.CloseWithError(tc.code, "bye")
+		select {
+		case err := <-ended:
+			ce, ok := errors.AsType[*CloseError](err)
+			if !ok || ce.Code != tc.want || ce.Remote != tc.remote {
+				t.Errorf("a session closed with %d: the server's connection ended with %v, want code %d, remote %v", tc.code, err, tc.want, tc.remote)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a session closed with %d: the server's connection has not ended", tc.code)
+		}
+		waitUntil(t, "the Peer gone", func() bool { return e.srv.Peers() == 0 })
+		if err := c.qc.Context().Err(); err != nil {
+			t.Fatalf("a session closed with %d closed its HTTP/3 connection: %v", tc.code, context.Cause(c.qc.Context()))
 		}
 	}
 }

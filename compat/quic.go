@@ -406,8 +406,7 @@ func (t *quicTransport) closeErrorOf(err error) *CloseError { return quicCloseEr
 // not one of ours: HTTP/3's, say, when the server under a WebTransport
 // session closed the QUIC connection before the session's close arrived.
 // The connection then ended without a close: 1006, the code named in the
-// reason. The reason is held to what a close frame carries
-// (peerCloseReason).
+// reason. One in the range is read by carrierCloseCode.
 func quicCloseError(err error) *CloseError {
 	var ae *quic.ApplicationError
 	if !errors.As(err, &ae) || !ae.Remote {
@@ -416,12 +415,30 @@ func quicCloseError(err error) *CloseError {
 	if !isCloseCode(uint64(ae.ErrorCode)) {
 		return &CloseError{Code: wsframe.CloseAbnormal, Reason: fmt.Sprintf("QUIC connection closed with code %#x", uint64(ae.ErrorCode)), Remote: true}
 	}
-	return &CloseError{Code: wsframe.CloseCode(ae.ErrorCode), Reason: peerCloseReason(ae.ErrorMessage), Remote: true}
+	return carrierCloseCode(uint64(ae.ErrorCode), ae.ErrorMessage)
 }
 
 // isCloseCode reports whether a carrier's error code is in the range of
 // WebSocket close codes, which QUIC and WebTransport closes carry.
 func isCloseCode(code uint64) bool { return code >= 1000 && code <= 4999 }
+
+// carrierCloseCode reads code, in the close codes' range, and reason from
+// the other end's QUIC or WebTransport close (PROTOCOL.md §8.3): a code
+// a close frame may carry is the close code, the reason held to what a
+// close frame carries (peerCloseReason). So are 1005 and 1006, which no
+// close frame carries but a carrier's close does: an end that drops its
+// connection closes QUIC with 1006 (pktConn.abort). Any other (1004,
+// 1015, the unassigned 1016-2999) is the other end's protocol error,
+// 1002 HP_ERR_BAD_CLOSE_CODE, as a close notice with one is
+// (HP_ERR_BAD_CLOSE_NOTICE): taken as it is, it reached OnDisconnect and
+// the metrics as a code no end may close with.
+func carrierCloseCode(code uint64, reason string) *CloseError {
+	c := wsframe.CloseCode(code)
+	if !wsframe.ValidCloseCode(c) && c != wsframe.CloseNoStatus && c != wsframe.CloseAbnormal {
+		return &CloseError{Code: wsframe.CloseProtocolError, Reason: fmt.Sprintf("HP_ERR_BAD_CLOSE_CODE (%d)", code)}
+	}
+	return &CloseError{Code: c, Reason: peerCloseReason(reason), Remote: true}
+}
 
 // quicConnectionEnded reports whether err, from a stream, is the end of
 // its whole QUIC connection rather than of the stream.

@@ -584,8 +584,8 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 // remoteSessionClose returns the close code of a session the other end
 // closed, or nil. A session closed with a code outside the close codes'
 // range (a browser's close() without one sends 0) ended cleanly without
-// a code: 1005, as a WebSocket close frame without a status. The reason
-// is held to what a close frame carries (peerCloseReason).
+// a code: 1005, as a WebSocket close frame without a status. One in the
+// range is read by carrierCloseCode.
 func remoteSessionClose(err error) *CloseError {
 	var se *webtransport.SessionError
 	if !errors.As(err, &se) || !se.Remote {
@@ -594,7 +594,7 @@ func remoteSessionClose(err error) *CloseError {
 	if !isCloseCode(uint64(se.ErrorCode)) {
 		return &CloseError{Code: wsframe.CloseNoStatus, Reason: fmt.Sprintf("session closed with code %d", se.ErrorCode), Remote: true}
 	}
-	return &CloseError{Code: wsframe.CloseCode(se.ErrorCode), Reason: peerCloseReason(se.Message), Remote: true}
+	return carrierCloseCode(uint64(se.ErrorCode), se.Message)
 }
 
 func (t *wtTransport) sendDatagram(pkt []byte) (corkwriter.Status, bool) {

@@ -681,11 +681,16 @@ class CarrierSocket {
   }
 }
 
-/** The close code of a WebTransport session's close: a code outside the
- * close codes' range (0, from a close() without one) is none, 1005, as the
- * Go client reads it. */
-function sessionCloseCode(code) {
-  return code >= 1000 && code <= 4999 ? code : 1005;
+/** The close code and reason of a WebTransport session's close, as the Go
+ * client reads them (PROTOCOL.md §8.3): a code outside the close codes'
+ * range (0, from a close() without one) is none, 1005; one in it that no
+ * end may close with (1004, 1015, the unassigned 1016-2999) is the
+ * server's protocol error, 1002 HP_ERR_BAD_CLOSE_CODE. */
+function sessionClose(info) {
+  const code = info?.closeCode, reason = info?.reason ?? '';
+  if (!(code >= 1000 && code <= 4999)) return [1005, reason];
+  if (code === 1004 || (code >= 1015 && code <= 2999)) return [1002, `HP_ERR_BAD_CLOSE_CODE (${code})`];
+  return [code, reason];
 }
 
 /**
@@ -708,7 +713,7 @@ export class WebTransportSocket extends CarrierSocket {
     this.#maxMessage = maxMessage;
     this.#wt = new WebTransportImpl(url, options);
     this.#wt.closed.then(
-      (info) => this.gone(sessionCloseCode(info?.closeCode), info?.reason ?? ''),
+      (info) => this.gone(...sessionClose(info)),
       (err) => { this.onerror?.({ error: err }); this.gone(1006, String(err?.message ?? err)); });
     this.#start().catch((err) => {
       if (this.readyState === 3) return;

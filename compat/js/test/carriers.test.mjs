@@ -241,6 +241,22 @@ test('WebTransportSocket reads a session closed without a close code as 1005', a
   }
 });
 
+// PROTOCOL.md §8.3: a session closed with a code in the close codes' range
+// that no end may close with is the server's protocol error, 1002, as the
+// Go client reads it; 1006, which a carrier's close may carry, is itself.
+test('WebTransportSocket reads a session closed with a code no end may send as 1002', async () => {
+  for (const [closeCode, want] of [[1004, 1002], [1015, 1002], [2000, 1002], [2999, 1002], [1006, 1006], [3000, 3000]]) {
+    const { FakeWebTransport, sessions } = fakeWebTransport();
+    const s = new WebTransportSocket('https://example.test/wt', {}, FakeWebTransport);
+    const closed = new Promise((resolve) => { s.onclose = resolve; });
+    await tick();
+    sessions[0].closeSession({ closeCode, reason: 'r' });
+    const ev = await closed;
+    assert.equal(ev.code, want, `closed with ${closeCode}`);
+    if (want === 1002) assert.match(ev.reason, /^HP_ERR_BAD_CLOSE_CODE/);
+  }
+});
+
 // PROTOCOL.md §8.4: a datagram carries an Emit or an Event; any other kind
 // in a datagram closes the connection with 1008 HP_ERR_DATAGRAM_KIND. The
 // client delivered every datagram as if it came on the control stream: a
