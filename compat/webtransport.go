@@ -66,7 +66,10 @@ func (s *Server) webTransport() *webtransport.Server {
 // sessions of a connection share as its streams do, so that a session
 // alone on its connection is served as one without flow control is. A
 // unidirectional stream is a violation (PROTOCOL.md §8.2): the limit of 0
-// tells the client so before it opens one.
+// tells the client so before it opens one. A client that opens one anyway
+// has its session ended by webtransport-go (WT_FLOW_CONTROL_ERROR) before
+// refuseStrayStreams sees the stream: 1002 HP_ERR_FLOW_CONTROL on this
+// end (flowControlViolation), no close code on the client's.
 var pooledFlowControl = &webtransport.Config{
 	MaxIncomingStreams:    maxIncomingStreams,
 	MaxIncomingUniStreams: -1, // sent as 0
@@ -561,11 +564,17 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 	if ce := remoteSessionClose(err); ce != nil {
 		return ce
 	}
+	if ce := flowControlViolation(err); ce != nil {
+		return ce
+	}
 	if t.sess.Context().Err() != nil {
 		// An ended session has its error set, and OpenStream returns it
 		// without opening a stream.
 		if str, serr := t.sess.OpenStream(); serr != nil {
 			if ce := remoteSessionClose(serr); ce != nil {
+				return ce
+			}
+			if ce := flowControlViolation(serr); ce != nil {
 				return ce
 			}
 		} else {
@@ -580,6 +589,27 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 	}
 	return quicCloseError(err)
 }
+
+// flowControlViolation returns the error of a session that
+// webtransport-go ended for the other end's breach of its flow control
+// (WT_FLOW_CONTROL_ERROR), or nil: 1002 HP_ERR_FLOW_CONTROL, with what
+// webtransport-go says of it. On a pooled session it is a unidirectional
+// stream past the server's limit of 0 (pooledFlowControl), which
+// webtransport-go refuses before refuseStrayStreams could accept it: it
+// resets the session's CONNECT stream, so the other end reads no close
+// code, and this end's connection ended with webtransport-go's error
+// itself, which is no CloseError. QUIC's limits, which the session's equal
+// and its connection's count more against, bind first on the rest.
+func flowControlViolation(err error) *CloseError {
+	var he *http3.Error
+	if !errors.As(err, &he) || he.Remote || he.ErrorCode != http3.ErrCode(webtransport.WTFlowControlErrorCode) {
+		return nil
+	}
+	return &CloseError{Code: wsframe.CloseProtocolError, Reason: validPrefix(flowControlReason+" ("+he.ErrorMessage+")", wsframe.MaxCloseReason)}
+}
+
+// flowControlReason is the reason of flowControlViolation's 1002.
+const flowControlReason = "HP_ERR_FLOW_CONTROL"
 
 // remoteSessionClose returns the close code of a session the other end
 // closed, or nil. A session closed with a code outside the close codes'

@@ -2,11 +2,16 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go/quicvarint"
 	"github.com/quic-go/webtransport-go"
 )
 
@@ -197,4 +202,74 @@ func TestWebTransportSecondSessionWithoutFlowControl(t *testing.T) {
 		t.Fatalf("a session Authenticate refuses: %d %v, want 403", status, err)
 	}
 	c.open(t, e, u, 1)
+}
+
+// A pooled session whose client opens a unidirectional stream, which the
+// server's limit of 0 forbids (pooledFlowControl, PROTOCOL.md §8.2), ends
+// alone: webtransport-go ends the session with WT_FLOW_CONTROL_ERROR
+// before the server could accept the stream, resetting the session's
+// CONNECT stream (its client reads no close code), and the server's Peer
+// ends with 1002 HP_ERR_FLOW_CONTROL: it ended with webtransport-go's
+// error itself, which is no CloseError. The other session on the connection goes on working, the
+// connection stays open, and nothing of the ended session stays behind:
+// once another session takes its place, the process has no more
+// goroutines than with the two it had.
+func TestWebTransportPooledUniStream(t *testing.T) {
+	ended := make(chan error, 4)
+	e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
+	u := e.urls[CarrierWebTransport]
+	c, err := dialH3(t, e, hostOf(u), pooledConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialPooled(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(what string) *Client {
+		t.Helper()
+		cl, err := e.dialURL(u)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		var out echoReq
+		if err := cl.Call(ctx, "echo/say", echoReq{Text: "x"}, &out); err != nil {
+			t.Fatalf("%s's call: %v", what, err)
+		}
+		return cl
+	}
+	// The connection's first request stream, 0, is the first session's
+	// CONNECT, whose stream ID is its session ID.
+	first := dial("the first session")
+	second := dial("the second session")
+	before := runtime.NumGoroutine()
+
+	str, err := c.qc.OpenUniStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str.Write(quicvarint.Append(quicvarint.Append(nil, 0x54), 0)) // a WebTransport stream of session 0
+	str.Write([]byte("stray"))
+	select {
+	case err := <-ended:
+		ce, ok := errors.AsType[*CloseError](err)
+		if !ok || ce.Code != wsframe.CloseProtocolError || !strings.HasPrefix(ce.Reason, flowControlReason) {
+			t.Errorf("the server's connection of the session that opened a unidirectional stream ended with %v, want 1002 %s", err, flowControlReason)
+		}
+	case <-ctx.Done():
+		t.Fatal("the session that opened a unidirectional stream was not ended")
+	}
+	var dropped error
+	waitUntil(t, "the first session's client disconnected", func() bool { _, dropped = first.current(); return dropped != nil })
+	t.Logf("the first session's client: %v", dropped)
+	var out echoReq
+	if err := second.Call(ctx, "echo/say", echoReq{Text: "y"}, &out); err != nil || out.Text != "y" {
+		t.Fatalf("the second session's call after the first ended: %+v %v", out, err)
+	}
+	if err := c.qc.Context().Err(); err != nil {
+		t.Fatalf("the HTTP/3 connection closed with the session: %v", context.Cause(c.qc.Context()))
+	}
+	first.Close()
+	dial("a third session")
+	checkGoroutinesBack(t, before, hangBound, "with two sessions again")
 }
