@@ -5,6 +5,7 @@
 //	go run ./compat/cmd/hotpath [-addr 127.0.0.1:8080] [-metrics] [-echo]
 //	    [-no-compression] [-context-takeover] [-max-message 1048576] [-max-emit 8192]
 //	    [-max-emit-rate 0] [-max-inflate-rate 0] [-max-outbox 0]
+//	    [-slow-consumer drop] [-idle-timeout 0] [-keepalive 0] [-max-rooms 0]
 //	    [-max-connections 0] [-max-connections-per-address 0]
 //	    [-ticker 500ms] [-presence-interval 100ms]
 //	    [-quic 127.0.0.1:4433 [-cert file -key file]] [-sctp 127.0.0.1:5000]
@@ -51,8 +52,10 @@ func main() {
 	srv, err := compat.NewServer(f.options(log))
 	if err != nil {
 		// Every option comes from a flag, so this is a flag NewServer
-		// refuses: -max-inflate-rate below -max-message, which checkFlags
-		// leaves to NewServer's own check.
+		// refuses, which checkFlags leaves to NewServer's own check:
+		// -max-inflate-rate below -max-message, a negative -idle-timeout
+		// or -keepalive, or a -keepalive not shorter than -idle-timeout
+		// (whose default NewServer knows).
 		usageError(err)
 	}
 
@@ -187,6 +190,47 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
+// The server's defaults for -idle-timeout, -keepalive and -max-rooms
+// left at 0, for their help: compat does not export them (they are
+// Options.withDefaults' in compat/options.go), so they are written here
+// once, and must follow compat's if it changes them.
+const (
+	defaultIdleTimeout = 60 * time.Second
+	defaultKeepalive   = 25 * time.Second
+	defaultMaxRooms    = 256
+)
+
+// slowConsumer is -slow-consumer: Options.SlowConsumer by the names
+// slowConsumerNames gives its policies.
+type slowConsumer compat.SlowConsumerPolicy
+
+// slowConsumerNames are -slow-consumer's words, the default's first.
+var slowConsumerNames = []struct {
+	name   string
+	policy compat.SlowConsumerPolicy
+}{{"drop", compat.DropEvent}, {"disconnect", compat.Disconnect}}
+
+func (v *slowConsumer) String() string {
+	for _, n := range slowConsumerNames {
+		if n.policy == compat.SlowConsumerPolicy(*v) {
+			return n.name
+		}
+	}
+	return fmt.Sprint(uint8(*v))
+}
+
+// Set takes one of slowConsumerNames' words, exactly: any other is an
+// error that names them.
+func (v *slowConsumer) Set(s string) error {
+	for _, n := range slowConsumerNames {
+		if n.name == s {
+			*v = slowConsumer(n.policy)
+			return nil
+		}
+	}
+	return fmt.Errorf("want %s or %s", slowConsumerNames[0].name, slowConsumerNames[1].name)
+}
+
 // settings are the command's flags (defineFlags), with its arguments.
 type settings struct {
 	args                          []string
@@ -198,6 +242,9 @@ type settings struct {
 	maxEmitRate                   int
 	maxInflateRate                int64
 	maxOutbox                     int
+	slowConsumer                  slowConsumer
+	idleTimeout, keepalive        time.Duration
+	maxRooms                      int
 	maxConnections, maxPerAddress int
 	ticker, presence              time.Duration
 	cert, key, quic, sctp         string
@@ -218,6 +265,10 @@ func defineFlags(fs *flag.FlagSet) *settings {
 	fs.IntVar(&f.maxEmitRate, "max-emit-rate", 0, "member deliveries a second that one connection's room emits may cost (an emit to n members costs n); past it they are dropped (0: the default, 500000; negative: no limit)")
 	fs.Int64Var(&f.maxInflateRate, "max-inflate-rate", 0, "bytes a second one connection may inflate (permessage-deflate and dictionary packets); past it its reading pauses (0: the default, 64 MiB, or -max-message if larger; negative: no limit; else at least -max-message)")
 	fs.IntVar(&f.maxOutbox, "max-outbox", 0, "bytes queued for one connection and not yet written; past it room emits skip it and answers wait up to 3 s for room (0: the default, 4 MiB)")
+	fs.Var(&f.slowConsumer, "slow-consumer", "what a room emit does to a member whose queue is past -max-outbox, the slow-consumer `policy`: drop (the default) skips the member for that event, disconnect closes its connection")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, fmt.Sprintf("how long a connection may stay silent, pings unanswered, before the server closes it (0: the default, %v; negative: refused; must be longer than -keepalive)", defaultIdleTimeout))
+	fs.DurationVar(&f.keepalive, "keepalive", 0, fmt.Sprintf("how long a connection may stay silent before the server pings it (0: the default, %v, or half of -idle-timeout if that is shorter; negative: refused; must be shorter than -idle-timeout)", defaultKeepalive))
+	fs.IntVar(&f.maxRooms, "max-rooms", 0, fmt.Sprintf("rooms one connection may be in at once; past it a join is refused (0: the default, %d; negative: refused)", defaultMaxRooms))
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	fs.IntVar(&f.maxPerAddress, "max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
 	fs.DurationVar(&f.ticker, "ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
@@ -237,6 +288,7 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 	lim.MaxEmitRate = f.maxEmitRate
 	lim.MaxInflateRate = f.maxInflateRate
 	lim.MaxOutboxBytes = f.maxOutbox
+	lim.MaxRooms = f.maxRooms
 	opts := compat.Options{
 		Router:      demoRouter(),
 		Logger:      log,
@@ -245,8 +297,11 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 		Compression: compat.Compression{Disabled: f.noCompression, ContextTakeover: f.contextTakeover},
 		AllowEmit:   demoAllowEmit,
 
-		PresenceInterval: f.presence,
-		MaxConnections:   f.maxConnections,
+		PresenceInterval:  f.presence,
+		MaxConnections:    f.maxConnections,
+		SlowConsumer:      compat.SlowConsumerPolicy(f.slowConsumer),
+		IdleTimeout:       f.idleTimeout,
+		KeepaliveInterval: f.keepalive,
 
 		MaxConnectionsPerAddress: f.maxPerAddress,
 	}
@@ -260,9 +315,9 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 // checkFlags refuses what the flag package lets through but the server
 // cannot use, before anything starts: a value that would panic (a ticker
 // interval of 0), fall back silently to a default (a message limit of 0 or
-// less, a presence interval of 0, a negative connection cap or outbox
-// bound) or be ignored (a stray argument, -key without -cert, -cert
-// without -quic, -context-takeover with -no-compression).
+// less, a presence interval of 0, a negative connection cap, outbox
+// bound or rooms bound) or be ignored (a stray argument, -key without
+// -cert, -cert without -quic, -context-takeover with -no-compression).
 func checkFlags(f settings) error {
 	switch {
 	case len(f.args) > 0:
@@ -279,6 +334,9 @@ func checkFlags(f settings) error {
 		// Limits.MaxOutboxBytes reads it as the default, as 0: not the
 		// smaller queue a negative number seems to ask for.
 		return fmt.Errorf("-max-outbox %d: give a number of bytes, or 0 for the default", f.maxOutbox)
+	case f.maxRooms < 0:
+		// The same for Limits.MaxRooms.
+		return fmt.Errorf("-max-rooms %d: give a number of rooms, or 0 for the default", f.maxRooms)
 	case f.maxConnections < 0:
 		// Options.MaxConnections reads it as no cap, as 0: not what a
 		// negative number seems to ask.

@@ -23,6 +23,8 @@ import (
 
 	"github.com/hotpath-go/hotpath/compat"
 	"github.com/hotpath-go/hotpath/compat/internal/wstest"
+	"github.com/hotpath-go/hotpath/compat/wire"
+	"github.com/hotpath-go/hotpath/dispatch"
 	"github.com/hotpath-go/hotpath/wsframe"
 )
 
@@ -185,6 +187,8 @@ func TestCheckFlags(t *testing.T) {
 		{name: "per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: 100, ticker: every, presence: every}, ok: true},
 		{name: "negative per-address cap", settings: settings{maxMessage: 1 << 20, maxPerAddress: -1, ticker: every, presence: every}},
 		{name: "outbox bound", settings: settings{maxMessage: 1 << 20, maxOutbox: 64 << 10, ticker: every, presence: every}, ok: true},
+		{name: "rooms bound", settings: settings{maxMessage: 1 << 20, maxRooms: 16, ticker: every, presence: every}, ok: true},
+		{name: "negative rooms bound", settings: settings{maxMessage: 1 << 20, maxRooms: -1, ticker: every, presence: every}},
 		{name: "negative outbox bound", settings: settings{maxMessage: 1 << 20, maxOutbox: -1, ticker: every, presence: every}},
 		{name: "key without cert", settings: settings{maxMessage: 1 << 20, ticker: every, key: "k.pem", quic: "127.0.0.1:4433", presence: every}},
 		{name: "cert without quic", settings: settings{maxMessage: 1 << 20, ticker: every, cert: "c.pem", key: "k.pem", presence: every}},
@@ -211,22 +215,7 @@ func TestCheckFlags(t *testing.T) {
 // passes checkFlags and is refused by NewServer's own check, on the
 // options the flags make (main then exits 2, as for a bad flag).
 func TestRateFlagsReachTheServer(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	// options parses args as the command does and returns the server's
-	// options.
-	options := func(args ...string) compat.Options {
-		t.Helper()
-		fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
-		f := defineFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		f.args = fs.Args()
-		if err := checkFlags(*f); err != nil {
-			t.Fatalf("%q: %v", args, err)
-		}
-		return f.options(log)
-	}
+	options := func(args ...string) compat.Options { t.Helper(); return flagOptions(t, args...) }
 	for _, tc := range []struct {
 		args    []string
 		emit    int
@@ -254,6 +243,176 @@ func TestRateFlagsReachTheServer(t *testing.T) {
 		if _, err := compat.NewServer(options(args...)); err == nil || !strings.Contains(err.Error(), "MaxInflateRate") {
 			t.Errorf("%q: NewServer: %v, want MaxInflateRate refused", args, err)
 		}
+	}
+}
+
+// flagOptions parses args as the command does and returns the server's
+// options, failing the test if the flags are refused before NewServer.
+func flagOptions(t *testing.T, args ...string) compat.Options {
+	t.Helper()
+	fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := defineFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	f.args = fs.Args()
+	if err := checkFlags(*f); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return f.options(slog.New(slog.DiscardHandler))
+}
+
+// -slow-consumer, -idle-timeout, -keepalive and -max-rooms reach
+// Options.SlowConsumer, IdleTimeout, KeepaliveInterval and
+// Limits.MaxRooms as given; left out, they are the zero values, the
+// server's defaults. A negative duration, or a keepalive not shorter
+// than the idle timeout (the default 60 s included), passes checkFlags
+// and is refused by NewServer on the options the flags make (main then
+// exits 2: TestRefusedFlagsExit2).
+func TestLimitFlagsReachTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		args            []string
+		policy          compat.SlowConsumerPolicy
+		idle, keepalive time.Duration
+		rooms           int
+	}{
+		{nil, compat.DropEvent, 0, 0, 0},
+		{[]string{"-slow-consumer", "drop"}, compat.DropEvent, 0, 0, 0},
+		{[]string{"-slow-consumer", "disconnect"}, compat.Disconnect, 0, 0, 0},
+		{[]string{"-slow-consumer=disconnect", "-slow-consumer=drop"}, compat.DropEvent, 0, 0, 0},
+		{[]string{"-idle-timeout", "90s", "-keepalive", "30s"}, compat.DropEvent, 90 * time.Second, 30 * time.Second, 0},
+		// The keepalive's default follows a shorter idle timeout.
+		{[]string{"-idle-timeout", "10s"}, compat.DropEvent, 10 * time.Second, 0, 0},
+		{[]string{"-keepalive", "59s"}, compat.DropEvent, 0, 59 * time.Second, 0},
+		{[]string{"-max-rooms", "16"}, compat.DropEvent, 0, 0, 16},
+	} {
+		opts := flagOptions(t, tc.args...)
+		if opts.SlowConsumer != tc.policy || opts.IdleTimeout != tc.idle || opts.KeepaliveInterval != tc.keepalive || opts.Limits.MaxRooms != tc.rooms {
+			t.Errorf("%q: SlowConsumer %d, IdleTimeout %v, KeepaliveInterval %v, MaxRooms %d; want %d, %v, %v, %d", tc.args,
+				opts.SlowConsumer, opts.IdleTimeout, opts.KeepaliveInterval, opts.Limits.MaxRooms, tc.policy, tc.idle, tc.keepalive, tc.rooms)
+		}
+		if _, err := compat.NewServer(opts); err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-idle-timeout", "-1s"},
+		{"-keepalive", "-1s"},
+		{"-keepalive", "60s"}, // the default idle timeout
+		{"-idle-timeout", "20s", "-keepalive", "20s"},
+		{"-idle-timeout", "20s", "-keepalive", "30s"},
+	} {
+		if _, err := compat.NewServer(flagOptions(t, args...)); err == nil || !strings.Contains(err.Error(), "KeepaliveInterval") {
+			t.Errorf("%q: NewServer: %v, want the keepalive or idle timeout refused", args, err)
+		}
+	}
+	// Any word but the two is a flag error that names them.
+	for _, word := range []string{"", "Drop", "close", "1"} {
+		fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		defineFlags(fs)
+		err := fs.Parse([]string{"-slow-consumer", word})
+		if err == nil || !strings.Contains(err.Error(), "drop") || !strings.Contains(err.Error(), "disconnect") {
+			t.Errorf("-slow-consumer %q: %v, want an error naming drop and disconnect", word, err)
+		}
+	}
+}
+
+// The default -max-rooms' help states is the server's: a client joins
+// that many rooms and is refused one more. (The defaults of -idle-timeout
+// and -keepalive would take a minute of silence to observe.)
+func TestMaxRoomsDefaultIsTheServers(t *testing.T) {
+	srv, err := compat.NewServer(flagOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := compat.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", compat.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range defaultMaxRooms {
+		if _, err := c.Join(ctx, fmt.Sprint("room", i)); err != nil {
+			t.Fatalf("join %d of %d: %v", i+1, defaultMaxRooms, err)
+		}
+	}
+	if _, err := c.Join(ctx, "one more"); err == nil {
+		t.Fatalf("joined %d rooms, past the default -max-rooms states", defaultMaxRooms+1)
+	}
+}
+
+// A flag the command refuses ends it with exit status 2 and the usage,
+// whichever check refuses it: the flag package's parse (-slow-consumer),
+// checkFlags (-max-rooms) or NewServer (-keepalive with -idle-timeout).
+func TestRefusedFlagsExit2(t *testing.T) {
+	for _, args := range []string{
+		"-slow-consumer later",
+		"-max-rooms -1",
+		"-idle-timeout 20s -keepalive 20s",
+		"-idle-timeout -1s",
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "HOTPATH_TEST_MAIN=-addr 127.0.0.1:0 "+args)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if got := waitExit(t, cmd); got != 2 {
+			t.Errorf("%s: exit status %d, want 2; stderr:\n%s", args, got, stderr.String())
+		} else if !strings.Contains(stderr.String(), "-slow-consumer") {
+			t.Errorf("%s: no usage on stderr:\n%s", args, stderr.String())
+		}
+	}
+}
+
+// -slow-consumer disconnect drops a member that does not read once its
+// queue passes -max-outbox, where the default, drop, would keep it in the
+// room and skip it (compat's TestSlowConsumerIsReset, through the flags).
+func TestSlowConsumerFlagDisconnects(t *testing.T) {
+	srv, err := compat.NewServer(flagOptions(t, "-slow-consumer", "disconnect", "-max-outbox", "262144"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+	slow, err := wstest.Dial(strings.TrimPrefix(hs.URL, "http://"), "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	// Joins, reads the answer, and never reads again.
+	slow.WriteMessage(wsframe.OpBinary, wire.Append(nil, &wire.Packet{Kind: dispatch.KindJoin, ID: 1, Room: []byte("r")}))
+	for {
+		m, err := slow.ReadMessage(10 * time.Second)
+		if err != nil {
+			t.Fatalf("waiting for the join's answer: %v", err)
+		}
+		if m.Opcode == wsframe.OpBinary {
+			break
+		}
+	}
+	if srv.Members("r") != 1 {
+		t.Fatalf("%d members after the join, want 1", srv.Members("r"))
+	}
+	payload := make([]byte, 16<<10)
+	for i := 0; srv.Members("r") > 0; i++ {
+		if i == 4096 {
+			t.Fatal("64 MiB of emits, and the member that reads nothing is still in the room")
+		}
+		if _, err := srv.Emit("r", "big", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.Metrics().SlowConsumers; n != 1 {
+		t.Errorf("SlowConsumers = %d, want 1", n)
 	}
 }
 
