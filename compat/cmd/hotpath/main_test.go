@@ -267,7 +267,8 @@ func flagOptions(t *testing.T, args ...string) compat.Options {
 // Options.SlowConsumer, IdleTimeout, KeepaliveInterval and
 // Limits.MaxRooms as given; left out, they are the zero values, the
 // server's defaults. A negative duration, or a keepalive not shorter
-// than the idle timeout (the default 60 s included), passes checkFlags
+// than the idle timeout (the default included, which pins the idle
+// default -idle-timeout's help states), passes checkFlags
 // and is refused by NewServer on the options the flags make (main then
 // exits 2: TestRefusedFlagsExit2).
 func TestLimitFlagsReachTheServer(t *testing.T) {
@@ -284,7 +285,9 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 		{[]string{"-idle-timeout", "90s", "-keepalive", "30s"}, compat.DropEvent, 90 * time.Second, 30 * time.Second, 0},
 		// The keepalive's default follows a shorter idle timeout.
 		{[]string{"-idle-timeout", "10s"}, compat.DropEvent, 10 * time.Second, 0, 0},
-		{[]string{"-keepalive", "59s"}, compat.DropEvent, 0, 59 * time.Second, 0},
+		// Just under the default idle timeout the help states: NewServer
+		// takes it, as it refuses that default itself below.
+		{[]string{"-keepalive", (defaultIdleTimeout - time.Millisecond).String()}, compat.DropEvent, 0, defaultIdleTimeout - time.Millisecond, 0},
 		{[]string{"-max-rooms", "16"}, compat.DropEvent, 0, 0, 16},
 	} {
 		opts := flagOptions(t, tc.args...)
@@ -299,7 +302,7 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 	for _, args := range [][]string{
 		{"-idle-timeout", "-1s"},
 		{"-keepalive", "-1s"},
-		{"-keepalive", "60s"}, // the default idle timeout
+		{"-keepalive", defaultIdleTimeout.String()},
 		{"-idle-timeout", "20s", "-keepalive", "20s"},
 		{"-idle-timeout", "20s", "-keepalive", "30s"},
 	} {
@@ -320,8 +323,9 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 }
 
 // The default -max-rooms' help states is the server's: a client joins
-// that many rooms and is refused one more. (The defaults of -idle-timeout
-// and -keepalive would take a minute of silence to observe.)
+// that many rooms and is refused one more. (-idle-timeout's is pinned by
+// TestLimitFlagsReachTheServer; -keepalive's would take 25 s of silence
+// to observe.)
 func TestMaxRoomsDefaultIsTheServers(t *testing.T) {
 	srv, err := compat.NewServer(flagOptions(t))
 	if err != nil {
