@@ -174,9 +174,14 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // call settled after it had handed the reading on) leaves the pause to
 // run its time.
 //
-// A pause that runs its time counts as life for the keepalive (both
-// ends' liveness.check): the silence is this end's, holding back, with
-// what the other end sent waiting to be read. Uncounted, a turn of many
+// The keepalive (both ends' liveness.check) gives nothing up while the
+// pause lasts, and its idle clock restarts where the pause ends
+// (liveness.resume): the silence is this end's, holding back, with what
+// the other end sent, its answers to pings among it, waiting to be
+// read. Without, a pause longer than IdleTimeout - KeepaliveInterval
+// had the server give up a live client, and the client its server,
+// when a ping went out during it (TestInflatePauseIsNotTheClientsSilence,
+// TestClientInflatePauseIsNotTheServersSilence); and a turn of many
 // bombs, each paused for, had the connection given up as idle while
 // the other end was sending plenty.
 func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
@@ -186,6 +191,9 @@ func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 		return
 	}
 	r.throttled()
+	live := l.liveness()
+	live.pause()
+	defer live.resume()
 	l.pauseTurn(r.endPauses, func(ended <-chan struct{}) {
 		hooks := testHookInflatePause.Load()
 		if hooks != nil {
@@ -210,9 +218,6 @@ func (b *inflateBudget) pauseReading(r inflatePacer, l link, d time.Duration) {
 					break wait
 				}
 			}
-		}
-		if timedOut {
-			l.liveness().touch()
 		}
 		if hooks != nil {
 			hooks.ended(r, timedOut)

@@ -134,12 +134,38 @@ type liveness struct {
 	// pongPending is set when a keepalive ping went out and cleared by any
 	// read: a peer that reads nothing back within the next interval is gone.
 	pongPending atomic.Bool
-	pingedAt    atomic.Int64 // monoNow of the last keepalive ping
+	// paused counts the pauses of the link's own reading under way (an
+	// inflate pause, inflateBudget.pauseReading): while one is, check
+	// gives nothing up. A count, not a flag, so that no pause's end can
+	// clear another's. Beside pongPending, in its padding: a pktConn
+	// stays in its size class.
+	paused   atomic.Int32
+	pingedAt atomic.Int64 // monoNow of the last keepalive ping
 }
 
 func (l *liveness) touch() {
 	l.lastRead.Store(monoNow())
 	l.pongPending.Store(false)
+}
+
+// pause marks a pause of the link's own reading begun: what the other
+// end sends meanwhile, the answers to this end's pings among it, waits
+// unread, so its silence is this end's doing, not a sign that it is
+// gone.
+func (l *liveness) pause() { l.paused.Add(1) }
+
+// resume marks the pause over, however it ended, and restarts the idle
+// clock there, as a read would: the other end's silence counts from the
+// end of the pause. A pause lasts maxInflatePause at most, and one
+// begins only before a message already read is inflated, so a dead
+// other end, which sends nothing more, is given up about IdleTimeout
+// after the last of what it sent is read and inflated
+// (TestInflatePauseThenASilentClientIsGivenUp). The touch comes before
+// paused falls, and check loads paused first: a check that finds no
+// pause under way sees the touch of any pause that ended.
+func (l *liveness) resume() {
+	l.touch()
+	l.paused.Add(-1)
 }
 
 // clockBase is the origin of monoNow.
@@ -178,7 +204,15 @@ const (
 // the check, and an answer seen only then would have the next ping sent
 // with the link silent for most of idle, leaving that ping's answer
 // little more than the interval to arrive.
+//
+// A link whose own reading is paused (pause, an inflate pause of up to
+// maxInflatePause) is pinged as any other but not given up: the answer
+// waits unread behind the pause, and with idle minus interval under the
+// pause a live peer was given up for this end's silence
+// (TestInflatePauseIsNotTheClientsSilence). The clock restarts as the
+// pause ends (resume).
 func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepaliveAction, next time.Time) {
+	paused := l.paused.Load() > 0 // before lastRead: see resume
 	last := monoTime(l.lastRead.Load())
 	silent := now.Sub(last)
 	if !l.pongPending.Load() {
@@ -193,6 +227,12 @@ func (l *liveness) check(now time.Time, interval, idle time.Duration) (act keepa
 	// from now.
 	timeout := monoTime(l.pingedAt.Load()).Add(idle - interval)
 	if !now.Before(timeout) {
+		if paused {
+			// The answer may be waiting behind this end's pause, which
+			// restarts the clock when it ends (resume); checked again
+			// an interval from now, by when the silence counts afresh.
+			return keepWaiting, now.Add(interval)
+		}
 		return keepGiveUp, time.Time{}
 	}
 	if again := now.Add(interval); again.Before(timeout) {
