@@ -95,9 +95,15 @@ type ClientOptions struct {
 	// unanswered, before the client closes the connection with 1001
 	// HP_IDLE_TIMEOUT (and reconnects); 60 s by default; negative for
 	// neither pings nor the timeout. Dial refuses an interval not shorter
-	// than IdleTimeout. Any bytes read count as life, and so does a pause
-	// of the reading for Limits.MaxInflateRate: the silence is the
-	// client's.
+	// than IdleTimeout. Any bytes read count as life. A pause of the
+	// reading for Limits.MaxInflateRate is the client's silence, not the
+	// server's, whose answers to pings wait unread behind it: while it
+	// lasts the server is pinged but never given up, and its silence
+	// counts from the pause's end, whatever IdleTimeout -
+	// KeepaliveInterval is. A pause lasts a second at most and begins
+	// only before inflating a packet already received, so a server gone
+	// silently is still given up, about IdleTimeout after the client has
+	// read and inflated the last of what it sent.
 	// Without it, a server whose host died, or a path that lost the
 	// connection without a reset, would hold every call until the kernel
 	// gave up on the socket: minutes, about 15 with a call's bytes

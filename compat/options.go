@@ -195,9 +195,18 @@ type Options struct {
 	// refuses an interval not shorter than IdleTimeout, and negative
 	// values (a server always gives silent peers up; the client's
 	// negative "off" has no server counterpart). Both are checked by one
-	// scheduler for the whole server. A pause of a connection's reading
-	// for Limits.MaxInflateRate counts as life: the silence is the
-	// server's.
+	// scheduler for the whole server.
+	//
+	// A pause of a connection's reading for Limits.MaxInflateRate is the
+	// server's silence, not the client's: the client's answers to pings
+	// wait unread behind it. While it lasts the connection is pinged but
+	// never given up, and its silence counts from the pause's end, so
+	// any IdleTimeout, even one whose IdleTimeout - KeepaliveInterval is
+	// shorter than a pause, keeps a live client. A pause lasts a second
+	// at most, and begins only before inflating a message already
+	// received, so a client that went silently dead (no FIN, no reset)
+	// is still given up, about IdleTimeout after the server has read
+	// and inflated the last of what it sent.
 	KeepaliveInterval time.Duration
 	IdleTimeout       time.Duration
 
@@ -357,8 +366,10 @@ type Limits struct {
 	// a close (Peer.Close, Shutdown, a slow consumer's drop, a violation
 	// off the read loop) or the connection's end (on WebSocket, the
 	// client's FIN or reset, seen on Linux only) ends it at once. A pause
-	// counts as life for the keepalive. A compressed datagram that finds
-	// the budget spent is dropped (DroppedEvents).
+	// is not the client's silence: the keepalive gives nothing up while
+	// it lasts and counts the silence from its end (see IdleTimeout). A
+	// compressed datagram that finds the budget spent is dropped
+	// (DroppedEvents).
 	// Both are counted in Metrics.InflateThrottled. A message of
 	// MaxMessageSize always passes at once, and NewServer refuses a rate
 	// below MaxMessageSize a second.
@@ -370,7 +381,9 @@ type Limits struct {
 	// client's program inflating. Its reading pauses alike, after the
 	// calls answered so far have returned; a caller reading for its own
 	// answer stops pausing once its call is answered or its ctx ends;
-	// Close ends a pause at once; its compressed datagrams that find the
+	// Close ends a pause at once; its keepalive does not give the server
+	// up for the silence of the client's own pause (see
+	// ClientOptions.IdleTimeout); its compressed datagrams that find the
 	// budget spent are dropped. Nothing counts them: the client has no
 	// metrics. Dial refuses a rate below MaxMessageSize a second.
 	MaxInflateRate int64
