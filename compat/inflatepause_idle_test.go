@@ -14,20 +14,22 @@ import (
 // A turn of many bombs, paused for before each, does not have the
 // connection given up as idle: the silence is the reader's, holding back
 // what the other end sent, and a pause that runs its time counts as life
-// for the keepalive. Without, a client whose turn held more pauses than
+// for the keepalive, its idle clock restarted where each pause ends
+// (liveness.resume). Without, a client whose turn held more pauses than
 // IdleTimeout gave up a server sending plenty (and a server its client:
 // TestInflatePausesAreNotIdleOnTheServer). Each pause here is about a
 // quarter of a second, twelve bombs in one write hold the turn for
-// about 2.5 s, and IdleTimeout is 1.5 s: given up, a pause ends cut
-// short and the call fails.
+// about 2.5 s, six times IdleTimeout (pauseIdle): given up, a pause ends
+// cut short and the call fails. (The raw server answers no ping: the
+// turn's pauses alone keep the connection.)
 func TestClientInflatePausesAreNotIdle(t *testing.T) {
 	const n = 12
 	d := bombDictionary(t)
 	c := dialClient(t, bombServer(t, d, n), ClientOptions{
 		Dictionary:        d,
 		Limits:            bombLimits(4),
-		KeepaliveInterval: 100 * time.Millisecond,
-		IdleTimeout:       1500 * time.Millisecond,
+		KeepaliveInterval: pauseKeepalive,
+		IdleTimeout:       pauseIdle,
 		Reconnect:         Reconnect{Disabled: true},
 	})
 	cc, err := c.current()
@@ -58,7 +60,8 @@ func TestClientInflatePausesAreNotIdle(t *testing.T) {
 
 // The same on the server: a client whose one write holds twelve
 // permessage-deflate bombs, paused for before each, is not given up as
-// idle while the server holds back its reading.
+// idle while the server holds back its reading for about 2.5 s, six
+// times IdleTimeout (the raw client answers no ping).
 func TestInflatePausesAreNotIdleOnTheServer(t *testing.T) {
 	const (
 		size = 64 << 10
@@ -70,8 +73,8 @@ func TestInflatePausesAreNotIdleOnTheServer(t *testing.T) {
 		Router:            inflateRateRouter(new(atomic.Int64), &events),
 		NoDictionary:      true,
 		Limits:            Limits{MaxMessageSize: size, MaxInflateRate: 4 * size},
-		KeepaliveInterval: 100 * time.Millisecond,
-		IdleTimeout:       1500 * time.Millisecond,
+		KeepaliveInterval: pauseKeepalive,
+		IdleTimeout:       pauseIdle,
 		OnDisconnect: func(_ *Peer, err error) {
 			var ce *CloseError
 			if errors.As(err, &ce) && ce.Reason == idleTimeoutReason {
