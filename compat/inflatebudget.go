@@ -162,8 +162,8 @@ func paceInflate(b *inflateBudget, r inflatePacer, l link) {
 // r.pauseOver. The turn's answers so far leave first (link.pauseTurn):
 // held for the turn's end, they waited out the pause. A timer, not
 // time.Sleep, so that a connection closed or dropped meanwhile (on a
-// server Peer.Close, Shutdown, a slow consumer; on a client Close, the
-// idle timeout) ends at once, not up to maxInflatePause later, past
+// server Peer.Close, Shutdown, a slow consumer; on a client Close)
+// ends at once, not up to maxInflatePause later, past
 // Shutdown's shutdownDropGrace. The link ends it too (link.pauseTurn):
 // when it is closed or dropped off the read loop (a violation in a
 // datagram or a stream, a write that failed), and when its carrier

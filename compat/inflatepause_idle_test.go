@@ -13,8 +13,8 @@ import (
 
 // A turn of many bombs, paused for before each, does not have the
 // connection given up as idle: the silence is the reader's, holding back
-// what the other end sent, and a pause that runs its time counts as life
-// for the keepalive, its idle clock restarted where each pause ends
+// what the other end sent: the keepalive gives nothing up during a
+// pause and restarts its idle clock where each pause ends
 // (liveness.resume). Without, a client whose turn held more pauses than
 // IdleTimeout gave up a server sending plenty (and a server its client:
 // TestInflatePausesAreNotIdleOnTheServer). Each pause here is about a
