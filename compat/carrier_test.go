@@ -3817,6 +3817,14 @@ func TestHeldDatagramListenerHoldsNoCall(t *testing.T) {
 				}
 			}
 			callsStillAnswer(t, c, "a call while a listener holds an unreliable emit")
+			// On SCTP and WebRTC the client's inbox drops what passes
+			// its bound behind the held listener, and counts it.
+			c.mu.Lock()
+			_, inbox := c.conn.link.(*pktConn).t.(sharedWindowDatagrams)
+			c.mu.Unlock()
+			if m := c.Metrics(); inbox && m.DroppedDatagrams == 0 {
+				t.Errorf("ClientMetrics %+v: no datagram counted dropped behind a held listener", m)
+			}
 		})
 	}
 }

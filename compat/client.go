@@ -245,6 +245,8 @@ type Client struct {
 
 	watch ctxWatch // the context of the caller reading its own answer
 
+	metrics clientMetrics
+
 	closedSignal chan struct{} // closed by Close, made on first use
 	done         chan struct{} // closed when run returns
 }

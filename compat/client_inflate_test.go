@@ -209,6 +209,9 @@ func TestClientInflatePausesAndDeliversAll(t *testing.T) {
 	if pauses.Load() == 0 || timedOut.Load() != pauses.Load() {
 		t.Errorf("%d pauses, %d ran their time; want some, all of them", pauses.Load(), timedOut.Load())
 	}
+	if m := c.Metrics(); m.InflateThrottled != uint64(pauses.Load()) || m.DroppedDatagrams != 0 {
+		t.Errorf("ClientMetrics %+v after %d pauses; want InflateThrottled %d, no datagram dropped", m, pauses.Load(), pauses.Load())
+	}
 	if _, err := c.current(); err != nil {
 		t.Errorf("the connection after the bombs: %v", err)
 	}
@@ -504,6 +507,11 @@ func TestClientInflateRateDropsDatagrams(t *testing.T) {
 	t.Logf("%d datagrams of %d bytes, inflating to about %d each: %d delivered", n, len(dgm), bombSize/4, delivered.Load())
 	if k := delivered.Load(); k == 0 || k >= n {
 		t.Errorf("%d of %d datagrams delivered; want some, and the others dropped", k, n)
+	}
+	// Each dropped one is counted, as a throttle and as a drop.
+	lost := uint64(n - delivered.Load())
+	if m := c.Metrics(); m.DroppedDatagrams != lost || m.InflateThrottled != lost {
+		t.Errorf("ClientMetrics %+v; want %d datagrams dropped, and as many throttled", m, lost)
 	}
 	if _, err := c.current(); err != nil {
 		t.Errorf("the connection after the datagrams: %v", err)

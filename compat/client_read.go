@@ -112,9 +112,6 @@ func (cc *clientConn) pauseOver() bool {
 	return false
 }
 
-// throttled counts nothing (inflatePacer): the client has no metrics.
-func (cc *clientConn) throttled() {}
-
 // endPauses ends the reader's inflate pause, if any, and those it would
 // begin later: the client closes the connection, or gives it up.
 func (cc *clientConn) endPauses() {
@@ -153,6 +150,8 @@ func (cc *clientConn) handleDatagram(pkt []byte) error {
 		// that finds the inflate budget spent is dropped uninflated, as
 		// the server drops a client's.
 		if b := cc.inflateBudget(); b != nil && b.empty(monoNow()) {
+			cc.c.metrics.inflateThrottled.Add(1)
+			cc.c.metrics.droppedDatagrams.Add(1)
 			return nil
 		}
 		release, err := cc.inflate(&p)

@@ -118,6 +118,7 @@ func (c *Client) settleReconnect(cc *clientConn, done chan struct{}) {
 		cc.link.closeNow(wsframe.CloseNormal, "")
 		return
 	}
+	c.metrics.reconnects.Add(1)
 	c.setState(Connected)
 	c.awaitRejoins(cc)
 }

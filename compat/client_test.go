@@ -1096,6 +1096,9 @@ func TestClientReconnectRejoins(t *testing.T) {
 	if err := c.Call(ctx, "echo/say", echoReq{Text: "again"}, &out); err != nil || out.Text != "again" {
 		t.Fatalf("call after reconnect = %+v, %v", out, err)
 	}
+	if m := c.Metrics(); m != (ClientMetrics{Reconnects: 1}) {
+		t.Errorf("ClientMetrics %+v after one reconnect, want Reconnects 1 and nothing else", m)
+	}
 }
 
 func TestClientDictionary(t *testing.T) {

@@ -609,7 +609,8 @@ type datagramInbox struct {
 func (c *pktConn) newDatagramInbox(h datagramHandler) *datagramInbox {
 	ib := &datagramInbox{c: c, h: h, dropped: func() {}}
 	// A server counts what it drops as the client's events and emits it
-	// drops for other reasons (Metrics.DroppedEvents).
+	// drops for other reasons (Metrics.DroppedEvents); a client, in
+	// ClientMetrics.DroppedDatagrams.
 	if d, ok := h.(datagramDropCounter); ok {
 		ib.dropped = d.datagramDropped
 	}
