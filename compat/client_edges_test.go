@@ -127,6 +127,27 @@ func TestCloseWhileAwaitingCapabilities(t *testing.T) {
 // saw 1006.
 var closeCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP, carrierSCTPDTLS, CarrierWebRTC}
 
+// closeWayCarriers are one carrier for each of the four ways a link
+// closes: wsConn, a carrier whose close carries the code (QUIC), one
+// whose does not (SCTP), and WebTransport's session and QUIC connection,
+// each with the code. For the tests that wait out a ConnectTimeout on
+// each.
+var closeWayCarriers = []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP}
+
+// eachHeldConnect runs fn as a subtest for each carrier, on one
+// heldConnectEnv, and then checks that the goroutines of the env, its
+// clients and their connections are gone: what says after what.
+func eachHeldConnect(t *testing.T, carriers []Carrier, what string, fn func(t *testing.T, e *heldConnectEnv, carrier Carrier)) {
+	before := runtime.NumGoroutine()
+	t.Run("carriers", func(t *testing.T) {
+		e := newHeldConnectEnv(t)
+		for _, carrier := range carriers {
+			t.Run(carrierName(carrier), func(t *testing.T) { fn(t, e, carrier) })
+		}
+	}) // the env's listeners close with the subtest
+	checkGoroutinesBack(t, before, hangBound, what)
+}
+
 // heldConnectEnv is a carrier env whose OnConnect, while hold has a
 // channel, sends the peer on held and waits for the channel to close:
 // the server reads nothing of that connection meanwhile, and sends no
@@ -238,88 +259,72 @@ func checkClientClose(t *testing.T, err error) {
 // bound, half of that, tells it from one that does not wait (a few
 // milliseconds).
 func TestCloseWhileAwaitingCapabilitiesSendsItsClose(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Run("carriers", func(t *testing.T) {
-		e := newHeldConnectEnv(t)
-		for _, carrier := range closeCarriers {
-			t.Run(carrierName(carrier), func(t *testing.T) {
-				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
-					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
-				dialed, err := c.current()
-				if err != nil {
-					t.Fatal(err)
-				}
-				release := e.holdConnects(t)
-				e.dropPeers()
-				p := e.awaitHeld(t, "no reconnect")
-				var cc *clientConn
-				waitFor(t, func() bool {
-					cc, _ = c.current()
-					return cc != nil && cc != dialed
-				})
-				if cc.isReady() {
-					t.Fatal("the held connection is ready")
-				}
-				closed := make(chan struct{})
-				start := time.Now()
-				go func() { c.Close(); close(closed) }()
-				wantCloseUnawaited(t, closed)
-				t.Logf("Close took %v", time.Since(start))
-				release()
-				checkClientClose(t, e.awaitEnd(t, p))
-			})
+	eachHeldConnect(t, closeCarriers, "after the clients' Close", func(t *testing.T, e *heldConnectEnv, carrier Carrier) {
+		c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+			Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+		dialed, err := c.current()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}) // the env's listeners close with the subtest
-	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
+		release := e.holdConnects(t)
+		e.dropPeers()
+		p := e.awaitHeld(t, "no reconnect")
+		var cc *clientConn
+		waitFor(t, func() bool {
+			cc, _ = c.current()
+			return cc != nil && cc != dialed
+		})
+		if cc.isReady() {
+			t.Fatal("the held connection is ready")
+		}
+		closed := make(chan struct{})
+		start := time.Now()
+		go func() { c.Close(); close(closed) }()
+		wantCloseUnawaited(t, closed)
+		t.Logf("Close took %v", time.Since(start))
+		release()
+		checkClientClose(t, e.awaitEnd(t, p))
+	})
 }
 
 // Dial that gives up on a server's capabilities at ConnectTimeout closes
 // the connection as Close does: the server sees 1000, not 1006, and Dial
 // does not wait for its answer.
 func TestDialGivingUpSendsItsClose(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Run("carriers", func(t *testing.T) {
-		e := newHeldConnectEnv(t)
-		// Each attempt waits out ConnectTimeout: the carriers of the
-		// four ways a link closes (wsConn, a carrier whose close
-		// carries the code, one whose does not, and WebTransport's
-		// session and QUIC connection, each with the code).
-		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP} {
-			t.Run(carrierName(carrier), func(t *testing.T) {
-				release := e.holdConnects(t)
-				const connectTimeout = 2 * time.Second
-				dialed := make(chan error, 1)
-				start := time.Now()
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-					defer cancel()
-					opts := ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
-						TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig()}
-					opts.WebRTC.LoopbackOnly = true
-					c, err := Dial(ctx, e.urls[carrier], opts)
-					if err == nil {
-						c.Close()
-					}
-					dialed <- err
-				}()
-				p := e.awaitHeld(t, "no connection")
-				var err error
-				select {
-				case err = <-dialed:
-					t.Logf("Dial gave up after %v", time.Since(start))
-				case <-time.After(connectTimeout + closeTimeout/2 - time.Since(start)):
-					t.Errorf("Dial still waiting %v past its ConnectTimeout for a server held from reading: it waits for the answer", closeTimeout/2)
-					err = <-dialed
-				}
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("Dial to a server that sends no capabilities: %v, want its ConnectTimeout", err)
-				}
-				release()
-				checkClientClose(t, e.awaitEnd(t, p))
-			})
+	// Each attempt waits out ConnectTimeout: one carrier per way a link
+	// closes.
+	eachHeldConnect(t, closeWayCarriers, "after the Dials gave up", func(t *testing.T, e *heldConnectEnv, carrier Carrier) {
+		release := e.holdConnects(t)
+		const connectTimeout = 2 * time.Second
+		dialed := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+			defer cancel()
+			opts := ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
+				TLSConfig: e.cert.ClientTLSConfig(), DTLSConfig: e.cert.ClientDTLSConfig()}
+			opts.WebRTC.LoopbackOnly = true
+			c, err := Dial(ctx, e.urls[carrier], opts)
+			if err == nil {
+				c.Close()
+			}
+			dialed <- err
+		}()
+		p := e.awaitHeld(t, "no connection")
+		var err error
+		select {
+		case err = <-dialed:
+			t.Logf("Dial gave up after %v", time.Since(start))
+		case <-time.After(connectTimeout + closeTimeout/2 - time.Since(start)):
+			t.Errorf("Dial still waiting %v past its ConnectTimeout for a server held from reading: it waits for the answer", closeTimeout/2)
+			err = <-dialed
 		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Dial to a server that sends no capabilities: %v, want its ConnectTimeout", err)
+		}
+		release()
+		checkClientClose(t, e.awaitEnd(t, p))
 	})
-	checkGoroutinesBack(t, before, hangBound, "after the Dials gave up")
 }
 
 // The server's side of the rule above: a client's Ping compressed with

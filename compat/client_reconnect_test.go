@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -1147,48 +1146,40 @@ func TestReconnectDelayAfterRetryAfterIsSpread(t *testing.T) {
 // and half of closeTimeout from the held connection to the client
 // Connected again, tells the two apart.
 func TestReconnectGivenUpSendsItsClose(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Run("carriers", func(t *testing.T) {
-		e := newHeldConnectEnv(t)
-		// Each waits out ConnectTimeout: the carriers of the four ways a
-		// link closes, as in TestDialGivingUpSendsItsClose.
-		for _, carrier := range []Carrier{CarrierWebSocket, CarrierQUIC, CarrierWebTransport, CarrierSCTP} {
-			t.Run(carrierName(carrier), func(t *testing.T) {
-				const connectTimeout = time.Second
-				connected := make(chan struct{}, 1) // a reconnect's: Dial reports no state
-				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
-					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-					OnState: func(st State) {
-						if st == Connected {
-							select {
-							case connected <- struct{}{}:
-							default:
-							}
-						}
-					}})
-				dialed, err := c.current()
-				if err != nil {
-					t.Fatal(err)
+	// Each waits out ConnectTimeout: one carrier per way a link closes.
+	eachHeldConnect(t, closeWayCarriers, "after the clients' Close", func(t *testing.T, e *heldConnectEnv, carrier Carrier) {
+		const connectTimeout = time.Second
+		connected := make(chan struct{}, 1) // a reconnect's: Dial reports no state
+		c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: connectTimeout,
+			Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+			OnState: func(st State) {
+				if st == Connected {
+					select {
+					case connected <- struct{}{}:
+					default:
+					}
 				}
-				release := e.holdConnects(t)
-				e.dropPeers()
-				p := e.awaitHeld(t, "no reconnect") // the next attempt is served
-				held := time.Now()
-				select {
-				case <-connected:
-					t.Logf("Connected again %v after the held connection", time.Since(held))
-				case <-time.After(connectTimeout + closeTimeout/2):
-					t.Errorf("not Connected again %v past ConnectTimeout: giving up the held connection waits for the answer to its close", closeTimeout/2)
-				}
-				if cc, _ := c.current(); cc == dialed {
-					t.Error("the client is still on its first connection")
-				}
-				release()
-				checkClientClose(t, e.awaitEnd(t, p))
-			})
+			}})
+		dialed, err := c.current()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}) // the env's listeners close with the subtest
-	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
+		release := e.holdConnects(t)
+		e.dropPeers()
+		p := e.awaitHeld(t, "no reconnect") // the next attempt is served
+		held := time.Now()
+		select {
+		case <-connected:
+			t.Logf("Connected again %v after the held connection", time.Since(held))
+		case <-time.After(connectTimeout + closeTimeout/2):
+			t.Errorf("not Connected again %v past ConnectTimeout: giving up the held connection waits for the answer to its close", closeTimeout/2)
+		}
+		if cc, _ := c.current(); cc == dialed {
+			t.Error("the client is still on its first connection")
+		}
+		release()
+		checkClientClose(t, e.awaitEnd(t, p))
+	})
 }
 
 // Close that comes as a reconnect attempt has made its connection, before
@@ -1201,43 +1192,36 @@ func TestReconnectGivenUpSendsItsClose(t *testing.T) {
 // Close, half of closeTimeout, tells one that waits from one that does
 // not.
 func TestCloseAsAReconnectIsMadeSendsItsClose(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Run("carriers", func(t *testing.T) {
-		e := newHeldConnectEnv(t)
-		for _, carrier := range closeCarriers {
-			t.Run(carrierName(carrier), func(t *testing.T) {
-				c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
-					Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
-				release := e.holdConnects(t)
-				peers, closed := make(chan *Peer, 1), make(chan struct{})
-				hook := func() {
-					var p *Peer // nil: the server never had the connection
-					select {
-					case p = <-e.held:
-					case <-time.After(hangBound):
-					}
-					peers <- p
-					go func() { c.Close(); close(closed) }()
-					<-c.closedCh() // Close has begun
-				}
-				testHookReconnectDialed.Store(&hook)
-				defer testHookReconnectDialed.Store(nil)
-				e.dropPeers()
-				var p *Peer
-				select {
-				case p = <-peers:
-				case <-time.After(2 * hangBound):
-					t.Fatal("no reconnect")
-				}
-				e.hold.Store(nil)
-				if p == nil {
-					t.Fatal("the server never had the reconnected connection")
-				}
-				wantCloseUnawaited(t, closed)
-				release()
-				checkClientClose(t, e.awaitEnd(t, p))
-			})
+	eachHeldConnect(t, closeCarriers, "after the clients' Close", func(t *testing.T, e *heldConnectEnv, carrier Carrier) {
+		c := e.dial(t, carrier, ClientOptions{Logger: slog.New(slog.DiscardHandler),
+			Reconnect: Reconnect{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}})
+		release := e.holdConnects(t)
+		peers, closed := make(chan *Peer, 1), make(chan struct{})
+		hook := func() {
+			var p *Peer // nil: the server never had the connection
+			select {
+			case p = <-e.held:
+			case <-time.After(hangBound):
+			}
+			peers <- p
+			go func() { c.Close(); close(closed) }()
+			<-c.closedCh() // Close has begun
 		}
+		testHookReconnectDialed.Store(&hook)
+		defer testHookReconnectDialed.Store(nil)
+		e.dropPeers()
+		var p *Peer
+		select {
+		case p = <-peers:
+		case <-time.After(2 * hangBound):
+			t.Fatal("no reconnect")
+		}
+		e.hold.Store(nil)
+		if p == nil {
+			t.Fatal("the server never had the reconnected connection")
+		}
+		wantCloseUnawaited(t, closed)
+		release()
+		checkClientClose(t, e.awaitEnd(t, p))
 	})
-	checkGoroutinesBack(t, before, hangBound, "after the clients' Close")
 }

@@ -29,6 +29,21 @@ func wantPauseCutShort(t *testing.T, ended <-chan bool, what string) {
 	}
 }
 
+// wantPauseRanItsTime waits for a pause's end on ended, as
+// wantPauseCutShort does, and fails the test if the pause was cut short:
+// why says what must not have ended it.
+func wantPauseRanItsTime(t *testing.T, ended <-chan bool, why string) {
+	t.Helper()
+	select {
+	case timedOut := <-ended:
+		if !timedOut {
+			t.Errorf("the pause was cut short: %s", why)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the pause did not end")
+	}
+}
+
 // pauseHooks sets testHookInflatePause for the pauses of s's connections
 // until the test ends: began, then ended with whether the pause's time
 // ran out.
