@@ -156,6 +156,23 @@ func validPrefix(s string, n int) string {
 	return s
 }
 
+// OptionError is NewServer's refusal of a value in its Options. Option
+// names the field as Options spells it ("IdleTimeout",
+// "Limits.MaxInflateRate"): a program whose options come from settings of
+// its own (a command's flags, a configuration file) tells from it, with
+// errors.As, which of those to name, instead of matching the message. Err
+// says what is wrong with the value.
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+// Error is Err's message, which names the field too.
+func (e *OptionError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // CloseError reports that a connection closed with a WebSocket close code:
 // the peer's, or the one this end sent after a violation. Reason is the
 // machine-readable reason (PROTOCOL.md §7).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"strings"
 	"syscall"
@@ -120,25 +121,69 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 	}
 }
 
-// Settings that would fail later, on every connection, fail NewServer.
+// Settings that would fail later, on every connection, fail NewServer,
+// with an *OptionError that names the field refused (for a program to
+// name its own setting of it, as cmd/hotpath names its flag).
 func TestNewServerRefusesBadOptions(t *testing.T) {
-	for name, opts := range map[string]Options{
-		"keepalive equal to idle": {KeepaliveInterval: time.Second, IdleTimeout: time.Second},
-		"keepalive over idle":     {KeepaliveInterval: time.Minute, IdleTimeout: time.Second},
-		"compression level -1":    {Compression: Compression{Level: -1}},
-		"compression level 10":    {Compression: Compression{Level: 10}},
+	for name, tc := range map[string]struct {
+		opts  Options
+		field string
+	}{
+		"keepalive equal to idle": {Options{KeepaliveInterval: time.Second, IdleTimeout: time.Second}, "KeepaliveInterval"},
+		"keepalive over idle":     {Options{KeepaliveInterval: time.Minute, IdleTimeout: time.Second}, "KeepaliveInterval"},
+		"compression level -1":    {Options{Compression: Compression{Level: -1}}, "Compression.Level"},
+		"compression level 10":    {Options{Compression: Compression{Level: 10}}, "Compression.Level"},
 		// The client reads a negative value as "off"; the server took
 		// its default, silently.
-		"negative idle timeout": {IdleTimeout: -1},
-		"negative keepalive":    {KeepaliveInterval: -1},
+		"negative idle timeout":          {Options{IdleTimeout: -1}, "IdleTimeout"},
+		"negative keepalive":             {Options{KeepaliveInterval: -1}, "KeepaliveInterval"},
+		"both negative":                  {Options{IdleTimeout: -1, KeepaliveInterval: -1}, "IdleTimeout"},
+		"inflate rate below max message": {Options{Limits: Limits{MaxInflateRate: 1000}}, "Limits.MaxInflateRate"},
+		"sctp rto max below rto min":     {Options{SCTPRTOMax: time.Millisecond}, "SCTPRTOMax"},
+		"no router":                      {Options{}, "Router"},
 	} {
-		opts.Router = testRouter()
-		if _, err := NewServer(opts); err == nil {
-			t.Errorf("%s: NewServer accepted it", name)
+		if tc.field != "Router" {
+			tc.opts.Router = testRouter()
+		}
+		_, err := NewServer(tc.opts)
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != tc.field {
+			t.Errorf("%s: NewServer: %v (%#v), want an *OptionError for %s", name, err, oe, tc.field)
 		}
 	}
 	if _, err := NewServer(Options{Router: testRouter(), Compression: Compression{Level: 9}, IdleTimeout: time.Second}); err != nil {
 		t.Errorf("level 9, idle 1 s: %v", err)
+	}
+}
+
+// Options.WithDefaults is what NewServer runs with, so that a program
+// stating the server's defaults from it (cmd/hotpath's help) states the
+// ones in force; and NewServer takes its result as the options it came
+// from, with a default that follows another field (the keepalive, the
+// inflate rate) still following it.
+func TestWithDefaultsIsWhatNewServerRuns(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	for _, opts := range []Options{
+		{},
+		{IdleTimeout: 10 * time.Second, Limits: Limits{MaxMessageSize: 100 << 20, MaxRooms: 3}},
+		{KeepaliveInterval: time.Second, Limits: Limits{MaxEmitRate: -1, MaxInflateRate: -1}},
+	} {
+		opts.Router, opts.Logger = testRouter(), logger
+		want := opts.WithDefaults()
+		for _, in := range []Options{opts, want} {
+			s, err := NewServer(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := s.opts
+			s.Shutdown(context.Background())
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("NewServer(%+v) runs with\n%+v\nwant WithDefaults'\n%+v", in, got, want)
+			}
+		}
+	}
+	if d := (Options{}).WithDefaults(); d.IdleTimeout <= 0 || d.KeepaliveInterval <= 0 || d.KeepaliveInterval >= d.IdleTimeout || d.Limits.MaxRooms <= 0 || d.Limits.MaxInflateRate < d.Limits.MaxMessageSize {
+		t.Errorf("Options{}.WithDefaults() = %+v: a default missing", d)
 	}
 }
 

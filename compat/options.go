@@ -449,17 +449,20 @@ type Compression struct {
 // later on every connection rather than now.
 func (o Options) check() error {
 	if err := checkKeepalive(o.KeepaliveInterval, o.IdleTimeout); err != nil {
-		return err
+		return &OptionError{Option: "KeepaliveInterval", Err: err}
 	}
 	if err := checkSCTPRTOMax("Options.SCTPRTOMax", o.SCTPRTOMax); err != nil {
-		return err
+		return &OptionError{Option: "SCTPRTOMax", Err: err}
 	}
 	if l := o.Compression.Level; l < 1 || l > 9 {
 		// deflatecache would refuse it, and every upgrade that negotiates
 		// permessage-deflate would fail with 500.
-		return fmt.Errorf("compat: Compression.Level %d is outside 1 to 9", l)
+		return &OptionError{Option: "Compression.Level", Err: fmt.Errorf("compat: Compression.Level %d is outside 1 to 9", l)}
 	}
-	return checkInflateRate("Limits", o.Limits)
+	if err := checkInflateRate("Limits", o.Limits); err != nil {
+		return &OptionError{Option: "Limits.MaxInflateRate", Err: err}
+	}
+	return nil
 }
 
 // checkInflateRate refuses a MaxInflateRate below MaxMessageSize a
@@ -539,7 +542,17 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("hotpath: HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o as NewServer runs it: every field that selects a
+// default (a zero value, and the others its doc names) set to that
+// default, those that follow another field (KeepaliveInterval, the
+// Limits' MaxFrameSize and MaxInflateRate) from o's. It checks nothing:
+// NewServer refuses some values it would fill in (a negative
+// IdleTimeout). It exists so that a program can state the defaults it
+// leaves to the server, a command's flags' help for one, from this one
+// source rather than copies that must follow it (Options{}.WithDefaults()
+// has them all). Options that NewServer accepts it accepts filled in
+// alike, and runs the same.
+func (o Options) WithDefaults() Options {
 	if o.Codec == nil {
 		o.Codec = JSON
 	}

@@ -103,7 +103,7 @@ func TestWebRTCSettingEngineGetsRTOMax(t *testing.T) {
 // for a few resends: a lost packet is sent again well before a silent
 // connection is pinged, let alone given up.
 func TestSCTPRTOMaxBelowKeepalive(t *testing.T) {
-	keepalive := defaultKeepalive(0, Options{}.withDefaults().IdleTimeout)
+	keepalive := defaultKeepalive(0, Options{}.WithDefaults().IdleTimeout)
 	if 4*defaultSCTPRTOMax > keepalive {
 		t.Errorf("defaultSCTPRTOMax %v leaves under 4 resends within the default keepalive interval %v", defaultSCTPRTOMax, keepalive)
 	}

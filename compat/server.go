@@ -83,18 +83,23 @@ type Server struct {
 	handshakes closerSet
 }
 
-// NewServer returns a Server for opts. It fails when opts has no Router or
-// the Router has an empty or duplicate name.
+// NewServer returns a Server for opts. It fails when opts has no Router,
+// the Router has an empty or duplicate name, or a field has a value it
+// refuses (an *OptionError, naming the field).
 func NewServer(opts Options) (*Server, error) {
 	if opts.Router == nil {
-		return nil, errors.New("compat: Options.Router is nil")
+		return nil, &OptionError{Option: "Router", Err: errors.New("compat: Options.Router is nil")}
 	}
 	if opts.IdleTimeout < 0 || opts.KeepaliveInterval < 0 {
 		// The client reads a negative value as "off"; a server always
 		// gives silent peers up, or dead ones would pile up.
-		return nil, fmt.Errorf("compat: negative IdleTimeout (%v) or KeepaliveInterval (%v): a server always pings and gives up silent peers; 0 takes the defaults", opts.IdleTimeout, opts.KeepaliveInterval)
+		field := "IdleTimeout"
+		if opts.IdleTimeout >= 0 {
+			field = "KeepaliveInterval"
+		}
+		return nil, &OptionError{Option: field, Err: fmt.Errorf("compat: negative IdleTimeout (%v) or KeepaliveInterval (%v): a server always pings and gives up silent peers; 0 takes the defaults", opts.IdleTimeout, opts.KeepaliveInterval)}
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
