@@ -190,15 +190,26 @@ const minMaxMessage, maxMaxMessage = 1 << 10, 1 << 30
 // minTicker is the shortest -ticker: the demo room's emits are for eyes.
 const minTicker = 10 * time.Millisecond
 
-// The server's defaults for -idle-timeout, -keepalive and -max-rooms
-// left at 0, for their help: compat does not export them (they are
-// Options.withDefaults' in compat/options.go), so they are written here
-// once, and must follow compat's if it changes them.
-const (
-	defaultIdleTimeout = 60 * time.Second
-	defaultKeepalive   = 25 * time.Second
-	defaultMaxRooms    = 256
-)
+// serverDefaults are the options the server runs with when a flag leaves
+// its option at 0: the defaults the flags' help states, and those of
+// -max-message and -presence-interval, taken from compat itself so that
+// a default changed there changes the help (they were copies here, which
+// had to follow compat's by hand).
+var serverDefaults = compat.Options{}.WithDefaults()
+
+// byteSize says n bytes in the largest binary unit that divides it: 4 MiB,
+// 1536 bytes.
+func byteSize(n int64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n != 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n != 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // slowConsumer is -slow-consumer: Options.SlowConsumer by the names
 // slowConsumerNames gives its policies.
@@ -260,19 +271,20 @@ func defineFlags(fs *flag.FlagSet) *settings {
 	fs.BoolVar(&f.metrics, "metrics", false, "serve counters in Prometheus text format at /metrics")
 	fs.BoolVar(&f.noCompression, "no-compression", false, "decline permessage-deflate")
 	fs.BoolVar(&f.contextTakeover, "context-takeover", false, "allow permessage-deflate context takeover (more memory per connection)")
-	fs.Int64Var(&f.maxMessage, "max-message", 1<<20, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
+	def := serverDefaults
+	fs.Int64Var(&f.maxMessage, "max-message", def.Limits.MaxMessageSize, fmt.Sprintf("largest message accepted, in bytes, after inflating (%d to %d)", minMaxMessage, maxMaxMessage))
 	fs.Int64Var(&f.maxEmit, "max-emit", maxChatEmit, "largest room emit a client may send, in bytes, relayed to every member (0: up to -max-message)")
-	fs.IntVar(&f.maxEmitRate, "max-emit-rate", 0, "member deliveries a second that one connection's room emits may cost (an emit to n members costs n); past it they are dropped (0: the default, 500000; negative: no limit)")
-	fs.Int64Var(&f.maxInflateRate, "max-inflate-rate", 0, "bytes a second one connection may inflate (permessage-deflate and dictionary packets); past it its reading pauses (0: the default, 64 MiB, or -max-message if larger; negative: no limit; else at least -max-message)")
-	fs.IntVar(&f.maxOutbox, "max-outbox", 0, "bytes queued for one connection and not yet written; past it room emits skip it and answers wait up to 3 s for room (0: the default, 4 MiB)")
+	fs.IntVar(&f.maxEmitRate, "max-emit-rate", 0, fmt.Sprintf("member deliveries a second that one connection's room emits may cost (an emit to n members costs n); past it they are dropped (0: the default, %d; negative: no limit)", def.Limits.MaxEmitRate))
+	fs.Int64Var(&f.maxInflateRate, "max-inflate-rate", 0, fmt.Sprintf("bytes a second one connection may inflate (permessage-deflate and dictionary packets); past it its reading pauses (0: the default, %s, or -max-message if larger; negative: no limit; else at least -max-message)", byteSize(def.Limits.MaxInflateRate)))
+	fs.IntVar(&f.maxOutbox, "max-outbox", 0, fmt.Sprintf("bytes queued for one connection and not yet written; past it room emits skip it and answers wait up to 3 s for room (0: the default, %s)", byteSize(int64(def.Limits.MaxOutboxBytes))))
 	fs.Var(&f.slowConsumer, "slow-consumer", "what a room emit does to a member whose queue is past -max-outbox, the slow-consumer `policy`: drop (the default) skips the member for that event, disconnect closes its connection")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, fmt.Sprintf("how long a connection may stay silent, pings unanswered, before the server closes it (0: the default, %gs; negative: refused; must be longer than -keepalive)", defaultIdleTimeout.Seconds()))
-	fs.DurationVar(&f.keepalive, "keepalive", 0, fmt.Sprintf("how long a connection may stay silent before the server pings it (0: the default, %gs, or half of -idle-timeout if that is shorter; negative: refused; must be shorter than -idle-timeout)", defaultKeepalive.Seconds()))
-	fs.IntVar(&f.maxRooms, "max-rooms", 0, fmt.Sprintf("rooms one connection may be in at once; past it a join is refused (0: the default, %d; negative: refused)", defaultMaxRooms))
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, fmt.Sprintf("how long a connection may stay silent, pings unanswered, before the server closes it (0: the default, %gs; negative: refused; must be longer than -keepalive)", def.IdleTimeout.Seconds()))
+	fs.DurationVar(&f.keepalive, "keepalive", 0, fmt.Sprintf("how long a connection may stay silent before the server pings it (0: the default, %gs, or half of -idle-timeout if that is shorter; negative: refused; must be shorter than -idle-timeout)", def.KeepaliveInterval.Seconds()))
+	fs.IntVar(&f.maxRooms, "max-rooms", 0, fmt.Sprintf("rooms one connection may be in at once; past it a join is refused (0: the default, %d; negative: refused)", def.Limits.MaxRooms))
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections open at once, every carrier's together; past it they are refused (503, or close 1013) (0: no cap)")
 	fs.IntVar(&f.maxPerAddress, "max-connections-per-address", 0, "connections open at once from one client address (an IPv6 one by its /64), every carrier's together; past it they are refused (503; QUIC's CONNECTION_REFUSED before the TLS handshake, or close 1013) (0: no cap; leave it 0 behind a reverse proxy)")
 	fs.DurationVar(&f.ticker, "ticker", 500*time.Millisecond, "interval of the demo ticker room's emits (at least "+minTicker.String()+")")
-	fs.DurationVar(&f.presence, "presence-interval", 100*time.Millisecond, "send each room's member-count events at most once per interval (negative: one per change)")
+	fs.DurationVar(&f.presence, "presence-interval", def.PresenceInterval, "send each room's member-count events at most once per interval (negative: one per change)")
 	fs.StringVar(&f.quic, "quic", "", "UDP address for QUIC and WebTransport (off when empty)")
 	fs.StringVar(&f.sctp, "sctp", "", "UDP address for SCTP (off when empty)")
 	fs.BoolVar(&f.webrtc, "webrtc", false, "serve WebRTC signalling at /rtc")

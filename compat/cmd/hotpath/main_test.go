@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -272,6 +274,7 @@ func flagOptions(t *testing.T, args ...string) compat.Options {
 // and is refused by NewServer on the options the flags make (main then
 // exits 2: TestRefusedFlagsExit2).
 func TestLimitFlagsReachTheServer(t *testing.T) {
+	defaultIdleTimeout := time.Duration(statedDefault(t, "idle-timeout") * float64(time.Second))
 	for _, tc := range []struct {
 		args            []string
 		policy          compat.SlowConsumerPolicy
@@ -325,8 +328,10 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 // The default -max-rooms' help states is the server's: a client joins
 // that many rooms and is refused one more. (-idle-timeout's is pinned by
 // TestLimitFlagsReachTheServer; -keepalive's would take 25 s of silence
-// to observe.)
+// to observe; every stated default is compat's by
+// TestFlagDefaultsAreTheServers.)
 func TestMaxRoomsDefaultIsTheServers(t *testing.T) {
+	defaultMaxRooms := int(statedDefault(t, "max-rooms"))
 	srv, err := compat.NewServer(flagOptions(t))
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +353,91 @@ func TestMaxRoomsDefaultIsTheServers(t *testing.T) {
 	}
 	if _, err := c.Join(ctx, "one more"); err == nil {
 		t.Fatalf("joined %d rooms, past the default -max-rooms states", defaultMaxRooms+1)
+	}
+}
+
+// statedRE finds the default a flag's help states for 0: a number, with
+// the unit it is in.
+var statedRE = regexp.MustCompile(`\(0: the default, ([0-9]+(?:\.[0-9]+)?) ?(GiB|MiB|KiB|bytes|s)?[,;)]`)
+
+// statedDefault is the default flag name's help states for 0, in bytes,
+// seconds or a count.
+func statedDefault(t *testing.T, name string) float64 {
+	t.Helper()
+	fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+	defineFlags(fs)
+	fl := fs.Lookup(name)
+	if fl == nil {
+		t.Fatalf("no flag -%s", name)
+	}
+	m := statedRE.FindStringSubmatch(fl.Usage)
+	if m == nil {
+		t.Fatalf("-%s's help states no default for 0: %q", name, fl.Usage)
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unit, ok := map[string]float64{"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10}[m[2]]; ok {
+		n *= unit
+	}
+	return n
+}
+
+// Every default the flags' help states is the one the server runs with
+// (compat's Options.WithDefaults, which NewServer runs), and a flag that
+// passes a default of its own to an option compat has a default for
+// (-max-message, -presence-interval, -slow-consumer) has compat's. They
+// were copies in main.go that had to follow compat's by hand, and tests
+// pinned only -max-rooms' and -idle-timeout's. A flag whose help says
+// "the default" and is not in the table fails the test, so a new one is
+// checked too.
+func TestFlagDefaultsAreTheServers(t *testing.T) {
+	def := compat.Options{}.WithDefaults()
+	stated := map[string]float64{
+		"max-emit-rate":    float64(def.Limits.MaxEmitRate),
+		"max-inflate-rate": float64(def.Limits.MaxInflateRate),
+		"max-outbox":       float64(def.Limits.MaxOutboxBytes),
+		"max-rooms":        float64(def.Limits.MaxRooms),
+		"idle-timeout":     def.IdleTimeout.Seconds(),
+		"keepalive":        def.KeepaliveInterval.Seconds(),
+	}
+	policy := slowConsumer(def.SlowConsumer)
+	own := map[string]string{
+		"max-message":       fmt.Sprint(def.Limits.MaxMessageSize),
+		"presence-interval": def.PresenceInterval.String(),
+		"slow-consumer":     policy.String(),
+	}
+	fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+	defineFlags(fs)
+	fs.VisitAll(func(fl *flag.Flag) {
+		if want, ok := own[fl.Name]; ok {
+			if fl.DefValue != want {
+				t.Errorf("-%s defaults to %s; compat's default is %s", fl.Name, fl.DefValue, want)
+			}
+		}
+		if !strings.Contains(fl.Usage, "the default") {
+			return
+		}
+		if fl.Name == "slow-consumer" {
+			if !strings.Contains(fl.Usage, policy.String()+" (the default)") {
+				t.Errorf("-slow-consumer's help does not name compat's default, %s: %q", policy.String(), fl.Usage)
+			}
+			return
+		}
+		want, ok := stated[fl.Name]
+		if !ok {
+			t.Errorf("-%s's help states a default this test does not check against compat's: %q", fl.Name, fl.Usage)
+			return
+		}
+		if got := statedDefault(t, fl.Name); got != want {
+			t.Errorf("-%s's help states the default %s; compat's is %s: %q", fl.Name, strconv.FormatFloat(got, 'f', -1, 64), strconv.FormatFloat(want, 'f', -1, 64), fl.Usage)
+		}
+	})
+	for name := range stated {
+		if fl := fs.Lookup(name); fl == nil || !strings.Contains(fl.Usage, "the default") {
+			t.Errorf("-%s states no default", name)
+		}
 	}
 }
 
