@@ -49,13 +49,8 @@ func main() {
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv, err := compat.NewServer(f.options(log))
+	srv, err := newServer(flag.CommandLine, f, log)
 	if err != nil {
-		// Every option comes from a flag, so this is a flag NewServer
-		// refuses, which checkFlags leaves to NewServer's own check:
-		// -max-inflate-rate below -max-message, a negative -idle-timeout
-		// or -keepalive, or a -keepalive not shorter than -idle-timeout
-		// (whose default NewServer knows).
 		usageError(err)
 	}
 
@@ -322,6 +317,42 @@ func (f *settings) options(log *slog.Logger) compat.Options {
 		opts.CheckOrigin = compat.SameHost
 	}
 	return opts
+}
+
+// newServer is the server for the settings f parsed from fs, logging to
+// log. Every option comes from a flag, so a value NewServer refuses is a
+// flag's, which checkFlags leaves to NewServer's own check (whose
+// defaults and rules the command does not copy): -max-inflate-rate below
+// -max-message, a negative -idle-timeout or -keepalive, or a -keepalive
+// not shorter than -idle-timeout. Its error then begins with the flag and
+// its value, as checkFlags' do: NewServer's names the option
+// (KeepaliveInterval), which is not what the operator typed.
+func newServer(fs *flag.FlagSet, f *settings, log *slog.Logger) (*compat.Server, error) {
+	srv, err := compat.NewServer(f.options(log))
+	var oe *compat.OptionError
+	if errors.As(err, &oe) {
+		if name, ok := optionFlags[oe.Option]; ok {
+			return nil, fmt.Errorf("-%s %v: %w", name, fs.Lookup(name).Value, err)
+		}
+	}
+	return srv, err
+}
+
+// optionFlags name the flag that sets each option, by
+// compat.OptionError's name for it.
+var optionFlags = map[string]string{
+	"Limits.MaxMessageSize":    "max-message",
+	"Limits.MaxEmitSize":       "max-emit",
+	"Limits.MaxEmitRate":       "max-emit-rate",
+	"Limits.MaxInflateRate":    "max-inflate-rate",
+	"Limits.MaxOutboxBytes":    "max-outbox",
+	"Limits.MaxRooms":          "max-rooms",
+	"SlowConsumer":             "slow-consumer",
+	"IdleTimeout":              "idle-timeout",
+	"KeepaliveInterval":        "keepalive",
+	"MaxConnections":           "max-connections",
+	"MaxConnectionsPerAddress": "max-connections-per-address",
+	"PresenceInterval":         "presence-interval",
 }
 
 // checkFlags refuses what the flag package lets through but the server

@@ -252,6 +252,15 @@ func TestRateFlagsReachTheServer(t *testing.T) {
 // options, failing the test if the flags are refused before NewServer.
 func flagOptions(t *testing.T, args ...string) compat.Options {
 	t.Helper()
+	_, f := parseFlags(t, args...)
+	return f.options(slog.New(slog.DiscardHandler))
+}
+
+// parseFlags parses args as the command does, failing the test if the
+// flags are refused before NewServer, and returns the flag set and the
+// settings.
+func parseFlags(t *testing.T, args ...string) (*flag.FlagSet, *settings) {
+	t.Helper()
 	fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := defineFlags(fs)
@@ -262,7 +271,7 @@ func flagOptions(t *testing.T, args ...string) compat.Options {
 	if err := checkFlags(*f); err != nil {
 		t.Fatalf("%q: %v", args, err)
 	}
-	return f.options(slog.New(slog.DiscardHandler))
+	return fs, f
 }
 
 // -slow-consumer, -idle-timeout, -keepalive and -max-rooms reach
@@ -353,6 +362,48 @@ func TestMaxRoomsDefaultIsTheServers(t *testing.T) {
 	}
 	if _, err := c.Join(ctx, "one more"); err == nil {
 		t.Fatalf("joined %d rooms, past the default -max-rooms states", defaultMaxRooms+1)
+	}
+}
+
+// A value NewServer refuses is refused in the terms of the flag that set
+// it, with its value, as checkFlags' refusals are: the error began with
+// NewServer's name for the option ("compat: KeepaliveInterval 20s is
+// not shorter than IdleTimeout 20s"), not the flag the operator typed.
+func TestNewServerRefusalNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-idle-timeout", "-1s"}, "-idle-timeout -1s: "},
+		{[]string{"-keepalive", "-1s"}, "-keepalive -1s: "},
+		{[]string{"-idle-timeout", "20s", "-keepalive", "20s"}, "-keepalive 20s: "},
+		{[]string{"-idle-timeout", "20s", "-keepalive", "30s"}, "-keepalive 30s: "},
+		// Refused for the default -idle-timeout.
+		{[]string{"-keepalive", serverDefaults.IdleTimeout.String()}, "-keepalive " + serverDefaults.IdleTimeout.String() + ": "},
+		{[]string{"-max-inflate-rate", "1000"}, "-max-inflate-rate 1000: "},
+		{[]string{"-max-message", "4194304", "-max-inflate-rate", "2097152"}, "-max-inflate-rate 2097152: "},
+	} {
+		fs, f := parseFlags(t, tc.args...)
+		srv, err := newServer(fs, f, slog.New(slog.DiscardHandler))
+		if err == nil {
+			srv.Shutdown(context.Background())
+			t.Errorf("%q: the server started", tc.args)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %q, want it to begin %q", tc.args, err, tc.want)
+		}
+		var oe *compat.OptionError
+		if !errors.As(err, &oe) {
+			t.Errorf("%q: %v, not NewServer's *compat.OptionError wrapped", tc.args, err)
+		}
+	}
+	// Every option the table names a flag for has that flag.
+	fs, _ := parseFlags(t)
+	for option, name := range optionFlags {
+		if fs.Lookup(name) == nil {
+			t.Errorf("optionFlags: %s's flag -%s is not defined", option, name)
+		}
 	}
 }
 
