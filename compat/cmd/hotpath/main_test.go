@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -492,29 +493,89 @@ func TestFlagDefaultsAreTheServers(t *testing.T) {
 	}
 }
 
-// A flag the command refuses ends it with exit status 2 and the usage,
-// whichever check refuses it: the flag package's parse (-slow-consumer),
-// checkFlags (-max-rooms) or NewServer (-keepalive with -idle-timeout).
+// A flag the command refuses ends it with exit status 2, the usage and
+// an error that names the flag, whichever check refuses it: the flag
+// package's parse (-slow-consumer), checkFlags (-max-rooms) or NewServer
+// (-keepalive with -idle-timeout, -max-inflate-rate). A refusal that
+// regressed would serve instead of exiting: the command listens on a
+// port of its own, and the test fails as soon as it prints its address,
+// rather than at waitExit's 30 s.
 func TestRefusedFlagsExit2(t *testing.T) {
-	for _, args := range []string{
-		"-slow-consumer later",
-		"-max-rooms -1",
-		"-idle-timeout 20s -keepalive 20s",
-		"-idle-timeout -1s",
+	for _, tc := range []struct{ args, want string }{
+		{"-slow-consumer later", `invalid value "later" for flag -slow-consumer`},
+		{"-max-rooms -1", "hotpath: -max-rooms -1: "},
+		{"-idle-timeout 20s -keepalive 20s", "hotpath: -keepalive 20s: "},
+		{"-idle-timeout -1s", "hotpath: -idle-timeout -1s: "},
+		{"-max-inflate-rate 1000", "hotpath: -max-inflate-rate 1000: "},
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "HOTPATH_TEST_MAIN=-addr 127.0.0.1:0 "+args)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if got := waitExit(t, cmd); got != 2 {
-			t.Errorf("%s: exit status %d, want 2; stderr:\n%s", args, got, stderr.String())
-		} else if !strings.Contains(stderr.String(), "-slow-consumer") {
-			t.Errorf("%s: no usage on stderr:\n%s", args, stderr.String())
+		code, stderr, served := runRefused(t, tc.args)
+		switch {
+		case served != "":
+			t.Errorf("%s: the command served (%q) instead of refusing the flags; stderr:\n%s", tc.args, served, stderr)
+		case code != 2:
+			t.Errorf("%s: exit status %d, want 2; stderr:\n%s", tc.args, code, stderr)
+		case !strings.Contains(stderr, "-slow-consumer policy"):
+			t.Errorf("%s: no usage on stderr:\n%s", tc.args, stderr)
+		case !strings.Contains(stderr, tc.want):
+			t.Errorf("%s: stderr does not say %q:\n%s", tc.args, tc.want, stderr)
 		}
 	}
+}
+
+// runRefused runs the command (TestMain) with args, on a loopback port
+// of its own, and returns its exit status and stderr once it exits; or,
+// if it serves instead (it prints its address first), the line it
+// printed, having killed it. It waits 30 s at most for either, and
+// fails the test then.
+func runRefused(t *testing.T, args string) (code int, stderr, served string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HOTPATH_TEST_MAIN=-addr 127.0.0.1:0 "+args)
+	var errBuf strings.Builder
+	cmd.Stderr = &errBuf
+	out := &firstLine{line: make(chan string, 1)}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+		return cmd.ProcessState.ExitCode(), errBuf.String(), ""
+	case served = <-out.line:
+		cmd.Process.Kill()
+		<-exited
+		return -1, errBuf.String(), served
+	case <-time.After(30 * time.Second):
+	}
+	cmd.Process.Kill()
+	<-exited
+	t.Fatalf("%s: the command neither exited nor printed a line in 30 s; stderr:\n%s", args, errBuf.String())
+	return
+}
+
+// firstLine is a child's stdout: it sends the first line, once whole, on
+// line (buffered), and discards the rest. exec writes to it from one
+// goroutine.
+type firstLine struct {
+	buf  []byte
+	sent bool
+	line chan string
+}
+
+func (w *firstLine) Write(p []byte) (int, error) {
+	if !w.sent {
+		w.buf = append(w.buf, p...)
+		if i := bytes.IndexByte(w.buf, '\n'); i >= 0 {
+			w.sent = true
+			w.line <- string(w.buf[:i])
+		}
+	}
+	return len(p), nil
 }
 
 // -slow-consumer disconnect drops a member that does not read once its
