@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hotpath-go/hotpath/wsframe"
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/quicvarint"
 	"github.com/quic-go/webtransport-go"
 )
@@ -204,6 +206,42 @@ func TestWebTransportSecondSessionWithoutFlowControl(t *testing.T) {
 	c.open(t, e, u, 1)
 }
 
+// sessionIDs has Authenticate learn the session ID of each WebTransport
+// session as the server sees it, in the order the requests come: the
+// stream ID of its CONNECT request (webtransport-go's Upgrade takes it so,
+// and does not expose it), which http3's request body tells. Each
+// session's Peer has its ID as identity. A body without it refuses the
+// request: the test's dial fails, and says why.
+func sessionIDs() (auth func(*http.Request) (any, error), ids <-chan quic.StreamID) {
+	ch := make(chan quic.StreamID, 8)
+	return func(r *http.Request) (any, error) {
+		b, ok := r.Body.(interface{ StreamID() quic.StreamID })
+		if !ok {
+			return nil, &HTTPError{Status: http.StatusForbidden, Message: fmt.Sprintf("the request body (%T) has no StreamID: the test cannot learn the session ID", r.Body)}
+		}
+		ch <- b.StreamID()
+		return b.StreamID(), nil
+	}, ch
+}
+
+// nextSessionID returns the session ID of the session that just opened,
+// which sessionIDs learned before the session's CONNECT was answered.
+func nextSessionID(t *testing.T, ids <-chan quic.StreamID, what string) quic.StreamID {
+	t.Helper()
+	select {
+	case id := <-ids:
+		// A client-initiated bidirectional stream, as RFC 9220 has a
+		// CONNECT request's.
+		if id%4 != 0 {
+			t.Fatalf("%s's session ID %d is no client-initiated bidirectional stream", what, id)
+		}
+		return id
+	case <-time.After(hangBound):
+		t.Fatalf("%s opened without Authenticate learning its session ID", what)
+		return 0
+	}
+}
+
 // A pooled session whose client opens a unidirectional stream, which the
 // server's limit of 0 forbids (pooledFlowControl, PROTOCOL.md §8.2), ends
 // alone: webtransport-go ends the session with WT_FLOW_CONTROL_ERROR
@@ -215,8 +253,13 @@ func TestWebTransportSecondSessionWithoutFlowControl(t *testing.T) {
 // once another session takes its place, the process has no more
 // goroutines than with the two it had.
 func TestWebTransportPooledUniStream(t *testing.T) {
-	ended := make(chan error, 4)
-	e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
+	type end struct {
+		p   *Peer
+		err error
+	}
+	ended := make(chan end, 4)
+	auth, ids := sessionIDs()
+	e := newCarrierEnv(t, Options{Authenticate: auth, OnDisconnect: func(p *Peer, err error) { ended <- end{p, err} }})
 	u := e.urls[CarrierWebTransport]
 	c, err := dialH3(t, e, hostOf(u), pooledConfig)
 	if err != nil {
@@ -238,20 +281,28 @@ func TestWebTransportPooledUniStream(t *testing.T) {
 		}
 		return cl
 	}
-	// The connection's first request stream, 0, is the first session's
-	// CONNECT, whose stream ID is its session ID.
 	first := dial("the first session")
+	firstID := nextSessionID(t, ids, "the first session")
 	second := dial("the second session")
+	secondID := nextSessionID(t, ids, "the second session")
+	if secondID == firstID {
+		t.Fatalf("both sessions have ID %d", firstID)
+	}
+	t.Logf("session IDs: %d, %d", firstID, secondID)
 	before := runtime.NumGoroutine()
 
 	str, err := c.qc.OpenUniStreamSync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	str.Write(quicvarint.Append(quicvarint.Append(nil, 0x54), 0)) // a WebTransport stream of session 0
+	str.Write(quicvarint.Append(quicvarint.Append(nil, 0x54), uint64(firstID))) // a WebTransport stream of the first session
 	str.Write([]byte("stray"))
 	select {
-	case err := <-ended:
+	case end := <-ended:
+		if id := end.p.Identity(); id != firstID {
+			t.Fatalf("the session of ID %v ended, want the first's, %d", id, firstID)
+		}
+		err := end.err
 		ce, ok := errors.AsType[*CloseError](err)
 		if !ok || ce.Code != wsframe.CloseProtocolError || !strings.HasPrefix(ce.Reason, flowControlReason) {
 			t.Errorf("the server's connection of the session that opened a unidirectional stream ended with %v, want 1002 %s", err, flowControlReason)
