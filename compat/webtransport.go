@@ -64,15 +64,26 @@ func (s *Server) webTransport() *webtransport.Server {
 // The limits hold a session to what QUICConfig gives a whole connection,
 // which binds first: its streams (1024) and its window (16 MiB), which the
 // sessions of a connection share as its streams do, so that a session
-// alone on its connection is served as one without flow control is. A
-// unidirectional stream is a violation (PROTOCOL.md §8.2): the limit of 0
-// tells the client so before it opens one. A client that opens one anyway
-// has its session ended by webtransport-go (WT_FLOW_CONTROL_ERROR) before
-// refuseStrayStreams sees the stream: 1002 HP_ERR_FLOW_CONTROL on this
-// end (flowControlViolation), no close code on the client's.
+// alone on its connection is served as one without flow control is.
+//
+// Unidirectional streams get the same limit as bidirectional ones,
+// although one is a violation (PROTOCOL.md §8.2): a limit of 0 had
+// webtransport-go end the session of a client that opened one anyway
+// (WT_FLOW_CONTROL_ERROR) before refuseStrayStreams saw the stream, by
+// resetting the session's CONNECT stream and every stream of it, the
+// control stream too, so nothing could tell the client why: it saw 1006
+// where this end closed with 1002. Within the limit the stream reaches
+// refuseStrayStreams, which closes as on any other session: the close
+// notice, 1002 HP_ERR_UNEXPECTED_STREAM, on the control stream, then the
+// session's close with the code. Only the first stream is accepted; the
+// others stay unread, each holding a stream of QUIC's limit (100
+// unidirectional streams, fewer than this), until the session closes. A
+// client has to open more than the limit before the session is closed,
+// streams that it ended at once, to meet webtransport-go's error again
+// (flowControlViolation).
 var pooledFlowControl = &webtransport.Config{
 	MaxIncomingStreams:    maxIncomingStreams,
-	MaxIncomingUniStreams: -1, // sent as 0
+	MaxIncomingUniStreams: maxIncomingStreams,
 	MaxIncomingData:       connectionWindow,
 }
 
@@ -593,13 +604,13 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 // flowControlViolation returns the error of a session that
 // webtransport-go ended for the other end's breach of its flow control
 // (WT_FLOW_CONTROL_ERROR), or nil: 1002 HP_ERR_FLOW_CONTROL, with what
-// webtransport-go says of it. On a pooled session it is a unidirectional
-// stream past the server's limit of 0 (pooledFlowControl), which
-// webtransport-go refuses before refuseStrayStreams could accept it: it
-// resets the session's CONNECT stream, so the other end reads no close
-// code, and this end's connection ended with webtransport-go's error
-// itself, which is no CloseError. QUIC's limits, which the session's equal
-// and its connection's count more against, bind first on the rest.
+// webtransport-go says of it. webtransport-go resets the session's
+// CONNECT stream and its streams, so the other end reads no close code,
+// and this end's connection ended with webtransport-go's error itself,
+// which is no CloseError. QUIC's limits, which a pooled session's equal
+// (pooledFlowControl) and its connection's count more against, bind
+// first; a client breaches the session's only by opening past them
+// streams it ends at once, or by ignoring them.
 func flowControlViolation(err error) *CloseError {
 	var he *http3.Error
 	if !errors.As(err, &he) || he.Remote || he.ErrorCode != http3.ErrCode(webtransport.WTFlowControlErrorCode) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hotpath-go/hotpath/wsframe"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/quic-go/quicvarint"
 	"github.com/quic-go/webtransport-go"
 )
@@ -242,16 +242,18 @@ func nextSessionID(t *testing.T, ids <-chan quic.StreamID, what string) quic.Str
 	}
 }
 
-// A pooled session whose client opens a unidirectional stream, which the
-// server's limit of 0 forbids (pooledFlowControl, PROTOCOL.md §8.2), ends
-// alone: webtransport-go ends the session with WT_FLOW_CONTROL_ERROR
-// before the server could accept the stream, resetting the session's
-// CONNECT stream (its client reads no close code), and the server's Peer
-// ends with 1002 HP_ERR_FLOW_CONTROL: it ended with webtransport-go's
-// error itself, which is no CloseError. The other session on the connection goes on working, the
-// connection stays open, and nothing of the ended session stays behind:
-// once another session takes its place, the process has no more
-// goroutines than with the two it had.
+// A pooled session whose client opens a unidirectional stream, which
+// PROTOCOL.md §8.2 forbids, ends alone, and both ends read why: 1002
+// HP_ERR_UNEXPECTED_STREAM, the server's close notice, as on a session
+// alone on its connection. With a limit of 0 on such streams
+// (pooledFlowControl) webtransport-go ended the session itself
+// (WT_FLOW_CONTROL_ERROR) before the server saw the stream, resetting
+// the session's CONNECT stream and its control stream: the server's Peer
+// ended with 1002 HP_ERR_FLOW_CONTROL, and the client with 1006. The
+// other session on the connection goes on working, the connection stays
+// open, and nothing of the ended session stays behind: once another
+// session takes its place, the process has no more goroutines than with
+// the two it had.
 func TestWebTransportPooledUniStream(t *testing.T) {
 	type end struct {
 		p   *Peer
@@ -302,17 +304,17 @@ func TestWebTransportPooledUniStream(t *testing.T) {
 		if id := end.p.Identity(); id != firstID {
 			t.Fatalf("the session of ID %v ended, want the first's, %d", id, firstID)
 		}
-		err := end.err
-		ce, ok := errors.AsType[*CloseError](err)
-		if !ok || ce.Code != wsframe.CloseProtocolError || !strings.HasPrefix(ce.Reason, flowControlReason) {
-			t.Errorf("the server's connection of the session that opened a unidirectional stream ended with %v, want 1002 %s", err, flowControlReason)
+		if ce, ok := errors.AsType[*CloseError](end.err); !ok || ce.Code != wsframe.CloseProtocolError || ce.Reason != unexpectedStreamReason || ce.Remote {
+			t.Errorf("the server's connection of the session that opened a unidirectional stream ended with %v, want its own 1002 %s", end.err, unexpectedStreamReason)
 		}
 	case <-ctx.Done():
 		t.Fatal("the session that opened a unidirectional stream was not ended")
 	}
 	var dropped error
 	waitUntil(t, "the first session's client disconnected", func() bool { _, dropped = first.current(); return dropped != nil })
-	t.Logf("the first session's client: %v", dropped)
+	if ce, ok := errors.AsType[*CloseError](dropped); !ok || ce.Code != wsframe.CloseProtocolError || ce.Reason != unexpectedStreamReason || !ce.Remote {
+		t.Errorf("the first session's client ended with %v, want the server's 1002 %s", dropped, unexpectedStreamReason)
+	}
 	var out echoReq
 	if err := second.Call(ctx, "echo/say", echoReq{Text: "y"}, &out); err != nil || out.Text != "y" {
 		t.Fatalf("the second session's call after the first ended: %+v %v", out, err)
@@ -323,4 +325,26 @@ func TestWebTransportPooledUniStream(t *testing.T) {
 	first.Close()
 	dial("a third session")
 	checkGoroutinesBack(t, before, hangBound, "with two sessions again")
+}
+
+// A session webtransport-go ended for the other end's breach of its flow
+// control reads as 1002 HP_ERR_FLOW_CONTROL with what webtransport-go
+// said, this end's own close; the other end's error, and another HTTP/3
+// error, are not read so. TestWebTransportPooledUniStream no longer
+// meets it: a pooled session's limits are QUIC's, which bind first.
+func TestFlowControlViolationReads1002(t *testing.T) {
+	own := &http3.Error{ErrorCode: http3.ErrCode(webtransport.WTFlowControlErrorCode), ErrorMessage: "webtransport: peer opened more than 0 streams"}
+	ce := flowControlViolation(fmt.Errorf("session: %w", own))
+	if ce == nil || ce.Code != wsframe.CloseProtocolError || ce.Reason != flowControlReason+" ("+own.ErrorMessage+")" || ce.Remote {
+		t.Errorf("webtransport-go's own WT_FLOW_CONTROL_ERROR: %v, want this end's 1002 %s (%s)", ce, flowControlReason, own.ErrorMessage)
+	}
+	for _, err := range []error{
+		&http3.Error{ErrorCode: http3.ErrCode(webtransport.WTFlowControlErrorCode), Remote: true},
+		&http3.Error{ErrorCode: http3.ErrCodeDatagramError},
+		errors.New("other"),
+	} {
+		if ce := flowControlViolation(err); ce != nil {
+			t.Errorf("%v read as %v, want no flow control violation", err, ce)
+		}
+	}
 }

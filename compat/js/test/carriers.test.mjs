@@ -34,7 +34,8 @@ test('StreamDeframer refuses an overlong prefix (1002) and a packet over the lim
 /** fakeWebTransport returns a WebTransport class whose sessions the test
  * drives: `fail` rejects ready, else `serverSend` pushes bytes on the
  * control stream, `serverEnd` ends it, `serverOpenStream('bidi' or 'uni')`
- * opens another, and `written` collects what the client wrote. With
+ * opens another, `closeSession(info)` and `loseSession(err)` end the
+ * session, and `written` collects what the client wrote. With
  * `hold`, a control stream write completes only at `release()`; with
  * `holdDatagrams`, the session takes the first datagram and no more. */
 function fakeWebTransport({ fail = false, hold = false, holdDatagrams = false } = {}) {
@@ -44,9 +45,10 @@ function fakeWebTransport({ fail = false, hold = false, holdDatagrams = false } 
       this.url = url;
       this.options = options;
       this.written = [];
-      let closeSession;
-      this.closed = new Promise((resolve) => { closeSession = resolve; });
+      let closeSession, loseSession;
+      this.closed = new Promise((resolve, reject) => { closeSession = resolve; loseSession = reject; });
       this.closeSession = closeSession;
+      this.loseSession = loseSession; // closed rejects, as Chromium reports webtransport-go's close
       this.ready = fail ? Promise.reject(new Error('QUIC_TLS_CERTIFICATE_UNKNOWN')) : Promise.resolve();
       this.ready.catch(() => {});
       let push;
@@ -197,6 +199,30 @@ test('a server close notice is answered and ends the connection with its code', 
   assert.deepEqual([...echo.payload], [0x03, 0xe9]);
   assert.equal(states.at(-1).state, 'closed');
   assert.equal(states.at(-1).error.code, 1001);
+});
+
+// PROTOCOL.md §8.2, §8.3: the server closes a session for a violation
+// (a pooled session's unidirectional stream: 1002 HP_ERR_UNEXPECTED_STREAM)
+// with its close notice, then the session; Chromium reports no code for
+// webtransport-go's session close (closed rejects, "Connection lost."), so
+// the notice is what tells the page why, and the session's loss after it
+// does not turn the close into a 1006.
+test('a server close notice followed by a session lost without a code ends with the notice\'s code', async () => {
+  const { client, wt } = await wtClient();
+  const answer = client.call('echo/say', { text: 'hi' });
+  answer.catch(() => {});
+  await tick();
+  const reason = 'HP_ERR_UNEXPECTED_STREAM';
+  wt.serverSend(frameStreamPacket(encodePacket({ kind: 'event', event: '$close', payload: new Uint8Array([0x03, 0xea, ...new TextEncoder().encode(reason)]) })));
+  await tick();
+  wt.loseSession(new Error('Connection lost.'));
+  await assert.rejects(answer, (err) => err instanceof CloseError && err.code === 1002 && err.reason === reason);
+  const d = new StreamDeframer();
+  const echo = wt.written.flatMap((chunk) => d.push(chunk)).map(decodePacket).at(-1);
+  assert.equal(echo.event, '$close');
+  assert.deepEqual([...echo.payload], [0x03, 0xea], 'the answer echoes 1002');
+  assert.equal(client.state, 'closed');
+  client.close();
 });
 
 test('a WebTransport that fails to open falls back to WebSocket', async () => {
