@@ -920,7 +920,7 @@ func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
 }
 
 // abort drops the carrier connection at once. On a carrier whose close
-// carries the code (QUIC, WebTransport), a close already asked for
+// carries the code (QUIC, a WebTransport client), a close already asked for
 // (requestClose: an idle timeout, Shutdown) keeps its code: a drop that
 // overtakes that close's own bound, say an answer that found no room for
 // closeTimeout in a turn the close waits out (Peer.dropSlow), ended a

@@ -290,7 +290,7 @@ func (s *Server) serveWebTransport(w http.ResponseWriter, r *http.Request) {
 		if watch != nil {
 			conn = watch.conn
 		}
-		s.serveLink(newStreamConn(newWTTransport(sess, nil, conn), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
+		s.serveLink(newStreamConn(newWTTransport(sess, nil, conn, false), &deadlineTried{deadlineStream: str}, s.opts.Limits), up)
 	}()
 }
 
@@ -501,31 +501,46 @@ type wtTransport struct {
 	own *quic.Conn
 	// conn is the context of the QUIC connection under the session, whose
 	// cause is the error it closed with (closeErrorOf); nil when unknown.
-	conn      context.Context
+	conn context.Context
+	// client: this end is the client, whose close carries the code
+	// (carriesCloseCode).
+	client    bool
 	datagrams *quicDatagrams
 	closeOnce sync.Once
 }
 
-func newWTTransport(sess *webtransport.Session, own *quic.Conn, conn context.Context) *wtTransport {
+// newWTTransport is a client's session when client is set, on own, the
+// QUIC connection it dialed (nil for a test's session), else a server's,
+// on the QUIC connection whose context is conn (nil when unknown).
+func newWTTransport(sess *webtransport.Session, own *quic.Conn, conn context.Context, client bool) *wtTransport {
 	if own != nil {
 		conn = own.Context()
 	}
-	return &wtTransport{sess: sess, own: own, conn: conn, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
+	return &wtTransport{sess: sess, own: own, conn: conn, client: client, datagrams: newQUICDatagrams(sess.SendDatagram, 8, sess.Context().Done())}
 }
 
-// carriesCloseCode: neither end's session close reliably carries the code,
-// so each waits for the answer to its close notice first, as on SCTP. A
-// client's: another client may close its QUIC connection under the session
-// at once with HTTP/3's code, as webtransport-go's Transport.Dial does,
-// and overtake the session's close (compat's own closes it with the close
-// code, closeTransport, which PROTOCOL.md §8.3 has as a SHOULD, not a
-// MUST). A server's: Chromium never reports the code of
-// webtransport-go's CLOSE_WEBTRANSPORT_SESSION (its closed promise
-// rejects, "Connection lost."), and the session's close resets the control
-// stream, which discarded the close notice sent just before it: a page saw
-// 1006 for every violation the server found (carriertest's "the page sees
-// 1009 on WebTransport").
-func (t *wtTransport) carriesCloseCode() bool { return false }
+// carriesCloseCode: a client's close carries the code, a server's does
+// not, so a server waits for the answer to its close notice first, as on
+// SCTP, and the client closes at once after a violation it finds, as on
+// QUIC (PROTOCOL.md §8.3).
+//
+// A client's: closeTransport closes the session with the code and then
+// its own QUIC connection with it too, and the server reads the code from
+// whichever comes first (closeErrorOf); a test's session, on a connection
+// the client does not own, closes with the session alone, which carries
+// it. Waiting for the answer held a client whose server never gave one
+// for closeTimeout, its calls with it. (Another client may close its QUIC
+// connection with HTTP/3's code, as webtransport-go's Transport.Dial
+// does, and overtake the session's close: a server reads that as 1006,
+// but this end only answers for its own closes.)
+//
+// A server's: Chromium never reports the code of webtransport-go's
+// CLOSE_WEBTRANSPORT_SESSION (its closed promise rejects, "Connection
+// lost."), and the session's close resets the control stream, which
+// discarded the close notice sent just before it: a page saw 1006 for
+// every violation the server found (carriertest's "the page sees 1009 on
+// WebTransport").
+func (t *wtTransport) carriesCloseCode() bool { return t.client }
 
 func (t *wtTransport) carrier() Carrier { return CarrierWebTransport }
 
@@ -779,7 +794,7 @@ func (c *Client) dialWebTransport(ctx context.Context, u *url.URL) (link, error)
 		}
 		return nil, c.endedDialError(ctx, "WebTransport dial", err)
 	}
-	return newStreamConn(newWTTransport(sess, qc, nil), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
+	return newStreamConn(newWTTransport(sess, qc, nil, true), &deadlineTried{deadlineStream: str}, c.opts.Limits), nil
 }
 
 // testHookWebTransportDial, when set, opens the sessions of
