@@ -3238,6 +3238,10 @@ func TestAskAnswersBesideAFullOutbox(t *testing.T) {
 					t.Error(err)
 				}
 			}
+			// Answers that waited for room and left are not dropped ones.
+			if n := c.Metrics().DroppedAnswers; n != 0 {
+				t.Errorf("DroppedAnswers %d, want 0", n)
+			}
 		})
 	}
 }

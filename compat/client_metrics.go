@@ -19,6 +19,23 @@ type ClientMetrics struct {
 	// Datagrams lost on the way, or dropped by quic-go while unread, are
 	// not seen, so not counted.
 	DroppedDatagrams uint64
+	// OverloadedAsks counts the server's asks the client answered
+	// ErrOverloaded at once, without running their handler, because
+	// Limits.MaxInFlight of its ask handlers were running (handlers of
+	// an earlier connection that still run count), as the server's
+	// Metrics.Overloaded counts the calls it refuses. A count that grows
+	// says the server asks faster than the handlers answer, or that
+	// handlers hang.
+	OverloadedAsks uint64
+	// DroppedAnswers counts the answers to the server's asks that the
+	// client made and could not send because its outbound queue
+	// (Limits.MaxOutboxBytes) stayed full: an answer waits up to 3 s for
+	// room, an ask's ErrOverloaded answer (counted in OverloadedAsks too)
+	// none. The server's Ask waits for its timeout instead, so a count
+	// that grows says the connection carries more than it can, or the
+	// server reads too slowly. Answers lost because the connection ended are
+	// not counted: the server's Ask fails with the connection.
+	DroppedAnswers uint64
 }
 
 // clientMetrics are a Client's counters. Each counts an event that is
@@ -27,6 +44,8 @@ type clientMetrics struct {
 	reconnects       atomic.Uint64
 	inflateThrottled atomic.Uint64
 	droppedDatagrams atomic.Uint64
+	overloadedAsks   atomic.Uint64
+	droppedAnswers   atomic.Uint64
 }
 
 // Metrics returns a snapshot of the client's counters.
@@ -36,6 +55,8 @@ func (c *Client) Metrics() ClientMetrics {
 		Reconnects:       m.reconnects.Load(),
 		InflateThrottled: m.inflateThrottled.Load(),
 		DroppedDatagrams: m.droppedDatagrams.Load(),
+		OverloadedAsks:   m.overloadedAsks.Load(),
+		DroppedAnswers:   m.droppedAnswers.Load(),
 	}
 }
 

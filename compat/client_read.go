@@ -344,16 +344,22 @@ func (c *Client) invokeAskHandler(ctx context.Context, m *method, payload []byte
 
 // answerAsk runs the handler of a server ask on a goroutine of its own
 // and sends the Answer; an ask beyond Limits.MaxInFlight running at once
-// is answered ErrOverloaded at once, as the server answers such calls.
-// Handlers still running from an earlier connection count.
+// is answered ErrOverloaded at once, as the server answers such calls
+// (counted in ClientMetrics.OverloadedAsks). Handlers still running from
+// an earlier connection count. An answer the full outbox refused is
+// counted in ClientMetrics.DroppedAnswers.
 func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeoutMS uint32) {
 	c := cc.c
 	if int(c.asksRunning.Add(1)) > c.opts.Limits.MaxInFlight {
 		c.asksRunning.Add(-1)
+		c.metrics.overloadedAsks.Add(1)
 		e := ErrOverloaded
 		// Sent by the read loop itself, which enqueue's wait for the
-		// capabilities (awaitReady) would block.
-		cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message)}))
+		// capabilities (awaitReady) would block, and which must not wait
+		// for room either: refused, the answer is dropped.
+		if err := cc.sendRaw(wire.Append(nil, &wire.Packet{Kind: dispatch.KindAnswer, ID: id, Status: wire.AnswerError, Code: e.Code, Message: []byte(e.Message)})); errors.Is(err, ErrOverloaded) {
+			c.metrics.droppedAnswers.Add(1)
+		}
 		return
 	}
 	go func() {
@@ -383,6 +389,7 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 			err = cc.sendAnswer(&a)
 		}
 		if errors.Is(err, ErrOverloaded) {
+			c.metrics.droppedAnswers.Add(1)
 			c.opts.Logger.Warn("hotpath: the answer to an ask was dropped: the outbound queue stayed full", "method", method)
 		}
 	}()
@@ -393,8 +400,10 @@ func (cc *clientConn) answerAsk(id uint32, method string, payload []byte, timeou
 // answer lost with it left the server's Ask waiting for its timeout (a
 // liveness audit: 8 asks of 256 KiB while 32 callers filled the outbox).
 // One the outbox has no room for waits, up to closeTimeout, for the queue
-// to drain, as the server's answers do. It is built afresh for each try:
-// a WebSocket client masks a packet in place.
+// to drain, as the server's answers do; one still refused then is dropped
+// (ErrOverloaded, counted in ClientMetrics.DroppedAnswers by answerAsk).
+// It is built afresh for each try: a WebSocket client masks a packet in
+// place.
 func (cc *clientConn) sendAnswer(a *wire.Packet) error {
 	if err := cc.awaitReady(); err != nil {
 		return err

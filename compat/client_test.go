@@ -314,9 +314,142 @@ func TestClientBoundsRunningAsks(t *testing.T) {
 	if m := most.Load(); m > limit {
 		t.Errorf("%d ask handlers ran at once, limit %d", m, limit)
 	}
+	// Each refusal was counted before it was sent, so before its Ask
+	// returned; every answer left.
+	if m := c.Metrics(); m.OverloadedAsks != asks-limit || m.DroppedAnswers != 0 {
+		t.Errorf("OverloadedAsks %d, DroppedAnswers %d, want %d and 0", m.OverloadedAsks, m.DroppedAnswers, asks-limit)
+	}
 	var out echoReq
 	if err := c.Call(context.Background(), "echo/say", echoReq{Text: "ok"}, &out); err != nil {
 		t.Fatalf("call after the asks: %v", err)
+	}
+}
+
+// The answers to the server's asks that the client could not send are
+// counted (ClientMetrics.DroppedAnswers): they were only logged, or, for
+// the ErrOverloaded answer of an ask past Limits.MaxInFlight, not even
+// that, and nothing but the server's Ask timing out told an operator.
+// A raw server asks and reads nothing while the client's emits fill its
+// outbox: the handler's answer waits closeTimeout for room and is
+// dropped, and the refusal of a second ask past MaxInFlight: 1 (counted
+// in OverloadedAsks) is dropped at once. Once the server reads, neither
+// answer comes.
+func TestClientCountsAnswersItCouldNotSend(t *testing.T) {
+	ln := listenLoopback(t)
+	asks := make(chan []byte)
+	drain := make(chan struct{})
+	answered := make(chan []uint32, 1)
+	go func() {
+		var ids []uint32
+		defer func() { answered <- ids }()
+		nc, err := acceptRaw(ln, "json")
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		for {
+			select {
+			case b := <-asks:
+				if wsutil.WriteServerBinary(nc, b) != nil {
+					return
+				}
+				continue
+			case <-drain:
+			case <-time.After(hangBound):
+				return
+			}
+			break
+		}
+		serveRaw(nc, func(p wire.Packet) {
+			if p.Kind == dispatch.KindAnswer {
+				ids = append(ids, p.ID)
+			}
+		})
+	}()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	handlers := NewRouter()
+	Handle(handlers, "ui/held", func(ctx context.Context, _ int) (string, error) {
+		started <- struct{}{}
+		<-release
+		return strings.Repeat("a", 1<<10), nil
+	})
+	c := dialClient(t, ln.Addr().String(), ClientOptions{
+		Handlers:  handlers,
+		Limits:    Limits{MaxInFlight: 1, MaxOutboxBytes: 64 << 10},
+		Logger:    slog.New(slog.DiscardHandler),
+		Reconnect: Reconnect{Disabled: true},
+	})
+	defer close(release)
+	ask := func(id uint32) {
+		t.Helper()
+		select {
+		case asks <- wire.AppendCall(nil, dispatch.KindAsk, id, "ui/held", 0, []byte("0")):
+		case <-time.After(hangBound):
+			t.Fatal("the raw server took no ask")
+		}
+	}
+	awaitMetrics := func(want ClientMetrics) {
+		t.Helper()
+		deadline := time.Now().Add(hangBound)
+		for c.Metrics() != want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if m := c.Metrics(); m != want {
+			t.Fatalf("metrics %+v, want %+v", m, want)
+		}
+	}
+	ask(1)
+	select {
+	case <-started:
+	case <-time.After(hangBound):
+		t.Fatal("the ask handler did not start")
+	}
+	fillClientOutbox(t, c)
+	ask(2)
+	awaitMetrics(ClientMetrics{OverloadedAsks: 1, DroppedAnswers: 1})
+	release <- struct{}{}
+	awaitMetrics(ClientMetrics{OverloadedAsks: 1, DroppedAnswers: 2})
+	close(drain)
+	c.Close()
+	if ids := <-answered; len(ids) != 0 {
+		t.Errorf("the server received answers to the asks %v, want none", ids)
+	}
+}
+
+// fillClientOutbox emits until c's outbox is full, and stays full, with
+// less room than an emit of a null payload takes: for a server that reads
+// nothing. A refusal while the outbox still writes to the socket says
+// nothing, so the outbox must still refuse a small emit after a pause;
+// one it takes then had room made for it, and the filling goes on.
+func fillClientOutbox(t *testing.T, c *Client) {
+	t.Helper()
+	big := strings.Repeat("x", 16<<10)
+	deadline := time.Now().Add(hangBound)
+	small, paused := false, false
+	for i := 0; ; i++ {
+		if i == 100_000 || time.Now().After(deadline) {
+			t.Fatalf("the client's outbox did not fill in %d emits", i)
+		}
+		var v any = big
+		if small {
+			v = nil
+		}
+		err := c.Emit("r", "e", v, false)
+		switch {
+		case err == nil:
+			if paused {
+				small, paused = false, false
+			}
+		case !errors.Is(err, ErrOverloaded):
+			t.Fatal(err)
+		case !small:
+			small = true // the rest of the room, with small ones
+		case paused:
+			return
+		default:
+			paused = true
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 
