@@ -1864,11 +1864,19 @@ func TestCarrierCodesOutsideCloseCodes(t *testing.T) {
 // as it is, a code outside the close codes as 1005, one in their range
 // that no end may close with as 1002 HP_ERR_BAD_CLOSE_CODE. The
 // connection under the sessions lives on, and serves the next session.
+//
+// The client pools sessions (pooledConfig). Without WebTransport flow
+// control a connection carries one session at a time, and the session's
+// end frees its place (the server's, and webtransport-go's own) only
+// when its context's AfterFuncs have run, after the Peer's end that the
+// test waits for: the next session, opened at once, was refused now and
+// then (429, or webtransport-go's H3_REQUEST_REJECTED; about one run in
+// twenty under -race).
 func TestWebTransportSessionCloseCodes(t *testing.T) {
 	ended := make(chan error, 1)
 	e := newCarrierEnv(t, Options{OnDisconnect: func(p *Peer, err error) { ended <- err }})
 	u := e.urls[CarrierWebTransport]
-	c, err := dialH3(t, e, hostOf(u), nil)
+	c, err := dialH3(t, e, hostOf(u), pooledConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
