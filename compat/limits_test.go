@@ -123,8 +123,22 @@ func TestKeepalivePingsAndIdleTimeout(t *testing.T) {
 
 // Settings that would fail later, on every connection, fail NewServer,
 // with an *OptionError that names the field refused (for a program to
-// name its own setting of it, as cmd/hotpath names its flag).
+// name its own setting of it, as cmd/hotpath names its flag): every
+// refusal of a value, the Router's names included, with its message as
+// it was.
 func TestNewServerRefusesBadOptions(t *testing.T) {
+	ok := func(ctx context.Context, req int) (int, error) { return req, nil }
+	routes := func(register func(r *Router)) *Router {
+		r := NewRouter()
+		register(r)
+		return r
+	}
+	// Messages as they were before the refusals became *OptionErrors.
+	messages := map[string]string{
+		"no router":         "compat: Options.Router is nil",
+		"empty method name": `compat: route: method name "" (0 bytes) is not 1-255 bytes of UTF-8`,
+		"duplicate method":  `compat: methods: dispatch: method "a/b" registered twice, as routes 0 and 1`,
+	}
 	for name, tc := range map[string]struct {
 		opts  Options
 		field string
@@ -141,14 +155,40 @@ func TestNewServerRefusesBadOptions(t *testing.T) {
 		"inflate rate below max message": {Options{Limits: Limits{MaxInflateRate: 1000}}, "Limits.MaxInflateRate"},
 		"sctp rto max below rto min":     {Options{SCTPRTOMax: time.Millisecond}, "SCTPRTOMax"},
 		"no router":                      {Options{}, "Router"},
+		// The Router's names: each would make a route no packet reaches,
+		// or a lookup table that cannot tell two routes apart.
+		"empty method name":    {Options{Router: routes(func(r *Router) { Handle(r, "", ok) })}, "Router"},
+		"method name too long": {Options{Router: routes(func(r *Router) { Handle(r, strings.Repeat("n", wire.MaxNameLen+1), ok) })}, "Router"},
+		"event name not utf-8": {Options{Router: routes(func(r *Router) { HandleEvent(r, "bad\xff", func(context.Context, int) {}) })}, "Router"},
+		"reserved event name":  {Options{Router: routes(func(r *Router) { HandleEvent(r, "$close", func(context.Context, int) {}) })}, "Router"},
+		"empty stream name": {Options{Router: routes(func(r *Router) {
+			HandleStream(r, "", func(context.Context, int, *Stream) error { return nil })
+		})}, "Router"},
+		"duplicate method": {Options{Router: routes(func(r *Router) { Handle(r, "a/b", ok); Handle(r, "a/b", ok) })}, "Router"},
+		"duplicate event": {Options{Router: routes(func(r *Router) {
+			HandleEvent(r, "ev", func(context.Context, int) {})
+			HandleEvent(r, "ev", func(context.Context, int) {})
+		})}, "Router"},
+		"duplicate stream": {Options{Router: routes(func(r *Router) {
+			for range 2 {
+				HandleStream(r, "up", func(context.Context, int, *Stream) error { return nil })
+			}
+		})}, "Router"},
+		"too many methods": {Options{Router: routes(func(r *Router) {
+			for i := range dispatch.MaxRoutes + 1 {
+				Handle(r, fmt.Sprintf("m%d", i), ok)
+			}
+		})}, "Router"},
 	} {
-		if tc.field != "Router" {
+		if tc.opts.Router == nil && name != "no router" {
 			tc.opts.Router = testRouter()
 		}
 		_, err := NewServer(tc.opts)
 		var oe *OptionError
 		if !errors.As(err, &oe) || oe.Option != tc.field {
 			t.Errorf("%s: NewServer: %v (%#v), want an *OptionError for %s", name, err, oe, tc.field)
+		} else if want, ok := messages[name]; ok && err.Error() != want {
+			t.Errorf("%s: NewServer: %q, want %q", name, err, want)
 		}
 	}
 	if _, err := NewServer(Options{Router: testRouter(), Compression: Compression{Level: 9}, IdleTimeout: time.Second}); err != nil {

@@ -175,8 +175,9 @@ func (r *Router) add(f func()) {
 	f()
 }
 
-// freeze builds the lookup tables. It is called once by NewServer; it
-// reports an empty or duplicate name.
+// freeze builds the lookup tables. It is called by NewServer, which
+// returns its error as an *OptionError for "Router"; it reports a name no
+// packet can carry (routeName) or one registered twice.
 func (r *Router) freeze() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

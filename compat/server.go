@@ -84,8 +84,10 @@ type Server struct {
 }
 
 // NewServer returns a Server for opts. It fails when opts has no Router,
-// the Router has an empty or duplicate name, or a field has a value it
-// refuses (an *OptionError, naming the field).
+// the Router has a name no packet can carry (empty, too long, not UTF-8,
+// an event's starting with $) or one registered twice, or a field has a
+// value it refuses: each is an *OptionError naming the field ("Router"
+// for the Router's).
 func NewServer(opts Options) (*Server, error) {
 	if opts.Router == nil {
 		return nil, &OptionError{Option: "Router", Err: errors.New("compat: Options.Router is nil")}
@@ -104,7 +106,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if err := opts.Router.freeze(); err != nil {
-		return nil, err
+		return nil, &OptionError{Option: "Router", Err: err}
 	}
 	s := &Server{
 		opts:      opts,
