@@ -333,6 +333,15 @@ func (m Message) Decode(v any) error { return unmarshal(m.codec, m.Data, v) }
 // ConnectTimeout: the server has registered the connection, and its limits
 // are known. A server that closes the connection first fails Dial with
 // ErrDisconnected joined with its close.
+//
+// Dial refuses, before dialling, a value in opts it cannot use (a
+// KeepaliveInterval not shorter than IdleTimeout, a Limits.MaxInflateRate
+// below MaxMessageSize a second, an SCTPRTOMax outside SCTP's RTO.Min
+// and RTO.Max, a Reconnect.MaxDelay below MinDelay, Handlers with a name
+// no packet can carry or registered twice) with an *OptionError whose
+// Option names the field as ClientOptions spells it
+// ("Limits.MaxInflateRate", "Handlers"), as NewServer does its Options'.
+// An sctp+dtls URL without a DTLSConfig is one too, for "DTLSConfig".
 func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
 	if opts.Codec == nil {
 		opts.Codec = JSON
@@ -350,17 +359,17 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	if opts.IdleTimeout > 0 {
 		opts.KeepaliveInterval = defaultKeepalive(opts.KeepaliveInterval, opts.IdleTimeout)
 		if err := checkKeepalive(opts.KeepaliveInterval, opts.IdleTimeout); err != nil {
-			return nil, err
+			return nil, &OptionError{Option: "KeepaliveInterval", Err: err}
 		}
 	}
 	if err := checkInflateRate("ClientOptions.Limits", opts.Limits); err != nil {
-		return nil, err
+		return nil, &OptionError{Option: "Limits.MaxInflateRate", Err: err}
 	}
 	if opts.SCTPRTOMax == 0 {
 		opts.SCTPRTOMax = defaultSCTPRTOMax
 	}
 	if err := checkSCTPRTOMax("ClientOptions.SCTPRTOMax", opts.SCTPRTOMax); err != nil {
-		return nil, err
+		return nil, &OptionError{Option: "SCTPRTOMax", Err: err}
 	}
 	if opts.Reconnect.MinDelay <= 0 {
 		opts.Reconnect.MinDelay = 100 * time.Millisecond
@@ -371,11 +380,11 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 	if opts.Reconnect.MaxDelay < opts.Reconnect.MinDelay {
 		// The step would fall to MaxDelay after the first failure: a
 		// client meant to wait seconds would retry every few ms.
-		return nil, fmt.Errorf("compat: Reconnect.MaxDelay %v is below MinDelay %v", opts.Reconnect.MaxDelay, opts.Reconnect.MinDelay)
+		return nil, &OptionError{Option: "Reconnect.MaxDelay", Err: fmt.Errorf("compat: Reconnect.MaxDelay %v is below MinDelay %v", opts.Reconnect.MaxDelay, opts.Reconnect.MinDelay)}
 	}
 	if opts.Handlers != nil {
 		if err := opts.Handlers.freeze(); err != nil {
-			return nil, err
+			return nil, &OptionError{Option: "Handlers", Err: err}
 		}
 	}
 	c := &Client{

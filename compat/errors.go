@@ -156,12 +156,13 @@ func validPrefix(s string, n int) string {
 	return s
 }
 
-// OptionError is NewServer's refusal of a value in its Options. Option
-// names the field as Options spells it ("IdleTimeout",
-// "Limits.MaxInflateRate"): a program whose options come from settings of
-// its own (a command's flags, a configuration file) tells from it, with
-// errors.As, which of those to name, instead of matching the message. Err
-// says what is wrong with the value.
+// OptionError is the refusal of a value in NewServer's Options or in
+// Dial's ClientOptions. Option names the field as the struct spells it
+// ("IdleTimeout", "Limits.MaxInflateRate", "Router", "Reconnect.MaxDelay"):
+// a program whose options come from settings of its own (a command's
+// flags, a configuration file) tells from it, with errors.As, which of
+// those to name, instead of matching the message. Err says what is wrong
+// with the value. Dial's errors about its URL are no OptionError.
 type OptionError struct {
 	Option string
 	Err    error

@@ -734,3 +734,61 @@ func TestClientHoldsEmitsToMaxEmitSize(t *testing.T) {
 		})
 	}
 }
+
+// Dial refuses, before dialling, the ClientOptions it cannot use with an
+// *OptionError that names the field as ClientOptions spells it, as
+// NewServer does its Options', the messages as they were. Nothing listens
+// at the URLs: a refusal that let the dial go on fails there.
+func TestDialRefusesBadOptions(t *testing.T) {
+	ok := func(ctx context.Context, req int) (int, error) { return req, nil }
+	handlers := func(register func(r *Router)) *Router {
+		r := NewRouter()
+		register(r)
+		return r
+	}
+	const ws, dtls = "ws://127.0.0.1:1/ws", "sctp+dtls://127.0.0.1:9"
+	// Messages as they were before the refusals became *OptionErrors.
+	messages := map[string]string{
+		"inflate rate below max message": "compat: ClientOptions.Limits.MaxInflateRate 524288 is below MaxMessageSize (1048576) a second; set it higher, or negative for no limit",
+		"max delay below min delay":      "compat: Reconnect.MaxDelay 1ms is below MinDelay 1s",
+		"keepalive equal to idle":        "compat: KeepaliveInterval 1s is not shorter than IdleTimeout 1s: a silent peer would be dropped before it is pinged",
+		"duplicate handler":              `compat: methods: dispatch: method "a/b" registered twice, as routes 0 and 1`,
+		"sctp+dtls without DTLSConfig":   "compat: sctp+dtls needs ClientOptions.DTLSConfig",
+	}
+	for name, tc := range map[string]struct {
+		url   string
+		opts  ClientOptions
+		field string
+	}{
+		"keepalive equal to idle":        {ws, ClientOptions{KeepaliveInterval: time.Second, IdleTimeout: time.Second}, "KeepaliveInterval"},
+		"keepalive over idle":            {ws, ClientOptions{KeepaliveInterval: time.Minute, IdleTimeout: time.Second}, "KeepaliveInterval"},
+		"inflate rate below max message": {ws, ClientOptions{Limits: Limits{MaxMessageSize: 1 << 20, MaxInflateRate: 1 << 19}}, "Limits.MaxInflateRate"},
+		"sctp rto max negative":          {ws, ClientOptions{SCTPRTOMax: -time.Second}, "SCTPRTOMax"},
+		"sctp rto max below rto min":     {ws, ClientOptions{SCTPRTOMax: time.Millisecond}, "SCTPRTOMax"},
+		"sctp rto max above rto max":     {ws, ClientOptions{SCTPRTOMax: maxSCTPRTOMax + time.Millisecond}, "SCTPRTOMax"},
+		"max delay below min delay":      {ws, ClientOptions{Reconnect: Reconnect{MinDelay: time.Second, MaxDelay: time.Millisecond}}, "Reconnect.MaxDelay"},
+		"empty handler name":             {ws, ClientOptions{Handlers: handlers(func(r *Router) { Handle(r, "", ok) })}, "Handlers"},
+		"reserved event name":            {ws, ClientOptions{Handlers: handlers(func(r *Router) { HandleEvent(r, "$close", func(context.Context, int) {}) })}, "Handlers"},
+		"duplicate handler":              {ws, ClientOptions{Handlers: handlers(func(r *Router) { Handle(r, "a/b", ok); Handle(r, "a/b", ok) })}, "Handlers"},
+		"sctp+dtls without DTLSConfig":   {dtls, ClientOptions{}, "DTLSConfig"},
+	} {
+		tc.opts.ConnectTimeout = 2 * time.Second
+		tc.opts.Reconnect.Disabled = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := Dial(ctx, tc.url, tc.opts)
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Option != tc.field {
+			t.Errorf("%s: Dial: %v (%#v), want an *OptionError for %s", name, err, oe, tc.field)
+		} else if want, ok := messages[name]; ok && err.Error() != want {
+			t.Errorf("%s: Dial: %q, want %q", name, err, want)
+		}
+	}
+	// A URL's fault is not an option's.
+	if _, err := Dial(context.Background(), "gopher://127.0.0.1:1/", ClientOptions{}); err == nil || errors.As(err, new(*OptionError)) {
+		t.Errorf("Dial with a bad scheme: %v, want an error that is no *OptionError", err)
+	}
+}

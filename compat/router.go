@@ -175,9 +175,10 @@ func (r *Router) add(f func()) {
 	f()
 }
 
-// freeze builds the lookup tables. It is called by NewServer, which
-// returns its error as an *OptionError for "Router"; it reports a name no
-// packet can carry (routeName) or one registered twice.
+// freeze builds the lookup tables. It is called by NewServer and by Dial
+// (for ClientOptions.Handlers), which return its error as an *OptionError
+// for "Router" or "Handlers"; it reports a name no packet can carry
+// (routeName) or one registered twice.
 func (r *Router) freeze() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
