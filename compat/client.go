@@ -387,6 +387,12 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 			return nil, &OptionError{Option: "Handlers", Err: err}
 		}
 	}
+	if opts.DTLSConfig == nil && isDTLSURL(url) {
+		// Before the dial, as the other options': dialSCTP found it only
+		// once the address had resolved, and an address that did not
+		// failed with the resolver's error instead.
+		return nil, errNoDTLSConfig
+	}
 	c := &Client{
 		url:      url,
 		opts:     opts,
@@ -453,6 +459,17 @@ func (e *connectTimeoutError) Error() string {
 }
 
 func (e *connectTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// isDTLSURL reports whether raw is an sctp+dtls URL, which needs
+// ClientOptions.DTLSConfig. A URL that does not parse is left to the
+// dial, whose error it is.
+func isDTLSURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "sctp+dtls"
+}
+
+// errNoDTLSConfig refuses an sctp+dtls URL without ClientOptions.DTLSConfig.
+var errNoDTLSConfig = &OptionError{Option: "DTLSConfig", Err: errors.New("compat: sctp+dtls needs ClientOptions.DTLSConfig")}
 
 // connectStep is a step of a connection attempt, for the error of one
 // that ConnectTimeout ends: a server that never answers the upgrade, one

@@ -771,6 +771,8 @@ func TestDialRefusesBadOptions(t *testing.T) {
 		"reserved event name":            {ws, ClientOptions{Handlers: handlers(func(r *Router) { HandleEvent(r, "$close", func(context.Context, int) {}) })}, "Handlers"},
 		"duplicate handler":              {ws, ClientOptions{Handlers: handlers(func(r *Router) { Handle(r, "a/b", ok); Handle(r, "a/b", ok) })}, "Handlers"},
 		"sctp+dtls without DTLSConfig":   {dtls, ClientOptions{}, "DTLSConfig"},
+		// Refused before the address is resolved, whose error it was.
+		"sctp+dtls without DTLSConfig, bad port": {"sctp+dtls://127.0.0.1:99999", ClientOptions{}, "DTLSConfig"},
 	} {
 		tc.opts.ConnectTimeout = 2 * time.Second
 		tc.opts.Reconnect.Disabled = true

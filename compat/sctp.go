@@ -659,7 +659,7 @@ func (c *Client) dialSCTP(ctx context.Context, u *url.URL) (link, error) {
 		nc, err = net.DialUDP("udp", nil, ua)
 	case "sctp+dtls":
 		if c.opts.DTLSConfig == nil {
-			return nil, &OptionError{Option: "DTLSConfig", Err: errors.New("compat: sctp+dtls needs ClientOptions.DTLSConfig")}
+			return nil, errNoDTLSConfig // Dial refuses it first
 		}
 		cfg := *c.opts.DTLSConfig
 		if cfg.LoggerFactory == nil {
