@@ -930,3 +930,89 @@ func TestDemoChatLinesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// The defaults that compat/README.md's flags table and the package doc's
+// usage line state are the flags' own, and a default the table gives in
+// brackets (compat's, for a flag left at 0) is the one the help states:
+// both are written by hand, and the help's defaults now follow compat's
+// (TestFlagDefaultsAreTheServers), so a change there must reach them.
+func TestDocumentedFlagDefaults(t *testing.T) {
+	fs := flag.NewFlagSet("hotpath", flag.ContinueOnError)
+	defineFlags(fs)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\| `-([a-z-]+)`(?:, `-[a-z-]+`)* \\| ([^|]*) \\|")
+	bracketed := regexp.MustCompile(`^\(([0-9][^,)]*)`)
+	rows := 0
+	for line := range strings.Lines(string(readme)) {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name, cell := m[1], strings.TrimSpace(m[2])
+		fl := fs.Lookup(name)
+		if fl == nil {
+			t.Errorf("compat/README.md's flags table has -%s, which the command does not define", name)
+			continue
+		}
+		rows++
+		value, rest, quoted := strings.Cut(strings.TrimPrefix(cell, "`"), "`")
+		switch {
+		case cell == "off":
+			if fl.DefValue != "false" && fl.DefValue != "" {
+				t.Errorf("compat/README.md: -%s is off by default; the flag's default is %q", name, fl.DefValue)
+			}
+		case strings.HasPrefix(cell, "`") && quoted:
+			if !isDefault(fl, value) {
+				t.Errorf("compat/README.md: -%s defaults to %s; the flag's default is %s", name, value, fl.DefValue)
+			}
+			if b := bracketed.FindStringSubmatch(strings.TrimSpace(rest)); b != nil && !strings.Contains(fl.Usage, "the default, "+b[1]) {
+				t.Errorf("compat/README.md: -%s's default is %s; the help states another: %q", name, b[1], fl.Usage)
+			}
+		}
+	}
+	if rows < 20 {
+		t.Fatalf("read %d rows of compat/README.md's flags table: has its form changed?", rows)
+	}
+
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "package main")
+	usage := regexp.MustCompile(`\[-([a-z-]+) ([^\]\s\[]+)`)
+	shown := 0
+	for _, m := range usage.FindAllStringSubmatch(doc, -1) {
+		fl := fs.Lookup(m[1])
+		if fl == nil {
+			t.Errorf("main.go's usage line shows -%s, which the command does not define", m[1])
+			continue
+		}
+		shown++
+		// A flag that is off by default (-quic, -sctp) shows an example;
+		// a switch (-webrtc | -webrtc-loopback) none.
+		if fl.DefValue != "" && fl.DefValue != "false" && !isDefault(fl, m[2]) {
+			t.Errorf("main.go's usage line shows -%s %s; the flag's default is %s", m[1], m[2], fl.DefValue)
+		}
+	}
+	if shown < 15 {
+		t.Fatalf("read %d flags from main.go's usage line: has its form changed?", shown)
+	}
+}
+
+// isDefault reports whether s, as the docs write it, is fl's default: a
+// duration may be written 0 for 0s.
+func isDefault(fl *flag.Flag, s string) bool {
+	if s == fl.DefValue {
+		return true
+	}
+	if g, ok := fl.Value.(flag.Getter); ok {
+		if def, ok := g.Get().(time.Duration); ok {
+			d, err := time.ParseDuration(s)
+			return err == nil && d == def
+		}
+	}
+	return false
+}
