@@ -943,7 +943,13 @@ func (c *pktConn) readError(err error) error {
 	if c.writeEnded {
 		// Read on for a close notice that was not there: the connection
 		// ends as the write that met its end did (a QUIC close without a
-		// notice is 1006, not QUIC's own error).
+		// notice is 1006, not QUIC's own error; an SCTP write's, 1006
+		// too: sctpWriteEndError), unless the reading brought the other
+		// end's SCTP ABORT: its causes say why, where the write's error
+		// says only that the association was no longer up.
+		if ce := sctpAbortError(err); ce != nil {
+			return ce
+		}
 		err = c.out.Err()
 	}
 	if ce := c.t.closeErrorOf(err); ce != nil {

@@ -481,13 +481,34 @@ func (t *sctpTransport) closeClosed() {
 }
 
 // closeErrorOf: an SCTP association carries no close code (the close
-// notice does); a message larger than the read buffer breaks the framing.
+// notice does); a message larger than the read buffer breaks the framing;
+// a write that met the association's end is 1006 (sctpWriteEndError).
 func (t *sctpTransport) closeErrorOf(err error) *CloseError {
 	if errors.Is(err, io.ErrShortBuffer) {
 		return errMessageTooBig
 	}
-	return nil
+	return sctpWriteEndError(err)
 }
+
+// sctpWriteEndError is the end of a connection whose write met the end of
+// its association (a turn's answers, the outbox's flusher), with no close
+// notice read after it (pktConn.readError): 1006, as any end without a
+// notice (PROTOCOL.md §8.3), naming pion's error in the reason. pion
+// refuses the write of an association that is no longer up (aborted by
+// either end, its DTLS connection closed, shut down), of a stream that was
+// reset, and of one the other end's restart (a new INIT from the same
+// address and port) cut short; the connection ended with that error
+// itself, which is no *CloseError, where every other carrier's end
+// without a close is 1006. Other errors are nil.
+func sctpWriteEndError(err error) *CloseError {
+	if !errors.Is(err, sctp.ErrPayloadDataStateNotExist) && !errors.Is(err, sctp.ErrStreamClosed) && !errors.Is(err, sctp.ErrAssociationRestarted) {
+		return nil
+	}
+	return &CloseError{Code: wsframe.CloseAbnormal, Reason: validPrefix(sctpWriteEndReason+err.Error(), wsframe.MaxCloseReason), Remote: true}
+}
+
+// sctpWriteEndReason starts the reason of sctpWriteEndError's 1006.
+const sctpWriteEndReason = "SCTP write failed without a close notice: "
 
 // sctpAbortError is the end of an association (SCTP's, or a WebRTC peer
 // connection's) that the other end aborted without a close notice: 1006,
