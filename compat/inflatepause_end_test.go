@@ -166,7 +166,8 @@ func sendPauseBombs(t *testing.T, c *Client, size int) *clientConn {
 // whether it ran out. The client's going is seen without a read on
 // Linux only (watchHangUp), over TLS through the TCP connection under
 // it; the connection then ends as at the EOF or reset the next read
-// would have met: 1006.
+// would have met: 1006, or the client's close when it sent one before
+// its FIN (closeUnread).
 func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	const size = 64 << 10
 	r, d := pauseRouter(t)
@@ -185,7 +186,7 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	paused, ended := watchPauses(t, s)
 	writeFailed := errors.New("test: the write failed")
 	for _, url := range []string{"ws://" + addr + "/ws", "wss://" + ln.Addr().String() + "/ws"} {
-		for _, how := range []string{"peer closes", "peer resets", "write fails", "close asked"} {
+		for _, how := range []string{"peer closes", "peer closes after its close frame", "peer resets", "write fails", "close asked"} {
 			t.Run(url[:strings.Index(url, ":")]+"/"+how, func(t *testing.T) {
 				peerGoes, tlsOn := strings.HasPrefix(how, "peer"), strings.HasPrefix(url, "wss:")
 				if peerGoes && runtime.GOOS != "linux" {
@@ -207,7 +208,16 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 				}
 				ws := p.link.(*wsConn)
 				switch how {
-				case "peer closes":
+				case "peer closes", "peer closes after its close frame":
+					if how == "peer closes after its close frame" {
+						cws := cc.link.(*wsConn)
+						cws.sendClose(wsframe.CloseGoingAway, "")
+						select {
+						case <-cws.out.Drained():
+						case <-time.After(hangBound):
+							t.Fatal("the close frame was not written")
+						}
+					}
 					nc := cc.link.(*wsConn).nc
 					if tc, ok := nc.(*tls.Conn); ok {
 						nc = tc.NetConn().(*upgradeConn).Conn
@@ -225,7 +235,12 @@ func TestInflatePauseEndsWithTheWebSocket(t *testing.T) {
 				wantPauseCutShort(t, ended, "the connection's end")
 				select {
 				case err := <-disconnected:
+					var ce *CloseError
 					switch {
+					case how == "peer closes after its close frame":
+						if !errors.As(err, &ce) || ce.Code != wsframe.CloseGoingAway || !ce.Remote {
+							t.Errorf("the server ended the connection with %v, want the client's 1001", err)
+						}
 					case peerGoes && CloseStatus(err) != wsframe.CloseAbnormal:
 						t.Errorf("the server ended the connection with %v, want 1006", err)
 					case how == "write fails" && !tlsOn && !errors.Is(err, writeFailed):
@@ -286,7 +301,8 @@ func TestInflatePauseEndsWithAnUnexpectedSCTPStream(t *testing.T) {
 // FIN, its reset), which the paused loop does not read, on Linux
 // (watchHangUp); over TLS the watch reaches the socket through the
 // dialer's upgradeConn. The pause is a whole maxInflatePause; the hook
-// tells whether it ran out.
+// tells whether it ran out. The connection ends with 1006, or with the
+// server's close when it sent one before its FIN (closeUnread).
 func TestClientInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("a peer's going is seen without a read on Linux only")
@@ -294,7 +310,7 @@ func TestClientInflatePauseEndsWithTheWebSocket(t *testing.T) {
 	d := bombDictionary(t)
 	bomb := wsframe.AppendFrame(nil, wsframe.OpBinary, dictBomb(t, d), wsframe.Fin)
 	for _, scheme := range []string{"ws", "wss"} {
-		for _, how := range []string{"server closes", "server resets"} {
+		for _, how := range []string{"server closes", "server closes after its close frame", "server resets"} {
 			t.Run(scheme+"/"+how, func(t *testing.T) {
 				ln := listenLoopback(t)
 				if scheme == "wss" {
@@ -325,15 +341,27 @@ func TestClientInflatePauseEndsWithTheWebSocket(t *testing.T) {
 					if tc, ok := nc.(*tls.Conn); ok {
 						tcp = tc.NetConn()
 					}
-					if how == "server closes" {
+					if how == "server closes after its close frame" {
+						nc.Write(wsframe.AppendCloseFrame(nil, wsframe.CloseGoingAway, "bye"))
+					}
+					if how != "server resets" {
 						tcp.(*net.TCPConn).CloseWrite() // a FIN
 						return
 					}
 					tcp.(*net.TCPConn).SetLinger(0) // a reset, as nc closes
 				}()
-				_, cc := dialBombed(t, scheme+"://"+ln.Addr().String()+"/ws", ClientOptions{TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}}, d, 1)
+				c, cc := dialBombed(t, scheme+"://"+ln.Addr().String()+"/ws", ClientOptions{TLSConfig: testCert().ClientTLSConfig(), Reconnect: Reconnect{Disabled: true}}, d, 1)
 				cutClientPause(t, cc, send, act, "the server's going")
 				<-served
+				// The server's close, sent before its FIN, is what the
+				// connection ends with (closeUnread); without, 1006.
+				want := wsframe.CloseAbnormal
+				if how == "server closes after its close frame" {
+					want = wsframe.CloseGoingAway
+				}
+				if err := c.endError(cc); CloseStatus(err) != want {
+					t.Errorf("the connection ended with %v, want %d", err, want)
+				}
 			})
 		}
 	}

@@ -111,8 +111,10 @@ func (w *hangUpWatch) ended() <-chan struct{} {
 
 // stop ends the watch, its goroutine returned, and returns the error the
 // connection ends with when the other end has gone: 1006, as readError
-// has it at the EOF or the reset the next read would have met. nil when
-// the other end is still there, or nothing watched.
+// has it at the EOF or the reset the next read would have met, unless a
+// close frame is among what the other end sent before it went
+// (wsConn.dropGone). nil when the other end is still there, or nothing
+// watched.
 func (w *hangUpWatch) stop() error {
 	if w == nil {
 		return nil

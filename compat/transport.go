@@ -82,7 +82,8 @@ type wsConn struct {
 	// dropErr is why this end dropped nc (abort), when the read that the
 	// drop then fails would only say "use of closed network connection":
 	// a write that failed (onWriteError), or the other end gone during an
-	// inflate pause (pauseTurn).
+	// inflate pause (pauseTurn: a *peerGone, with what the socket still
+	// held, which readError walks for the other end's close).
 	dropErr atomic.Pointer[error]
 
 	// pauseWake ends the read loop's inflate pause while one is under
@@ -143,17 +144,12 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 	}
 	cfg := wsframe.Config{
 		Role:           role,
-		MaxFrameSize:   limits.MaxFrameSize,
+		MaxFrameSize:   frameLimit(limits, pmd != nil),
 		MaxMessageSize: limits.MaxMessageSize,
 		MaxFragments:   limits.MaxFragments,
 	}
 	if pmd != nil {
 		cfg.Extensions = wsframe.Rsv1
-		// The decoder counts compressed bytes. DEFLATE stores an
-		// incompressible message with a few bytes of framing per 64 KiB,
-		// so a message of exactly the limit arrives a little larger; the
-		// inflater holds the message itself to MaxMessageSize.
-		cfg.MaxFrameSize += deflateSlack(cfg.MaxFrameSize)
 		cfg.MaxMessageSize += deflateSlack(cfg.MaxMessageSize)
 	}
 	c.dec.Reset(cfg)
@@ -165,6 +161,19 @@ func newWSConn(nc net.Conn, client bool, limits Limits, pmd *pmdConn, early []by
 	})
 	c.live.touch()
 	return c
+}
+
+// frameLimit is the most one frame's payload may take as it arrives on a
+// connection with limits, with permessage-deflate or not (pmd). The
+// decoder counts compressed bytes. DEFLATE stores an incompressible
+// message with a few bytes of framing per 64 KiB, so a message of
+// exactly the limit arrives a little larger; the inflater holds the
+// message itself to MaxMessageSize.
+func frameLimit(limits Limits, pmd bool) int64 {
+	if pmd {
+		return limits.MaxFrameSize + deflateSlack(limits.MaxFrameSize)
+	}
+	return limits.MaxFrameSize
 }
 
 // onWriteError is the outbox's report that a write failed: the connection
@@ -528,6 +537,16 @@ func (c *wsConn) readError(err error) error {
 		ce := *req
 		return &ce
 	}
+	if derr := c.dropErr.Load(); derr != nil {
+		if g, ok := (*derr).(*peerGone); ok {
+			// The other end went during an inflate pause, and the
+			// socket was dropped: its close, if it sent one before,
+			// else 1006. Whatever the read after the drop met: a
+			// closed socket, or over TLS the EOF or the reset that
+			// readUnread met, which the TLS connection keeps.
+			return c.closeUnread(g)
+		}
+	}
 	if errors.Is(err, io.EOF) {
 		return errPeerClosed
 	}
@@ -806,11 +825,15 @@ func (c *wsConn) awaitRoom(b []byte, inTurn bool, deadline time.Time) bool {
 // it at once. That the other end has gone, a FIN or a reset, is seen
 // without a read where the socket can be watched for it (watchHangUp:
 // on Linux, and over TLS through the TCP connection under it): it
-// closes ended. The connection is then dropped, and ends with 1006 as
-// at the EOF or reset the next read would meet; what the other end sent
-// before it went and this end has not read is not handled. The pause
-// ended with endPauses (pauseReading), so reading on would inflate all
-// of it, up to a socket's receive buffer of bombs, unpaced.
+// closes ended. The connection is then dropped (dropGone), and ends with
+// 1006 as at the EOF or reset the next read would meet, or with the
+// other end's close frame when one is among what it sent before it went
+// (closeUnread: 1001 from a client going away, not 1006). What this end
+// has not read is not handled: the pause ended with endPauses
+// (pauseReading), so reading on would inflate all of it, up to a
+// socket's receive buffer of bombs, unpaced. It is read, up to
+// maxUnread, only to be walked frame header by frame header for a
+// close frame, the other frames' payloads skipped.
 //
 // The watch costs a goroutine and a duplicate descriptor per pause,
 // nothing per message: a pause is rare, and the watches under way at
@@ -827,8 +850,7 @@ func (c *wsConn) pauseTurn(wake func(), wait func(ended <-chan struct{})) {
 	w := watchHangUp(c.nc)
 	defer func() {
 		if gone := w.stop(); gone != nil {
-			c.dropErr.CompareAndSwap(nil, &gone)
-			c.abort()
+			c.dropGone(gone)
 		}
 	}()
 	pauseInTurn(c.out, func() { wait(w.ended()) })
