@@ -26,9 +26,11 @@ import (
 // (maxHangUpWatches).
 const maxUnread = 64 << 10
 
-// unreadTimeout bounds the reads of readUnread. After the other end's FIN
-// or reset nothing more arrives and every read returns at once, with
-// bytes, an EOF or an error; the bound is for what should not happen.
+// unreadTimeout bounds readUnread. After the other end's FIN or reset
+// nothing more arrives and every read returns at once, with bytes, an
+// EOF or an error; the bound is for what should not: over TLS a read may
+// have to write (an answer to a key update the other end asked for),
+// and wait for a writer of the outbox stuck on a peer that reads nothing.
 const unreadTimeout = time.Second
 
 // peerGone is the error of a connection dropped because its other end
@@ -55,9 +57,11 @@ func (c *wsConn) dropGone(gone error) {
 
 // readUnread reads what the socket holds, at most maxUnread bytes, over
 // TLS what its records decrypt to. Only once the other end has gone: its
-// FIN or reset ends the reads at what the kernel already holds.
+// FIN or reset ends the reads at what the kernel already holds. The
+// deadline, for writes too, is the connection's last: it is dropped
+// next.
 func (c *wsConn) readUnread() []byte {
-	c.nc.SetReadDeadline(time.Now().Add(unreadTimeout))
+	c.nc.SetDeadline(time.Now().Add(unreadTimeout))
 	b, _ := io.ReadAll(io.LimitReader(c.nc, maxUnread))
 	return b
 }
