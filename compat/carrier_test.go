@@ -1133,7 +1133,13 @@ func TestSlowConsumerOnCarriers(t *testing.T) {
 		for _, carrier := range goCarriers {
 			name := carrierName(carrier) + map[SlowConsumerPolicy]string{DropEvent: "/drop", Disconnect: "/disconnect"}[policy]
 			t.Run(name, func(t *testing.T) {
-				e := newCarrierEnv(t, Options{SlowConsumer: policy, Limits: Limits{MaxOutboxBytes: 1 << 20}})
+				ended := make(chan error, 1) // the slow member's: the first to end
+				e := newCarrierEnv(t, Options{SlowConsumer: policy, Limits: Limits{MaxOutboxBytes: 1 << 20}, OnDisconnect: func(_ *Peer, err error) {
+					select {
+					case ended <- err:
+					default:
+					}
+				}})
 				slow := e.dial(t, carrier, ClientOptions{Reconnect: Reconnect{Disabled: true}})
 				block := make(chan struct{})
 				defer close(block)
@@ -1172,6 +1178,16 @@ func TestSlowConsumerOnCarriers(t *testing.T) {
 					waitFor(t, func() bool { return e.srv.Members("r") == 1 })
 					if n := e.srv.Metrics().SlowConsumers; n != 1 {
 						t.Errorf("Disconnect: SlowConsumers = %d, want 1", n)
+					}
+					// This end's drop, as on every carrier
+					// (TestServerDropIsCloseErrorOnEveryCarrier).
+					select {
+					case err := <-ended:
+						if ce, ok := errors.AsType[*CloseError](err); !ok || *ce != *errDropped {
+							t.Errorf("Disconnect: OnDisconnect got %T %v, want errDropped", err, err)
+						}
+					case <-time.After(10 * time.Second):
+						t.Error("Disconnect: no OnDisconnect for the slow member")
 					}
 				}
 			})

@@ -119,6 +119,12 @@ type pktConn struct {
 	// read loop reads on only for a close notice (turn). Owned by the
 	// read loop; beside client too.
 	writeEnded bool
+	// dropped: this end dropped the carrier without a closing handshake
+	// (abort), and with which close (dropNoNotice, dropWithRequest): the
+	// read loop ends with it (readError), not with the carrier's error
+	// that the drop left. Set once, before the carrier is closed; in the
+	// padding after writeEnded.
+	dropped atomic.Uint32
 
 	// A byte stream: r and the outbox on its writer, the queue of a
 	// partial packet, and its size (need, prefix included, and hdr)
@@ -927,18 +933,70 @@ func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
 // peer given up for silence with 1006 instead of 1001 HP_IDLE_TIMEOUT,
 // depending on whether a keepalive ping had left a flusher writing
 // (TestQUICCallerThatNeverReads).
+//
+// The read loop then ends with the close the carrier was dropped with
+// (readError): errDropped, or the close asked for. Without it, the
+// carrier's error for its own close reached OnDisconnect and a client's
+// calls as it was, no *CloseError: quic-go's "Application error 0x3ee
+// (local)", an empty *webtransport.SessionError, pion's "sending reset
+// packet in non-established state" on WebRTC
+// (TestServerDropIsCloseErrorOnEveryCarrier).
 func (c *pktConn) abort() {
 	c.wakePause()
 	if req := c.closeRequest.Load(); req != nil && c.t.carriesCloseCode() {
+		c.markDropped(dropWithRequest)
 		c.t.closeTransport(req.Code, req.Reason)
 		return
 	}
+	c.markDropped(dropNoNotice)
 	c.t.closeTransport(wsframe.CloseAbnormal, "")
 }
 
+// markDropped keeps how abort drops the carrier, before it closes it; the
+// first drop counts. A carrier that ended already (transportEnd), closed
+// by the other end or dead, is not dropped by this end: its connection
+// ends with what ended it, which a write that failed on it (the outbox's
+// OnError) then drops again in vain.
+func (c *pktConn) markDropped(how uint32) {
+	if e, ok := c.t.(transportEnd); ok {
+		select {
+		case <-e.ended():
+			return
+		default:
+		}
+	}
+	c.dropped.CompareAndSwap(0, how)
+}
+
+// How this end dropped its carrier (pktConn.dropped).
+const (
+	dropNoNotice    = 1 // closed with 1006: errDropped
+	dropWithRequest = 2 // closed with the code of closeRequest
+)
+
+// errDropped is the end of a connection this end dropped without a
+// closing handshake (pktConn.abort): a slow consumer (Peer.dropSlow), a
+// write that failed, a close that found no room. No close notice was sent
+// or read: 1006, as the other end sees it (PROTOCOL.md §8.3), this end's
+// (Remote false), so that every carrier reports the drop alike.
+var errDropped = &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection dropped by this end without a close notice"}
+
+// dropError is the close this end dropped the carrier with (abort), or
+// nil when it did not drop it.
+func (c *pktConn) dropError() *CloseError {
+	switch c.dropped.Load() {
+	case dropNoNotice:
+		return errDropped
+	case dropWithRequest:
+		return c.closeRequest.Load()
+	}
+	return nil
+}
+
 // readError turns the end of reading into the connection's error: the
-// close code the carrier brought, a clean end of a closing handshake, or
-// an abnormal closure.
+// close code the carrier brought, a clean end of a closing handshake, the
+// close this end dropped the carrier with (abort), or an abnormal
+// closure.
 func (c *pktConn) readError(err error) error {
 	if c.writeEnded {
 		// Read on for a close notice that was not there: the connection
@@ -951,6 +1009,14 @@ func (c *pktConn) readError(err error) error {
 			return ce
 		}
 		err = c.out.Err()
+	} else if ce := c.dropError(); ce != nil && !c.isClosing() {
+		// This end dropped a live carrier (markDropped), no handshake
+		// begun: whatever the reading met came of the drop. The other
+		// end's close that a drop provokes is not why: a WebTransport
+		// client answers the server's session close by closing its QUIC
+		// connection with 1006, which closeErrorOf reads from the
+		// connection, the session's close being the server's own.
+		return ce
 	}
 	if ce := c.t.closeErrorOf(err); ce != nil {
 		return ce
@@ -959,6 +1025,11 @@ func (c *pktConn) readError(err error) error {
 		return sent
 	}
 	if ce := sctpAbortError(err); ce != nil {
+		return ce
+	}
+	if ce := c.dropError(); ce != nil {
+		// A drop after a write met the carrier's end or after a close
+		// notice, which nothing above explained.
 		return ce
 	}
 	if errors.Is(err, io.EOF) {
@@ -974,7 +1045,7 @@ func (c *pktConn) end(h messageHandler, err error) error {
 	violation := false // this end closes for what the other end sent
 	switch {
 	case errors.As(err, &ce):
-		if !ce.Remote {
+		if !ce.Remote && ce != c.dropError() { // a drop sends no notice
 			c.sendClose(ce.Code, ce.Reason)
 			violation = true
 		}
