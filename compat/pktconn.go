@@ -120,10 +120,10 @@ type pktConn struct {
 	// read loop; beside client too.
 	writeEnded bool
 	// dropped: this end dropped the carrier without a closing handshake
-	// (abort), and with which close (dropNoNotice, dropWithRequest): the
-	// read loop ends with it (readError), not with the carrier's error
-	// that the drop left. Set once, before the carrier is closed; in the
-	// padding after writeEnded.
+	// (abort, writeFailed), and with which close (dropNoNotice,
+	// dropWithRequest, and dropAfterWrite): the read loop ends with it
+	// (readError), not with the carrier's error that the drop left. Set
+	// once, before the carrier is closed; in the padding after writeEnded.
 	dropped atomic.Uint32
 
 	// A byte stream: r and the outbox on its writer, the queue of a
@@ -165,7 +165,7 @@ func newStreamConn(t pktTransport, rw io.ReadWriter, limits Limits) *pktConn {
 	c.out = corkwriter.NewOutbox(rw, &corkwriter.OutboxOptions{
 		MaxQueued: limits.MaxOutboxBytes,
 		Overflow:  corkwriter.DropOnBackpressure,
-		OnError:   func(error) { c.abort() },
+		OnError:   func(error) { c.writeFailed() },
 	})
 	c.live.touch()
 	return c
@@ -795,7 +795,7 @@ func (c *pktConn) writeMessage(pkt []byte) corkwriter.Status {
 		return corkwriter.Dropped
 	}
 	if err := c.ch.writeMessage(pkt); err != nil {
-		go c.abort()
+		go c.writeFailed()
 		return corkwriter.Closed
 	}
 	return corkwriter.Sent
@@ -941,14 +941,25 @@ func (c *pktConn) refuse(code wsframe.CloseCode, reason string) {
 // (local)", an empty *webtransport.SessionError, pion's "sending reset
 // packet in non-established state" on WebRTC
 // (TestServerDropIsCloseErrorOnEveryCarrier).
-func (c *pktConn) abort() {
+func (c *pktConn) abort() { c.drop(0) }
+
+// writeFailed drops the carrier after a write failed on it (the outbox's
+// OnError, a channel's write). The write most often met an end the other
+// end made, which the reading then tells better than the drop: its close
+// code (closeErrorOf) or ABORT is the connection's end, though the QUIC
+// connection's context, the carrier's end (markDropped), may not have
+// ended yet (TestCarrierBadInput: a client whose call over the limit the
+// server closed with 1009 saw this end's 1006).
+func (c *pktConn) writeFailed() { c.drop(dropAfterWrite) }
+
+func (c *pktConn) drop(flags uint32) {
 	c.wakePause()
 	if req := c.closeRequest.Load(); req != nil && c.t.carriesCloseCode() {
-		c.markDropped(dropWithRequest)
+		c.markDropped(dropWithRequest | flags)
 		c.t.closeTransport(req.Code, req.Reason)
 		return
 	}
-	c.markDropped(dropNoNotice)
+	c.markDropped(dropNoNotice | flags)
 	c.t.closeTransport(wsframe.CloseAbnormal, "")
 }
 
@@ -972,6 +983,7 @@ func (c *pktConn) markDropped(how uint32) {
 const (
 	dropNoNotice    = 1 // closed with 1006: errDropped
 	dropWithRequest = 2 // closed with the code of closeRequest
+	dropAfterWrite  = 4 // flag: after a write failed (writeFailed)
 )
 
 // errDropped is the end of a connection this end dropped without a
@@ -982,15 +994,16 @@ const (
 var errDropped = &CloseError{Code: wsframe.CloseAbnormal, Reason: "connection dropped by this end without a close notice"}
 
 // dropError is the close this end dropped the carrier with (abort), or
-// nil when it did not drop it.
-func (c *pktConn) dropError() *CloseError {
-	switch c.dropped.Load() {
+// nil when it did not drop it; deliberate unless a write failed first.
+func (c *pktConn) dropError() (ce *CloseError, deliberate bool) {
+	d := c.dropped.Load()
+	switch d &^ dropAfterWrite {
 	case dropNoNotice:
-		return errDropped
+		ce = errDropped
 	case dropWithRequest:
-		return c.closeRequest.Load()
+		ce = c.closeRequest.Load()
 	}
-	return nil
+	return ce, d&dropAfterWrite == 0
 }
 
 // readError turns the end of reading into the connection's error: the
@@ -1009,9 +1022,9 @@ func (c *pktConn) readError(err error) error {
 			return ce
 		}
 		err = c.out.Err()
-	} else if ce := c.dropError(); ce != nil && !c.isClosing() {
-		// This end dropped a live carrier (markDropped), no handshake
-		// begun: whatever the reading met came of the drop. The other
+	} else if ce, deliberate := c.dropError(); ce != nil && deliberate && !c.isClosing() {
+		// This end dropped a live carrier (abort, markDropped), no
+		// handshake begun: whatever the reading met came of the drop. The other
 		// end's close that a drop provokes is not why: a WebTransport
 		// client answers the server's session close by closing its QUIC
 		// connection with 1006, which closeErrorOf reads from the
@@ -1027,9 +1040,9 @@ func (c *pktConn) readError(err error) error {
 	if ce := sctpAbortError(err); ce != nil {
 		return ce
 	}
-	if ce := c.dropError(); ce != nil {
-		// A drop after a write met the carrier's end or after a close
-		// notice, which nothing above explained.
+	if ce, _ := c.dropError(); ce != nil {
+		// A drop after a write failed or after a close notice, which
+		// nothing above explained.
 		return ce
 	}
 	if errors.Is(err, io.EOF) {
@@ -1045,7 +1058,7 @@ func (c *pktConn) end(h messageHandler, err error) error {
 	violation := false // this end closes for what the other end sent
 	switch {
 	case errors.As(err, &ce):
-		if !ce.Remote && ce != c.dropError() { // a drop sends no notice
+		if dropped, _ := c.dropError(); !ce.Remote && ce != dropped { // a drop sends no notice
 			c.sendClose(ce.Code, ce.Reason)
 			violation = true
 		}
