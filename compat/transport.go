@@ -559,6 +559,13 @@ func (c *wsConn) readError(err error) error {
 	if derr := c.dropErr.Load(); derr != nil && errors.Is(err, net.ErrClosed) {
 		return *derr
 	}
+	if c.aborted.Load() && errors.Is(err, net.ErrClosed) {
+		// This end dropped the connection (a slow consumer, a hang-up
+		// watch's end): the read after it says only "use of closed
+		// network connection", no *CloseError, where the packet
+		// carriers end such a drop with errDropped.
+		return errDropped
+	}
 	return err
 }
 
