@@ -560,10 +560,11 @@ func (c *wsConn) readError(err error) error {
 		return *derr
 	}
 	if c.aborted.Load() && errors.Is(err, net.ErrClosed) {
-		// This end dropped the connection (a slow consumer, a hang-up
-		// watch's end): the read after it says only "use of closed
-		// network connection", no *CloseError, where the packet
-		// carriers end such a drop with errDropped.
+		// This end dropped the connection (a slow consumer's drop,
+		// among others) and kept no reason of its own: the read after
+		// it says only "use of closed network connection", no
+		// *CloseError, where the packet carriers end such a drop with
+		// errDropped.
 		return errDropped
 	}
 	return err
