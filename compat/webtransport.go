@@ -608,6 +608,18 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 			str.CancelRead(0)
 		}
 	}
+	if t.conn != nil && t.conn.Err() == nil && (connectStreamFailed(err) || connectStreamFailed(context.Cause(t.sess.Context()))) {
+		// The session's CONNECT stream failed, most likely because its
+		// QUIC connection closed: quic-go fails the streams first and
+		// cancels the connection's context, whose cause carries the
+		// code, a moment later. Read before it, a client's Close (1000)
+		// reached OnDisconnect as webtransport-go's error (CI: one run
+		// of TestCloseWhileAwaitingCapabilitiesSendsItsClose).
+		select {
+		case <-t.conn.Done():
+		case <-time.After(connEndWait):
+		}
+	}
 	if t.conn != nil && t.conn.Err() != nil {
 		if ce := quicCloseError(context.Cause(t.conn)); ce != nil {
 			return ce
@@ -615,6 +627,21 @@ func (t *wtTransport) closeErrorOf(err error) *CloseError {
 	}
 	return quicCloseError(err)
 }
+
+// connectStreamFailed reports whether err is webtransport-go's end of a
+// session whose CONNECT stream failed: H3_DATAGRAM_ERROR, this end's,
+// with the stream's error only as text (the connection's close code
+// among it, out of reach).
+func connectStreamFailed(err error) bool {
+	var he *http3.Error
+	return errors.As(err, &he) && he.ErrorCode == http3.ErrCodeDatagramError && !he.Remote
+}
+
+// connEndWait bounds closeErrorOf's wait for the QUIC connection's end
+// after its session's CONNECT stream failed: microseconds when the
+// connection closed, the whole bound (once, at the connection's end)
+// when only the stream was reset.
+const connEndWait = 250 * time.Millisecond
 
 // flowControlViolation returns the error of a session that
 // webtransport-go ended for the other end's breach of its flow control
