@@ -338,21 +338,13 @@ func newServer(fs *flag.FlagSet, f *settings, log *slog.Logger) (*compat.Server,
 	return srv, err
 }
 
-// optionFlags name the flag that sets each option, by
-// compat.OptionError's name for it.
+// optionFlags name the flag that sets each option NewServer may refuse
+// (its *compat.OptionError's Option); the others' flags checkFlags holds
+// to what NewServer takes.
 var optionFlags = map[string]string{
-	"Limits.MaxMessageSize":    "max-message",
-	"Limits.MaxEmitSize":       "max-emit",
-	"Limits.MaxEmitRate":       "max-emit-rate",
-	"Limits.MaxInflateRate":    "max-inflate-rate",
-	"Limits.MaxOutboxBytes":    "max-outbox",
-	"Limits.MaxRooms":          "max-rooms",
-	"SlowConsumer":             "slow-consumer",
-	"IdleTimeout":              "idle-timeout",
-	"KeepaliveInterval":        "keepalive",
-	"MaxConnections":           "max-connections",
-	"MaxConnectionsPerAddress": "max-connections-per-address",
-	"PresenceInterval":         "presence-interval",
+	"Limits.MaxInflateRate": "max-inflate-rate",
+	"IdleTimeout":           "idle-timeout",
+	"KeepaliveInterval":     "keepalive",
 }
 
 // checkFlags refuses what the flag package lets through but the server
